@@ -1,0 +1,209 @@
+"""The ``grade`` command: a thin layer over :mod:`grader.grading` and the renderers.
+
+``grade PATH`` grades one submission (the student's one command); further verbs are
+subcommands (``grade dev validate``, ``grade dev stubs``, ...). A user's mistake is
+one line on standard error and exit status 2; ``--fail-under`` alone gives 1.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from grader import __version__
+from grader.chapter import ChapterError, available_chapters, load_chapter
+from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
+
+log = logging.getLogger("grader")
+EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UserError(click.ClickException):
+    """A mistake of the user's: one line, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class _GradeGroup(click.Group):
+    """``grade PATH ...`` runs the hidden ``check`` command; known verbs run themselves."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("grade", "PATH [OPTIONS]  |  grade COMMAND [ARGS]...")
+
+
+@click.group(cls=_GradeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="grade")
+def cli() -> None:
+    """Grade JAX exercises with hidden checks: grade exercises/ch4
+
+    评测 JAX 练习：grade exercises/ch4
+
+    PATH is a folder with the chapter's modules, a notebook, or a .zip of either.
+    Run `grade check --help` for the options of grading.
+    """
+
+
+def _lang_option(fn):
+    return click.option("--lang", type=click.Choice(LANGS), default=None,
+                        help="Report language (default: from the locale). 报告语言。")(fn)
+
+
+@cli.command("check", hidden=False)
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--chapter", help="Chapter id (default: the folder's name, e.g. ch4).")
+@click.option("--report-dir", type=click.Path(path_type=Path),
+              help="Where report.json and report.md go (default: .grade/ inside the submission).")
+@click.option("-k", "--exercise", "exercises", multiple=True,
+              help="Grade only this exercise (ex03_static_args, ex03 or 3); repeatable.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="Replay the hidden inputs of an earlier run (its seed is in the report).")
+@_lang_option
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the table.")
+@click.option("--fail-under", type=float, default=None, help="Exit with status 1 when the score is below this.")
+@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
+              help="Isolation of the student's code.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
+              help="Time limit for the whole submission, in seconds.")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
+def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
+              seed: int | None, lang: str | None, as_json: bool, fail_under: float | None, sandbox: str,
+              timeout_s: float, verbose: bool) -> None:
+    """Grade one submission and write its report. 评测一份作业并写出报告。"""
+    from grader.grading import GradeOptions, grade
+    from grader.report import render_json, render_terminal, write_reports
+    from grader.submission import SubmissionError
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    _setup_logging(verbose)
+    try:
+        options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
+                               submission_timeout_s=timeout_s)
+        if sys.stderr.isatty() and not as_json:
+            click.echo(f"grade: {path} …", err=True)
+        report = grade(path, options)
+    except SubmissionError as exc:
+        raise UserError(catalog.render(exc.text, lang)) from None
+    catalog = load_chapter(report.chapter).catalog
+    target = report_dir or _default_report_dir(path)
+    try:
+        written = write_reports(report, catalog, lang, target)
+    except OSError as exc:
+        if report_dir is not None:
+            raise UserError(catalog.render(T("error.report_dir", path=str(target), detail=exc.strerror), lang)) \
+                from None
+        target = Path(tempfile.mkdtemp(prefix="grade-report-"))
+        written = write_reports(report, catalog, lang, target)
+    if as_json:
+        click.echo(render_json(report, catalog, lang), nl=False)
+    else:
+        click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
+        click.echo(catalog.render(T("ui.report_written", path=str(written)), lang))
+    if fail_under is not None and report.score < fail_under:
+        sys.exit(EXIT_FAIL_UNDER)
+
+
+def _default_report_dir(path: Path) -> Path:
+    base = path if path.is_dir() else path.parent
+    return base / ".grade"
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="grade: %(message)s",
+                        stream=sys.stderr)
+
+
+# ------------------------------------------------------------------ course authors
+@cli.group("dev")
+def dev() -> None:
+    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
+
+
+@dev.command("stubs")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--check", "check_only", is_flag=True, help="Only report stubs that differ from their solutions.")
+def dev_stubs(chapter: str, check_only: bool) -> None:
+    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers)."""
+    from grader.authoring.stubs import StubFormatError, generate
+
+    spec = _chapter(chapter)
+    try:
+        diffs = generate(spec.solutions, spec.stubs, write=not check_only)
+    except StubFormatError as exc:
+        raise UserError(str(exc)) from None
+    for diff in diffs:
+        click.echo(f"{'out of date' if check_only else 'wrote'}: {spec.stubs / diff.name} ({diff.reason})")
+    if check_only and diffs:
+        click.echo("run `grade dev stubs` to regenerate them", err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    if not diffs:
+        click.echo(f"{spec.id}: stubs match their solutions")
+
+
+@dev.command("validate")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--seed", type=int, default=None)
+@_lang_option
+def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
+    """Validate a chapter: metadata, stubs, reference full marks, stubs zero."""
+    from grader.authoring.validate import validate
+
+    problems = validate(_chapter(chapter), seed=seed, lang=lang or default_lang(), echo=click.echo)
+    if problems:
+        for problem in problems:
+            click.echo(f"✗ {problem}", err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    click.echo(f"✓ {chapter}: valid")
+
+
+def _chapter(chapter_id: str):
+    try:
+        return load_chapter(chapter_id)
+    except ChapterError as exc:
+        raise UserError(str(exc)) from None
+
+
+# ------------------------------------------------------------------ entry point
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line for every error, never a traceback for the user's mistake."""
+    try:
+        cli.main(args=argv, prog_name="grade", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        message = exc.format_message()
+        if isinstance(exc, click.UsageError) and not isinstance(exc, UserError):
+            message += " (see grade --help)"
+        click.echo(f"grade: error: {message}", err=True)
+        return EXIT_USAGE
+    except click.Abort:
+        click.echo("grade: interrupted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("grade: interrupted", err=True)
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    except Exception as exc:  # noqa: BLE001 - the grader's own bug: one line, details in a file
+        log_path = Path(tempfile.gettempdir()) / f"grade-error-{os.getpid()}.log"
+        log_path.write_text(traceback.format_exc(), encoding="utf-8")
+        lang = default_lang()
+        text = Catalog.render(grader_catalog(), T("error.internal", detail=f"{type(exc).__name__}: {exc}",
+                                                  log=str(log_path)), lang)
+        click.echo(f"grade: {text}", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Grading one submission: the unit of work.
+
+:func:`grade` takes a path and options and returns a :class:`~grader.results.Report`;
+it never raises for anything the student's code does. It reads the submission, starts
+two hosts (the student's, sandboxed, and the trusted reference's), runs one job per
+exercise on each side with the same hidden inputs, judges the records with the
+chapter's checks, and measures how long it all took. Batch grading, a cluster
+worker or a notebook front end call this same function.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from grader import integrity, submission as submissions
+from grader.chapter import Chapter, ExerciseSpec
+from grader.checks import CheckContext, Observations, Termination, run_checks
+from grader.i18n import T, Text
+from grader.results import CheckResult, ExerciseResult, Report, exercise_status
+from grader.runner import sandbox as sandboxes
+from grader.runner.pool import Host, JobOutcome, JobSession, Limits, run_job
+
+log = logging.getLogger("grader")
+
+
+@dataclass
+class GradeOptions:
+    chapter: str | None = None
+    exercises: tuple[str, ...] = ()
+    seed: int | None = None
+    sandbox: str = "auto"
+    limits: Limits = field(default_factory=Limits)
+    submission_timeout_s: float = 900.0
+    workers: int | None = None
+    reference_dir: Path | None = None
+    scratch_root: Path | None = None
+
+
+def new_seed() -> int:
+    return secrets.randbelow(2**31 - 1) + 1
+
+
+def grade(path: Path, options: GradeOptions | None = None, *,
+          progress: Callable[[ExerciseResult], None] | None = None) -> Report:
+    """Grade the submission at ``path``. Raises only :class:`SubmissionError` (nothing gradable)."""
+    options = options or GradeOptions()
+    started = time.monotonic()
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    path = Path(path)
+    chapter = submissions.resolve_chapter(path, options.chapter)
+    try:
+        selected = chapter.select(options.exercises)
+    except Exception as exc:  # ChapterError: an unknown -k
+        raise submissions.SubmissionError(T("error.chapter", detail=str(exc))) from None
+    seed = options.seed if options.seed is not None else new_seed()
+    scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
+    os.chmod(scratch, 0o755)
+    try:
+        sub = submissions.load(path, chapter, scratch / "submission")
+        os.chmod(scratch / "submission", 0o755)
+        for file in sub.module_dir.iterdir():
+            os.chmod(file, 0o644)
+        os.chmod(sub.module_dir, 0o755)
+        run = _Run(chapter, selected, sub, seed, options, scratch)
+        exercises = run.execute(progress)
+        environment = run.environment()
+        findings = integrity.scan(sub.module_dir, [f for f in sub.files if f.endswith(".py")] or
+                                  [ex.filename for ex in chapter.exercises])
+        return Report(
+            chapter=chapter.id,
+            chapter_title=chapter.title,
+            seed=seed,
+            started_at=started_at,
+            duration_s=time.monotonic() - started,
+            submission=sub.describe(),
+            environment=environment,
+            exercises=exercises,
+            integrity=findings,
+            sandbox=run.plan.describe(),
+            timings=run.timings,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _Run:
+    """The state of one grading run: its hosts, deadline and records."""
+
+    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
+                 options: GradeOptions, scratch: Path):
+        self.chapter = chapter
+        self.selected = selected
+        self.sub = sub
+        self.seed = seed
+        self.options = options
+        self.deadline = time.monotonic() + options.submission_timeout_s
+        self.plan = sandboxes.plan(options.sandbox)
+        self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
+        self.timings: dict[str, Any] = {}
+        self.envs: list[dict] = []
+        self._env_lock = threading.Lock()
+        probes = chapter.probes_module_name
+        self.student = Host(side="student", chapter=chapter.id, probes=probes, module_dir=sub.module_dir,
+                            scratch=scratch / "student", plan=self.plan, limits=options.limits, uids=self.uids)
+        reference_dir = options.reference_dir or chapter.solutions
+        if not reference_dir.is_dir():
+            raise submissions.SubmissionError(T("error.no_reference", chapter=chapter.id, path=str(reference_dir)))
+        self.reference = Host(side="reference", chapter=chapter.id, probes=probes, module_dir=reference_dir,
+                              scratch=scratch / "reference", plan=sandboxes.SandboxPlan("process", False),
+                              limits=options.limits)
+
+    # ------------------------------------------------------------------ running
+    def execute(self, progress: Callable[[ExerciseResult], None] | None) -> list[ExerciseResult]:
+        runnable = [ex for ex in self.selected if ex.id not in self.sub.problems]
+        results: dict[str, ExerciseResult] = {}
+        for ex in self.selected:
+            if ex.id in self.sub.problems:
+                results[ex.id] = self._unrunnable(ex, self.sub.problems[ex.id])
+        if runnable:
+            t0 = time.monotonic()
+            self.student.start()
+            self.reference.start()
+            try:
+                plain = [ex for ex in runnable if not ex.timed]
+                timed = [ex for ex in runnable if ex.timed]
+                workers = self.options.workers or max(1, min(2, os.cpu_count() or 1))
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    for ex, result in zip(plain, pool.map(self._grade_exercise, plain)):
+                        results[ex.id] = result
+                for ex in timed:  # alone on the machine
+                    results[ex.id] = self._grade_exercise(ex)
+            finally:
+                self.student.stop()
+                self.reference.stop()
+            self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
+            self.timings["host_restarts"] = self.student.restarts
+        ordered = [results[ex.id] for ex in self.selected]
+        if progress:
+            for result in ordered:
+                progress(result)
+        return ordered
+
+    def _remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _grade_exercise(self, ex: ExerciseSpec) -> ExerciseResult:
+        t0 = time.monotonic()
+        try:
+            inputs = self.chapter.checks_module.inputs(ex.id, self.seed)
+        except Exception as exc:  # a bug in the chapter's input code
+            log.exception("inputs for %s failed", ex.id)
+            return self._unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"), "error")
+        budget = min(ex.timeout_s, self._remaining())
+        if budget <= 1:
+            return self._unrunnable(ex, T("job.submission_timeout", seconds=self.options.submission_timeout_s),
+                                    "timeout")
+        driver = getattr(self.chapter.checks_module, "DRIVERS", {}).get(ex.id)
+        if driver is not None:
+            student_out, reference_out = driver(self, ex, inputs, budget)
+        else:
+            student_out = self._job(self.student, ex, inputs, budget)
+            reference_out = None
+            if _attempted_anything(student_out):
+                reference_out = self._reference_job(ex, inputs)
+        result = self._judge(ex, inputs, student_out, reference_out)
+        result.duration_s = time.monotonic() - t0
+        return result
+
+    def _job(self, host: Host, ex: ExerciseSpec, inputs: dict, timeout_s: float,
+             driver: Callable[[JobSession], None] | None = None) -> JobOutcome:
+        outcome = run_job(host, exercise=ex.id, module=ex.module, functions=ex.functions, inputs=inputs,
+                          timeout_s=timeout_s, driver=driver)
+        if outcome.env:
+            with self._env_lock:
+                self.envs.append({"side": host.side, **outcome.env})
+        return outcome
+
+    def _reference_job(self, ex: ExerciseSpec, inputs: dict, driver=None) -> JobOutcome:
+        outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2, driver)
+        if outcome.end != "done":  # the reference is trusted: a failure is transient or the grader's bug
+            log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
+            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2, driver)
+        return outcome
+
+    # ------------------------------------------------------------------ judging
+    def _unrunnable(self, ex: ExerciseSpec, reason: Text, status: str = "error") -> ExerciseResult:
+        checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
+                              status=status, message=reason, hint=c.hint) for c in ex.checks]
+        return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
+                              error=reason)
+
+    def _judge(self, ex: ExerciseSpec, inputs: dict, student: JobOutcome,
+               reference: JobOutcome | None) -> ExerciseResult:
+        if student.end == "import_error":
+            d = student.detail
+            reason = T("job.import_error", file=ex.filename, type=d.get("type", "?"),
+                       message=d.get("message", ""), where=_where(d.get("where"), self.sub))
+            result = self._unrunnable(ex, reason)
+            result.output = student.output
+            return result
+        termination = _termination(student, ex)
+        data = dict(student.observations)
+        for name, described in student.names.items():
+            data[f"names/{name}"] = {**described, "file": ex.filename}
+        s = Observations("student", data, module_file=ex.filename)
+        ref_data: dict = {}
+        if reference is not None:
+            if reference.end == "done":
+                ref_data = dict(reference.observations)
+            else:
+                log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
+                          reference.output[-2000:])
+        r = Observations("reference", ref_data)
+        ctx = CheckContext(exercise=ex, inputs=inputs, seed=self.seed)
+        checks = run_checks(ex, self.chapter.checks_module.checks, s, r, ctx, termination)
+        if reference is not None and reference.end != "done":
+            how = _how(reference)
+            for check in checks:
+                if check.status == "error":
+                    check.message = T("job.reference_failed", how=how)
+        _localize_where(checks, self.sub)
+        status = exercise_status(checks, termination.kind)
+        return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
+                              error=termination.reason if termination.kind else None, output=student.output)
+
+    def environment(self) -> dict:
+        env: dict = {}
+        for candidate in sorted(self.envs, key=lambda e: e.get("side") != "reference"):
+            env = {k: v for k, v in candidate.items() if k != "side"}
+            break
+        if not env:
+            env = {"python": None, "jax": self.student.versions.get("jax") or self.reference.versions.get("jax"),
+                   "jaxlib": None, "backend": None, "device_kind": None}
+        env.setdefault("cpu_count", os.cpu_count())
+        env["cpu_count"] = os.cpu_count()
+        return env
+
+
+def _attempted_anything(outcome: JobOutcome) -> bool:
+    """Whether the reference needs to run: some call of the student's got past NotImplementedError."""
+    if outcome.end == "import_error":
+        return False
+    for value in outcome.observations.values():
+        if isinstance(value, dict) and value.get("status") in ("ok", "raised"):
+            return True
+    # a crash or a hang before any record: the checks report it, no reference needed
+    return False
+
+
+def _how(outcome: JobOutcome) -> Text:
+    exit_info = outcome.detail.get("exit", {})
+    if outcome.end == "timeout":
+        return T("job.timeout", seconds=round(outcome.duration_s, 1))
+    if "signal" in exit_info:
+        number = exit_info["signal"]
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "?"
+        if number == signal.SIGXFSZ:
+            return T("job.output_limit")
+        return T("job.signal", signal=number, name=name)
+    if "code" in exit_info:
+        return T("job.exit_code", code=exit_info["code"])
+    return T("job.host_lost")
+
+
+def _termination(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
+    end = outcome.end
+    if end == "done":
+        return Termination()
+    if end == "timeout":
+        return Termination("timeout", T("job.timeout", seconds=round(outcome.duration_s, 1)))
+    if end == "crashed":
+        exit_info = outcome.detail.get("exit", {})
+        if exit_info.get("signal") == signal.SIGXCPU:
+            return Termination("timeout", T("job.timeout", seconds=round(outcome.duration_s, 1)))
+        how = _how(outcome)
+        if "MemoryError" in outcome.output[-3000:] or "RESOURCE_EXHAUSTED" in outcome.output[-3000:]:
+            how = [how, T("job.memory")]
+        return Termination("error", T("job.crashed", how=how))
+    if end == "probe_error":
+        return Termination("error", T("job.probe_error", type=outcome.detail.get("type", "?")))
+    if end == "protocol_error":
+        return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
+    return Termination("error", T("job.host_lost"))
+
+
+def _where(where: str | None, sub: submissions.Submission) -> str:
+    """``file:line`` for a module, or the notebook cell it came from."""
+    if not where or not sub.notebook_cells:
+        return where or "?"
+    try:
+        line = int(where.rsplit(":", 1)[1])
+        cell, cell_line = sub.notebook_cells[min(line, len(sub.notebook_cells)) - 1]
+        return f"notebook cell {cell}, line {cell_line}"
+    except (ValueError, IndexError):
+        return where
+
+
+def _localize_where(checks: list[CheckResult], sub: submissions.Submission) -> None:
+    if not sub.notebook_cells:
+        return
+
+    def fix(text: Any) -> Any:
+        if isinstance(text, list):
+            return [fix(t) for t in text]
+        if isinstance(text, Text) and "where" in text.args:
+            return Text(text.key, {**text.args, "where": _where(text.args["where"], sub)})
+        if isinstance(text, Text):
+            return Text(text.key, {k: fix(v) for k, v in text.args.items()})
+        return text
+
+    for check in checks:
+        check.message = fix(check.message)

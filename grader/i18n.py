@@ -1,0 +1,121 @@
+"""Student-facing text in English and Chinese.
+
+Checks never build sentences: they return :class:`Text` (a message key and its
+arguments), and a renderer turns it into words in the report's language at the end.
+Messages live in TOML catalogs, one table per key with both languages side by side::
+
+    ["numeric.shape"]
+    en = "{what}: expected shape {expected}, got {got}"
+    zh = "{what}：期望形状 {expected}，实际为 {got}"
+
+The grader's own catalog is ``grader/messages.toml``; a chapter adds its own
+``messages.toml`` beside its ``chapter.toml``.
+"""
+from __future__ import annotations
+
+import os
+import string
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+LANGS = ("en", "zh")
+
+
+@dataclass(frozen=True)
+class Text:
+    """A message to be put into words later: a catalog key and its arguments."""
+
+    key: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # shows up in test failures
+        return f"T({self.key!r}, {dict(self.args)!r})"
+
+
+def T(key: str, **args: Any) -> Text:
+    return Text(key, args)
+
+
+@dataclass(frozen=True)
+class Bilingual:
+    """Text already written in both languages (titles and hints from a chapter file)."""
+
+    en: str
+    zh: str
+
+    def __getitem__(self, lang: str) -> str:
+        return self.zh if lang == "zh" else self.en
+
+
+class Catalog:
+    """Message templates by key and language."""
+
+    def __init__(self) -> None:
+        self._messages: dict[str, dict[str, str]] = {}
+
+    def load(self, path: Path) -> "Catalog":
+        with path.open("rb") as handle:
+            table = tomllib.load(handle)
+        for key, langs in table.items():
+            missing = [lang for lang in LANGS if lang not in langs]
+            if missing:
+                raise ValueError(f"{path}: message {key!r} has no {', '.join(missing)} text")
+            if key in self._messages:
+                raise ValueError(f"{path}: message {key!r} is defined twice")
+            self._messages[key] = {lang: langs[lang] for lang in LANGS}
+        return self
+
+    def keys(self) -> set[str]:
+        return set(self._messages)
+
+    def template(self, key: str, lang: str) -> str:
+        return self._messages[key][lang]
+
+    def render(self, text: Any, lang: str) -> str:
+        """Words for ``text`` (a Text, a Bilingual, a plain string or None)."""
+        if text is None:
+            return ""
+        if isinstance(text, Bilingual):
+            return text[lang]
+        if isinstance(text, list):
+            return "; ".join(self.render(t, lang) for t in text)
+        if not isinstance(text, Text):
+            return str(text)
+        try:
+            template = self._messages[text.key][lang]
+        except KeyError:
+            return f"[{text.key}] " + ", ".join(f"{k}={v}" for k, v in text.args.items())
+        args = {k: self._arg(v, lang) for k, v in text.args.items()}
+        try:
+            return template.format(**args)
+        except (KeyError, ValueError, IndexError, TypeError):
+            return f"{template} ({args})"
+
+    def _arg(self, value: Any, lang: str) -> Any:
+        if isinstance(value, (Text, Bilingual, list)):
+            return self.render(value, lang)
+        return value
+
+
+def placeholders(template: str) -> set[str]:
+    """The names a template uses, for the catalog's consistency test."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def default_lang(environ: Mapping[str, str] | None = None) -> str:
+    """The report language from the locale: Chinese when it says so, else English."""
+    environ = os.environ if environ is None else environ
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        value = environ.get(var, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
+_GRADER_CATALOG = Path(__file__).with_name("messages.toml")
+
+
+def grader_catalog() -> Catalog:
+    return Catalog().load(_GRADER_CATALOG)

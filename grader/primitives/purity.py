@@ -1,0 +1,141 @@
+"""Purity: a jitted function's Python body runs once, at trace time, so it must not
+depend on or change anything but its arguments.
+
+Child side: :func:`fingerprint_globals` summarises a module's globals (values, array
+contents, container contents, object identities) so a change made by a call shows up
+as a different fingerprint; :func:`find_tracers` finds traced values that escaped into
+module globals (tracer leaks). Grader side: :func:`judge` turns those records, the
+text printed during the calls and repeated outputs into one verdict.
+"""
+from __future__ import annotations
+
+import hashlib
+from types import FunctionType, ModuleType
+from typing import Any
+
+import numpy as np
+
+from grader.checks import Fail
+from grader.i18n import T
+
+_MAX_ITEMS = 2000
+
+
+def _fingerprint(value: Any, depth: int, seen: set[int]) -> str:
+    import jax
+
+    if isinstance(value, jax.core.Tracer):
+        return "tracer"
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        text = repr(value)
+        return text if len(text) < 200 else hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)):
+        try:
+            host = np.asarray(value)
+            digest = hashlib.sha1(np.ascontiguousarray(host).tobytes()).hexdigest()
+            return f"array:{host.dtype}:{host.shape}:{digest}"
+        except Exception:  # noqa: BLE001 - a deleted buffer, for example
+            return f"array:{id(value)}"
+    if isinstance(value, (ModuleType, FunctionType, type)) or callable(value):
+        return f"id:{id(value)}"
+    if id(value) in seen or depth > 4:
+        return f"id:{id(value)}"
+    seen.add(id(value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)[:_MAX_ITEMS]
+        if isinstance(value, (set, frozenset)):
+            parts = sorted(_fingerprint(v, depth + 1, seen) for v in items)
+        else:
+            parts = [_fingerprint(v, depth + 1, seen) for v in items]
+        body = "|".join(parts) + f"#{len(value)}"
+    elif isinstance(value, dict):
+        items = list(value.items())[:_MAX_ITEMS]
+        body = "|".join(f"{_fingerprint(k, depth + 1, seen)}={_fingerprint(v, depth + 1, seen)}" for k, v in items)
+        body += f"#{len(value)}"
+    else:
+        state = getattr(value, "__dict__", None)
+        inner = _fingerprint(state, depth + 1, seen) if isinstance(state, dict) else ""
+        body = f"{type(value).__qualname__}:{id(value)}:{inner}"
+    return f"{type(value).__name__}:" + hashlib.sha1(body.encode("utf-8", "replace")).hexdigest()
+
+
+def fingerprint_globals(module: ModuleType) -> dict[str, str]:
+    """One fingerprint per public and private global of ``module`` (dunders aside)."""
+    out = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        try:
+            out[name] = _fingerprint(value, 0, set())
+        except Exception as exc:  # noqa: BLE001 - an object that refuses inspection
+            out[name] = f"uninspectable:{type(exc).__name__}"
+    return out
+
+
+def diff_globals(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
+    return {
+        "changed": sorted(k for k in before if k in after and before[k] != after[k]),
+        "added": sorted(k for k in after if k not in before),
+        "removed": sorted(k for k in before if k not in after),
+    }
+
+
+def find_tracers(module: ModuleType) -> list[str]:
+    """Names of module globals that hold a tracer (directly or in a container)."""
+    import jax
+
+    found = []
+
+    def holds(value: Any, depth: int) -> bool:
+        if isinstance(value, jax.core.Tracer):
+            return True
+        if depth > 3:
+            return False
+        if isinstance(value, (list, tuple, set)):
+            return any(holds(v, depth + 1) for v in list(value)[:_MAX_ITEMS])
+        if isinstance(value, dict):
+            return any(holds(v, depth + 1) for v in list(value.values())[:_MAX_ITEMS])
+        return False
+
+    for name, value in list(vars(module).items()):
+        try:
+            if holds(value, 0):
+                found.append(name)
+        except Exception:  # noqa: BLE001
+            continue
+    return found
+
+
+# ---------------------------------------------------------------- grader side
+def expect_globals_unchanged(diff: dict, *, what: str) -> dict:
+    names = diff.get("changed", []) + diff.get("added", []) + diff.get("removed", [])
+    if names:
+        raise Fail(T("purity.globals", what=what, names=", ".join(names)), {"globals_changed": names})
+    return {"globals_changed": []}
+
+
+def expect_no_tracers(names: list[str], *, what: str) -> dict:
+    if names:
+        raise Fail(T("purity.tracer_leak", what=what, names=", ".join(names)), {"leaked": names})
+    return {"leaked": []}
+
+
+def expect_silent(captured: dict, *, what: str) -> dict:
+    text = captured.get("text", "")
+    if captured.get("bytes", 0) or text:
+        first = text.strip().splitlines()[0][:120] if text.strip() else ""
+        raise Fail(T("purity.printed", what=what, bytes=captured.get("bytes", len(text)), first=first),
+                   {"printed_bytes": captured.get("bytes", len(text))})
+    return {"printed_bytes": 0}
+
+
+def expect_same(first: Any, second: Any, *, what: str) -> dict:
+    """Two described results of the same call on the same input must be identical."""
+    a = first.get("value") if isinstance(first, dict) else None
+    b = second.get("value") if isinstance(second, dict) else None
+    if a is None or b is None:
+        return {}
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=True):
+        raise Fail(T("purity.not_deterministic", what=what))
+    return {"repeat_identical": True}

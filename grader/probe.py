@@ -1,0 +1,287 @@
+"""The child side of a check: calling the student's code and recording what happened.
+
+A chapter's ``probes.py`` registers one probe per exercise. It runs in the child
+process, next to the untrusted code, and only *records*: return values (described
+as plain data), exceptions, compile counts, printed text, module globals. It never
+judges; verdicts are made in the grader's process from these records.
+
+Every record is sent to the grader as soon as it is made, so a crash or a hang later
+in the exercise costs only what came after it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from grader.wire import SAFE_DTYPES, Channel
+
+MAX_ELEMENTS = 1 << 22
+MAX_TEXT = 16 * 1024
+
+Probe = Callable[["ProbeContext"], None]
+PROBES: dict[str, dict[str, Probe]] = {}
+
+
+def probe(chapter: str, exercise: str) -> Callable[[Probe], Probe]:
+    """Register ``fn`` as the probe of one exercise."""
+
+    def register(fn: Probe) -> Probe:
+        PROBES.setdefault(chapter, {})[exercise] = fn
+        return fn
+
+    return register
+
+
+class _Untouchable:
+    """Trusted callables captured before any student code is imported."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.perf_counter = time.perf_counter
+        self.monotonic = time.monotonic
+        self.sleep = time.sleep
+
+
+TRUSTED = _Untouchable()
+
+
+# ------------------------------------------------------------------ describing values
+_TYPES: dict[str, type] = {}
+
+
+def prepare() -> None:
+    """Learn JAX's array and jit types once the backend is up (placing a value compiles nothing)."""
+    import jax
+
+    _TYPES["array"] = type(jax.device_put(np.zeros((), np.float32)))
+    _TYPES["jit"] = type(jax.jit(lambda: None))
+
+
+def describe(value: Any, *, _depth: int = 0) -> dict:
+    """Plain data describing a return value; never trusts the object's own methods."""
+    import jax
+
+    if not _TYPES:
+        prepare()
+    array_type = _TYPES["array"]  # the concrete array class, not jax.Array's ABC
+    kind = type(value)
+    if kind is array_type or kind is np.ndarray or (isinstance(value, np.generic) and kind.__module__ == "numpy"):
+        host = np.asarray(value)
+        if kind is array_type:
+            type_name = "jax.Array"
+        else:
+            type_name = "numpy.ndarray" if kind is np.ndarray else f"numpy.{kind.__name__}"
+        if host.dtype.name not in SAFE_DTYPES:
+            return {"t": "object", "type": f"{type_name}[{host.dtype}]"}
+        if host.size > MAX_ELEMENTS:
+            return {"t": "object", "type": f"{type_name} with {host.size} elements"}
+        return {"t": "array", "type": type_name, "value": host}
+    if kind in (bool, int, float):
+        return {"t": "scalar", "type": kind.__name__, "value": value}
+    if kind in (tuple, list) and _depth < 4:
+        items = [describe(v, _depth=_depth + 1) for v in value[:64]]
+        return {"t": kind.__name__, "items": items, "length": len(value)}
+    if isinstance(value, jax.core.Tracer):
+        return {"t": "tracer", "type": "Tracer"}
+    module = getattr(kind, "__module__", "?")
+    return {"t": "object", "type": f"{module}.{getattr(kind, '__qualname__', '?')}"}
+
+
+def describe_callable(obj: Any) -> dict:
+    """Whether a module-level name is a function, and whether it is ``jax.jit``'s object."""
+    if not _TYPES:
+        prepare()
+    if obj is None:
+        return {"missing": True}
+    jitted = type(obj) is _TYPES["jit"]
+    wrapped = getattr(obj, "__wrapped__", None) if jitted else None
+    return {
+        "callable": callable(obj),
+        "jitted": jitted,
+        "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
+        "wrapped": getattr(wrapped, "__name__", None),
+    }
+
+
+# ------------------------------------------------------------------ exceptions
+_ERROR_KINDS = (
+    ("TracerBoolConversionError", "tracer_bool"),
+    ("TracerIntegerConversionError", "tracer_int"),
+    ("TracerArrayConversionError", "tracer_array"),
+    ("ConcretizationTypeError", "concretization"),
+    ("UnexpectedTracerError", "tracer_leak"),
+)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except BaseException:  # a hostile __str__
+        text = "<message unavailable>"
+    return text[:600]
+
+
+def classify(exc: BaseException) -> str | None:
+    names = {k.__name__ for k in type(exc).__mro__}
+    for name, kind in _ERROR_KINDS:
+        if name in names:
+            return kind
+    if isinstance(exc, TypeError) and "not a valid JAX type" in _safe_str(exc):
+        return "static_needed"
+    return None
+
+
+def student_frame(tb: Any, student_dir: str) -> str | None:
+    """``file:line`` of the innermost traceback frame inside the submission."""
+    where = None
+    for frame in traceback.extract_tb(tb):
+        try:
+            if os.path.dirname(os.path.abspath(frame.filename)) == student_dir:
+                where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
+        except (TypeError, ValueError):
+            continue
+    return where
+
+
+# ------------------------------------------------------------------ the context
+class ProbeContext:
+    """What a probe uses to touch the student's module and to record observations."""
+
+    def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str):
+        self.channel = channel
+        self.module = module
+        self.inputs = inputs
+        self.student_dir = student_dir
+        self.workdir = workdir
+        self.recorded: set[str] = set()
+
+    # ---- recording
+    def record(self, key: str, value: Any) -> None:
+        if key in self.recorded:
+            raise KeyError(f"observation {key!r} recorded twice")
+        self.recorded.add(key)
+        self.channel.send({"op": "obs", "key": key, "value": value})
+
+    def request(self) -> dict:
+        """Wait for an instruction from the grader (used by timed exercises)."""
+        message = self.channel.recv()
+        if message is None:
+            raise SystemExit(0)
+        return message
+
+    def reply(self, message: dict) -> None:
+        self.channel.send(message)
+
+    # ---- the student's names
+    def get(self, name: str) -> Any:
+        """A module-level name, or ``None`` when the module does not define it."""
+        return getattr(self.module, name, None)
+
+    def call(self, key: str | None, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the student's ``name(*args, **kwargs)``; record how it went under ``key``.
+
+        Returns the raw result, or :data:`FAILED` when the call did not return.
+        """
+        fn = self.get(name)
+        outcome = self.invoke(fn, name, *args, **kwargs)
+        result = outcome.pop("_result", FAILED)
+        if key is not None:
+            self.record(key, outcome)
+        return result
+
+    def invoke(self, fn: Any, name: str, *args: Any, **kwargs: Any) -> dict:
+        """Call ``fn``, describing its result or its exception (``_result`` holds the raw one)."""
+        if fn is None:
+            return {"status": "missing", "function": name}
+        try:
+            result = fn(*args, **kwargs)
+        except NotImplementedError:
+            return {"status": "not_attempted", "function": name}
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+            return {
+                "status": "raised",
+                "function": name,
+                "type": type(exc).__name__,
+                "message": _safe_str(exc),
+                "kind_of_error": classify(exc),
+                "where": student_frame(exc.__traceback__, self.student_dir),
+            }
+        try:
+            value = describe(result)
+        except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
+            value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
+        return {"status": "ok", "function": name, "value": value, "_result": result}
+
+    def attempted(self, name: str, *args: Any, **kwargs: Any) -> bool:
+        """Whether calling ``name`` gets past ``NotImplementedError`` (not recorded)."""
+        fn = self.get(name)
+        if fn is None:
+            return False
+        outcome = self.invoke(fn, name, *args, **kwargs)
+        return outcome["status"] != "not_attempted"
+
+    # ---- instruments
+    @contextlib.contextmanager
+    def compiles(self, key: str, *, fresh: bool = True) -> Iterator[None]:
+        """Count backend compiles inside the block (JAX's caches emptied first)."""
+        from grader.primitives.compiles import COUNTER
+
+        if fresh:
+            import jax
+
+            jax.clear_caches()
+        with COUNTER.window() as window:
+            yield
+        self.record(key, window.summary())
+
+    @contextlib.contextmanager
+    def capture(self, key: str) -> Iterator[dict]:
+        """Capture what is written to standard output (Python and file descriptor 1)."""
+        import jax
+
+        box: dict = {}
+        sys.stdout.flush()
+        saved = os.dup(1)
+        with tempfile.TemporaryFile(dir=self.workdir) as sink:
+            os.dup2(sink.fileno(), 1)
+            try:
+                yield box
+            finally:
+                try:
+                    jax.effects_barrier()
+                except BaseException:  # noqa: BLE001
+                    pass
+                try:
+                    sys.stdout.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+                os.dup2(saved, 1)
+                os.close(saved)
+                sink.seek(0, os.SEEK_END)
+                size = sink.tell()
+                sink.seek(0)
+                text = sink.read(MAX_TEXT).decode("utf-8", errors="replace")
+        box.update(text=text, bytes=size)
+        self.record(key, box)
+
+
+class _Failed:
+    def __repr__(self) -> str:
+        return "FAILED"
+
+
+#: returned by :meth:`ProbeContext.call` when the student's call did not return
+FAILED = _Failed()
+
+
+def module_dir(module: ModuleType) -> str:
+    return str(Path(module.__file__).resolve().parent)

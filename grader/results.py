@@ -1,0 +1,160 @@
+"""What grading produces: plain, documented data that renderers turn into reports.
+
+Results hold :class:`~grader.i18n.Text` where a sentence belongs, so one grading run
+can be rendered in either language; :func:`report_to_dict` renders them into the
+``grade-report/1`` JSON object of the contract.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.i18n import Catalog
+
+SCHEMA = "grade-report/1"
+
+#: check statuses, in the order a summary lists them
+CHECK_STATUSES = ("passed", "failed", "error", "timeout", "not_attempted", "skipped")
+#: exercise statuses
+EXERCISE_STATUSES = ("passed", "partial", "failed", "not_attempted", "error", "timeout")
+CATEGORIES = ("numeric", "compile", "purity", "speedup", "harness", "structure")
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one hidden check.
+
+    ``message`` says what was seen, ``hint`` where to look (a chapter section),
+    ``measured`` the numbers behind the verdict (plain JSON-ready data).
+    """
+
+    id: str
+    title: Any
+    category: str
+    points: float
+    max_points: float
+    status: str
+    message: Any = None
+    hint: Any = None
+    measured: dict = field(default_factory=dict)
+
+
+@dataclass
+class ExerciseResult:
+    """One exercise: its checks, and how its child process ended."""
+
+    id: str
+    title: Any
+    section: str
+    checks: list[CheckResult]
+    status: str = "failed"
+    error: Any = None  # why the exercise could not be graded fully (Text)
+    output: str = ""  # what the student's code printed, an excerpt
+    duration_s: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(c.points for c in self.checks), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(c.max_points for c in self.checks), 6)
+
+
+@dataclass
+class Report:
+    """One graded submission."""
+
+    chapter: str
+    chapter_title: Any
+    seed: int
+    started_at: str
+    duration_s: float
+    submission: dict
+    environment: dict
+    exercises: list[ExerciseResult]
+    integrity: list[dict] = field(default_factory=list)
+    sandbox: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return round(sum(e.score for e in self.exercises), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(e.max_score for e in self.exercises), 6)
+
+
+def exercise_status(checks: list[CheckResult], termination: str | None) -> str:
+    """An exercise's status from its checks and how its process ended.
+
+    ``termination`` is ``None`` for a normal end, else ``"timeout"`` or ``"error"``.
+    """
+    total = sum(c.max_points for c in checks)
+    got = sum(c.points for c in checks)
+    if checks and all(c.status == "not_attempted" for c in checks):
+        return "not_attempted"
+    if termination in ("timeout", "error") and got < total:
+        return termination
+    if total and got >= total - 1e-9:
+        return "passed"
+    if got > 0:
+        return "partial"
+    return "failed"
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else round(value, 4)
+
+
+def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
+    """The ``grade-report/1`` object, with every sentence in ``lang``."""
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    exercises = []
+    for ex in report.exercises:
+        exercises.append({
+            "id": ex.id,
+            "title": words(ex.title),
+            "section": ex.section,
+            "score": _number(ex.score),
+            "max_score": _number(ex.max_score),
+            "status": ex.status,
+            "error": words(ex.error) or None,
+            "duration_s": round(ex.duration_s, 3),
+            "output": ex.output,
+            "checks": [
+                {
+                    "id": c.id,
+                    "title": words(c.title),
+                    "category": c.category,
+                    "points": _number(c.points),
+                    "max_points": _number(c.max_points),
+                    "status": c.status,
+                    "message": words(c.message),
+                    "hint": words(c.hint),
+                    "measured": c.measured,
+                }
+                for c in ex.checks
+            ],
+        })
+    return {
+        "schema": SCHEMA,
+        "chapter": report.chapter,
+        "chapter_title": words(report.chapter_title),
+        "lang": lang,
+        "seed": report.seed,
+        "score": _number(report.score),
+        "max_score": _number(report.max_score),
+        "started_at": report.started_at,
+        "duration_s": round(report.duration_s, 3),
+        "submission": report.submission,
+        "environment": report.environment,
+        "sandbox": report.sandbox,
+        "exercises": exercises,
+        "integrity": [
+            {**{k: v for k, v in item.items() if k != "message"}, "message": words(item.get("message"))}
+            for item in report.integrity
+        ],
+        "timings": report.timings,
+    }

@@ -1,0 +1,209 @@
+"""The host: a child process that imports JAX once and forks one job per exercise.
+
+Started by the grader (inside the sandbox, when there is one) as
+``python -m grader.runner.host CONTROL_FD``. It imports JAX, NumPy, the allowed
+standard-library modules and the chapter's probes, but never the student's code and
+never JAX's backend (forking after the backend starts its threads is unsafe). Then
+it waits for orders on its control socket:
+
+* ``fork``: with two file descriptors (the job's socket and its output file), fork a
+  job: the job drops to its own uid when given one, applies its limits, redirects its
+  output, and runs :func:`grader.runner.job.run`;
+* ``kill``: kill a job's process group;
+* ``exit``: stop.
+
+It reports ``ready`` once, and ``exited`` (with the wait status) for every job. A job
+never sees the control socket: a student's code cannot give the host orders.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def _preload(probes_module: str) -> dict:
+    """Import what every job needs, so that forking is cheap and jobs import nothing of ours."""
+    for name in ("math", "functools", "itertools", "collections", "statistics", "time", "typing",
+                 "dataclasses", "numbers", "operator", "contextlib", "abc", "enum", "re", "copy",
+                 "random", "warnings", "traceback", "tempfile", "json", "string", "textwrap", "inspect",
+                 "resource"):
+        importlib.import_module(name)
+    import numpy  # noqa: F401
+    import jax
+    import jax.numpy  # noqa: F401
+    import jaxlib
+
+    for name in ("jax.lax", "jax.random", "jax.nn", "jax.tree_util", "jax.extend", "jax.extend.core",
+                 "jax.scipy", "jax.scipy.special", "jax.numpy.linalg", "jax.experimental", "jax.stages",
+                 "jax.monitoring", "jax.errors", "jax.debug"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    importlib.import_module(probes_module)
+    from grader.primitives.compiles import COUNTER
+
+    COUNTER.install()
+    from grader.runner import job  # noqa: F401
+
+    return {
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "jaxlib": getattr(jaxlib, "__version__", "?"),
+    }
+
+
+def _apply_limits(limits: dict) -> None:
+    import resource
+
+    table = {
+        "cpu_s": resource.RLIMIT_CPU,
+        "fsize_bytes": resource.RLIMIT_FSIZE,
+        "nofile": resource.RLIMIT_NOFILE,
+        "core": resource.RLIMIT_CORE,
+        "nproc": resource.RLIMIT_NPROC,
+    }
+    for key, which in table.items():
+        value = limits.get(key)
+        if value is None:
+            continue
+        value = int(value)
+        try:
+            _soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def _drop_privileges(uid: int | None, gid: int | None) -> None:
+    if uid is None:
+        return
+    os.setgroups([])
+    os.setgid(gid if gid is not None else uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise RuntimeError("could not drop privileges")
+
+
+def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
+    """In the forked job: become the job, then hand over to the job runner. Never returns."""
+    code = 70
+    try:
+        os.close(control_fd)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        for fd in (devnull, out_fd):
+            if fd > 2:
+                os.close(fd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _apply_limits(order.get("limits", {}))
+        _drop_privileges(order.get("uid"), order.get("gid"))
+        os.chdir(order["workdir"])
+        os.environ["HOME"] = order["workdir"]
+        os.environ["TMPDIR"] = order["workdir"]
+        from grader.runner import job
+
+        job.run(order, socket.socket(fileno=job_fd))
+        code = 0
+    except BaseException:  # noqa: BLE001 - whatever happens, the job ends here
+        import traceback
+
+        try:
+            sys.stderr.write("grader job failed to start:\n" + traceback.format_exc())
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+def main(argv: list[str]) -> int:
+    control_fd = int(argv[0])
+    config = json.loads(argv[1])
+    from grader.wire import Channel
+
+    control = Channel(socket.socket(fileno=control_fd))
+    versions = _preload(config["probes"])
+    control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
+    jobs: dict[int, str] = {}
+    while True:
+        try:
+            message, fds = control.recv_with_fds(2, timeout=0.05)
+        except TimeoutError:
+            message, fds = "idle", []
+        if message is None:
+            break
+        if isinstance(message, dict):
+            op = message["op"]
+            if op == "fork" and len(fds) == 2:
+                pid = os.fork()
+                if pid == 0:
+                    _job_child(message, fds[0], fds[1], control_fd)
+                for fd in fds:
+                    os.close(fd)
+                jobs[pid] = message["job"]
+                control.send({"op": "started", "job": message["job"], "pid": pid})
+            elif op == "kill":
+                for pid, name in list(jobs.items()):
+                    if name == message["job"]:
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except (ProcessLookupError, PermissionError):
+                            pass
+            elif op == "exit":
+                break
+            else:
+                for fd in fds:
+                    os.close(fd)
+        _reap(jobs, control)
+    for pid in jobs:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 2
+    while jobs and time.monotonic() < deadline:
+        _reap(jobs, control)
+        time.sleep(0.01)
+    return 0
+
+
+def _reap(jobs: dict[int, str], control) -> None:
+    while jobs:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        name = jobs.pop(pid, None)
+        if name is None:
+            continue
+        info = {"op": "exited", "job": name}
+        if os.WIFSIGNALED(status):
+            info["signal"] = os.WTERMSIG(status)
+        else:
+            info["code"] = os.WEXITSTATUS(status)
+        try:
+            control.send(info)
+        except OSError:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""One job: the forked child that imports one student module and runs its probe.
+
+The conversation with the grader, over the job's socket::
+
+    job    -> {"op": "hello", "env": {...}}          backend started, limits set
+    job    -> {"op": "imported", "names": {...}}     or {"op": "import_error", ...}
+    grader -> {"op": "inputs", "inputs": {...}}      hidden inputs, only after the import
+    job    -> {"op": "obs", "key": ..., "value": ...}   any number, as they happen
+    job    -> {"op": "done"}                         or {"op": "probe_error", ...}
+
+Hidden inputs arrive after the student's module has been imported, so code run at
+import time cannot see them.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import sys
+import traceback
+
+from grader.wire import Channel
+
+
+def _environment() -> dict:
+    import jax
+    import jaxlib
+
+    device = jax.devices()[0]
+    return {
+        "python": sys.version.split()[0],
+        "jax": jax.__version__,
+        "jaxlib": getattr(jaxlib, "__version__", "?"),
+        "backend": jax.default_backend(),
+        "device_kind": getattr(device, "device_kind", str(device)),
+        "device_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def _limit_memory(limits: dict, backend: str) -> None:
+    """Cap the address space once the backend is up (accelerators reserve huge ranges)."""
+    extra = limits.get("memory_bytes")
+    if not extra or backend != "cpu":
+        return
+    import resource
+
+    with open("/proc/self/status") as status:
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    current = int(fields["VmSize"].split()[0]) * 1024
+    cap = current + int(extra)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def _import_error(exc: BaseException, module_dir: str) -> dict:
+    from grader.probe import _safe_str, student_frame
+
+    info = {"op": "import_error", "type": type(exc).__name__, "message": _safe_str(exc)}
+    if isinstance(exc, SyntaxError):
+        info["where"] = f"{os.path.basename(exc.filename or '?')}:{exc.lineno}"
+        info["message"] = str(exc.msg)
+    else:
+        info["where"] = student_frame(exc.__traceback__, module_dir)
+    return info
+
+
+def run(order: dict, sock: socket.socket) -> None:
+    channel = Channel(sock)
+    env = _environment()
+    _limit_memory(order.get("limits", {}), env["backend"])
+    channel.send({"op": "hello", "env": env})
+
+    from grader.probe import PROBES, ProbeContext, describe_callable, prepare
+
+    prepare()
+
+    module_dir = os.path.realpath(order["module_dir"])
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, module_dir)
+    try:
+        module = importlib.import_module(order["module"])
+    except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
+        channel.send(_import_error(exc, module_dir))
+        return
+    names = {}
+    for name in order.get("functions", ()):
+        if hasattr(module, name):
+            names[name] = describe_callable(getattr(module, name))
+        else:
+            names[name] = {"missing": True}
+    channel.send({"op": "imported", "names": names})
+
+    message = channel.recv()
+    if not message or message.get("op") != "inputs":
+        return
+    ctx = ProbeContext(channel, module, message["inputs"], module_dir, os.getcwd())
+    probe = PROBES[order["chapter"]][order["exercise"]]
+    try:
+        probe(ctx)
+    except BaseException as exc:  # noqa: BLE001
+        channel.send({
+            "op": "probe_error",
+            "type": type(exc).__name__,
+            "traceback": "".join(traceback.format_exception(exc))[-4000:],
+        })
+        return
+    channel.send({"op": "done"})

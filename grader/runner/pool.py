@@ -1,0 +1,446 @@
+"""The grader's side of the child processes: hosts, and the jobs they fork.
+
+A :class:`Host` is one long-lived child (inside the sandbox for a student) that has
+imported JAX once. :meth:`Host.session` forks a fresh job for one exercise and
+returns a :class:`JobSession`, which speaks the job protocol of
+:mod:`grader.runner.job`, enforces the exercise's wall-clock deadline and always ends
+with a :class:`JobOutcome`: what was recorded, and how the job ended.
+
+Every failure mode ends in an outcome, never an exception: an import error, an exit,
+a crash, a hang (killed at the deadline), a protocol violation, or the host itself
+dying (then the host is restarted for the next job).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from grader.runner import sandbox as sandboxes
+from grader.wire import Channel, ProtocolError
+
+log = logging.getLogger("grader")
+
+GRADER_PACKAGE = Path(__file__).resolve().parent.parent
+OUTPUT_HEAD = 6000
+OUTPUT_TAIL = 3000
+
+
+@dataclass
+class Limits:
+    """Per-job limits. ``memory_bytes`` is address space on top of JAX's own start-up."""
+
+    cpu_s: float = 120
+    memory_bytes: int = 4 << 30
+    nproc: int = 256
+    fsize_bytes: int = 64 << 20
+    nofile: int = 512
+
+    def for_job(self, timeout_s: float) -> dict:
+        return {
+            "cpu_s": int(max(self.cpu_s, timeout_s * 2) + 1),
+            "memory_bytes": self.memory_bytes,
+            "nproc": self.nproc,
+            "fsize_bytes": self.fsize_bytes,
+            "nofile": self.nofile,
+            "core": 0,
+        }
+
+
+@dataclass
+class JobOutcome:
+    """How one job ended, and what it recorded before that."""
+
+    end: str  # done | import_error | timeout | crashed | probe_error | protocol_error | host_lost | not_started
+    observations: dict[str, Any] = field(default_factory=dict)
+    names: dict[str, dict] = field(default_factory=dict)
+    env: dict | None = None
+    detail: dict = field(default_factory=dict)
+    output: str = ""
+    output_bytes: int = 0
+    duration_s: float = 0.0
+
+
+def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
+    """The only environment a host (and its jobs) gets."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "PYTHONPATH": str(pylib),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONNOUSERSITE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "1",
+    }
+    for key in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
+                "TPU_VISIBLE_CHIPS"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+class Host:
+    """A forking host for one side of one submission (student or reference)."""
+
+    def __init__(self, *, side: str, chapter: str, probes: str, module_dir: Path, scratch: Path,
+                 plan: sandboxes.SandboxPlan, limits: Limits, uids: sandboxes.UidPool | None = None,
+                 start_timeout_s: float = 120.0):
+        self.side = side
+        self.chapter = chapter
+        self.probes = probes
+        self.module_dir = Path(module_dir)
+        self.scratch = Path(scratch)
+        self.plan = plan
+        self.limits = limits
+        self.uids = uids
+        self.start_timeout_s = start_timeout_s
+        self.versions: dict = {}
+        self._proc: subprocess.Popen | None = None
+        self._control: Channel | None = None
+        self._send_lock = threading.Lock()
+        self._ready = threading.Event()
+        self._failed: str | None = None
+        self._events: dict[str, list[dict]] = {}
+        self._events_cv = threading.Condition()
+        self._counter = 0
+        self.restarts = 0
+
+    # ------------------------------------------------------------- life cycle
+    def start(self) -> None:
+        """Start the host process; returns at once (see :meth:`wait_ready`)."""
+        self._ready.clear()
+        self._failed = None
+        home = self.scratch / "home"
+        pylib = self.scratch / "pylib"
+        home.mkdir(parents=True, exist_ok=True)
+        pylib.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.scratch, 0o755)
+        os.chmod(home, 0o777)
+        link = pylib / "grader"
+        if self.plan.kind != "bwrap" and not link.exists():
+            link.symlink_to(GRADER_PACKAGE, target_is_directory=True)
+        elif self.plan.kind == "bwrap":
+            link.mkdir(exist_ok=True)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        config = json.dumps({"probes": self.probes})
+        python_argv = [sys.executable, "-s", "-m", "grader.runner.host", str(theirs.fileno()), config]
+        argv = sandboxes.host_command(
+            self.plan, python_argv=python_argv,
+            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir)],
+            binds_rw=[self.scratch / "jobs"], keep_fds=[theirs.fileno()],
+        )
+        (self.scratch / "jobs").mkdir(exist_ok=True)
+        os.chmod(self.scratch / "jobs", 0o711)
+        self._proc = subprocess.Popen(
+            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            stdout=open(self.scratch / "host.log", "ab"), stderr=subprocess.STDOUT,
+            env=scrubbed_environment(home, pylib), cwd=str(home), start_new_session=True,
+        )
+        theirs.close()
+        self._control = Channel(ours)
+        threading.Thread(target=self._read_control, args=(self._control, self._proc), daemon=True,
+                         name=f"host-{self.side}").start()
+
+    def _read_control(self, control: Channel, proc: subprocess.Popen) -> None:
+        while True:
+            try:
+                message = control.recv()
+            except (ProtocolError, OSError) as exc:
+                message = None
+                log.warning("%s host: bad control message: %s", self.side, exc)
+            if message is None:
+                with self._events_cv:
+                    if self._control is control:
+                        self._failed = self._failed or "host exited"
+                    self._events_cv.notify_all()
+                self._ready.set()
+                return
+            if message.get("op") == "ready":
+                self.versions = message.get("versions", {})
+                self._ready.set()
+                continue
+            with self._events_cv:
+                self._events.setdefault(str(message.get("job")), []).append(message)
+                self._events_cv.notify_all()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        self._ready.wait(self.start_timeout_s if timeout is None else timeout)
+        return self._ready.is_set() and self._failed is None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._failed is None
+
+    def ensure(self) -> bool:
+        """Make sure a host is running and ready, restarting a dead one."""
+        if not self.alive():
+            if self._proc is not None:
+                self.restarts += 1
+                self.stop()
+            self.start()
+        return self.wait_ready()
+
+    def stop(self) -> None:
+        proc, control = self._proc, self._control
+        self._control = None
+        if control is not None:
+            try:
+                with self._send_lock:
+                    control.send({"op": "exit"})
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        if control is not None:
+            control.close()
+
+    def log_tail(self) -> str:
+        try:
+            return (self.scratch / "host.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------- jobs
+    def _send(self, message: dict, fds: list[int] | None = None) -> None:
+        if self._control is None:
+            raise OSError("host not running")
+        with self._send_lock:
+            if fds:
+                self._control.send_with_fds(message, fds)
+            else:
+                self._control.send(message)
+
+    def _next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
+        with self._events_cv:
+            while True:
+                for i, event in enumerate(self._events.get(job, [])):
+                    if event.get("op") in ops:
+                        return self._events[job].pop(i)
+                if self._failed:
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._events_cv.wait(remaining)
+
+    def session(self, *, exercise: str, module: str, functions: tuple[str, ...], timeout_s: float) -> "JobSession":
+        self._counter += 1
+        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s)
+
+
+class JobSession:
+    """One forked job, driven through the job protocol under one deadline."""
+
+    def __init__(self, host: Host, name: str, exercise: str, module: str, functions: tuple[str, ...],
+                 timeout_s: float):
+        self.host = host
+        self.name = name
+        self.exercise = exercise
+        self.module = module
+        self.functions = functions
+        self.timeout_s = timeout_s
+        self.outcome = JobOutcome(end="not_started")
+        self.channel: Channel | None = None
+        self.uid: int | None = None
+        self._started = 0.0
+        self.deadline = 0.0
+        self._workdir: Path | None = None
+        self._output: Path | None = None
+
+    # ------------------------------------------------------------- start
+    def start(self) -> bool:
+        """Fork the job and wait until it has imported the module; False if it ended."""
+        host = self.host
+        self._started = time.monotonic()
+        self.deadline = self._started + self.timeout_s
+        if not host.ensure():
+            self.outcome.end = "host_lost"
+            self.outcome.detail = {"log": host.log_tail()}
+            return False
+        jobs = host.scratch / "jobs"
+        self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=jobs))
+        output_dir = host.scratch / "output"
+        output_dir.mkdir(exist_ok=True)
+        self._output = output_dir / f"{self.name}.txt"
+        out_fd = os.open(self._output, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+        order = {
+            "op": "fork", "job": self.name, "chapter": host.chapter, "exercise": self.exercise,
+            "module": self.module, "module_dir": str(host.module_dir), "functions": list(self.functions),
+            "workdir": str(self._workdir), "limits": host.limits.for_job(self.timeout_s),
+        }
+        if host.uids is not None and host.plan.uid_isolation:
+            self.uid = host.uids.acquire()
+            order["uid"] = self.uid
+            os.chown(self._workdir, self.uid, self.uid)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            host._send(order, [theirs.fileno(), out_fd])
+        except OSError:
+            self.outcome.end = "host_lost"
+            return False
+        finally:
+            theirs.close()
+            os.close(out_fd)
+        self.channel = Channel(ours)
+        hello = self.expect({"hello"})
+        if hello is None:
+            return False
+        self.outcome.env = hello.get("env")
+        imported = self.expect({"imported", "import_error"})
+        if imported is None:
+            return False
+        if imported["op"] == "import_error":
+            self.outcome.end = "import_error"
+            self.outcome.detail = {k: v for k, v in imported.items() if k != "op"}
+            return False
+        self.outcome.names = imported.get("names", {})
+        return True
+
+    def send_inputs(self, inputs: dict) -> bool:
+        return self.send({"op": "inputs", "inputs": inputs})
+
+    # ------------------------------------------------------------- conversation
+    def send(self, message: dict) -> bool:
+        if self.channel is None:
+            return False
+        try:
+            self.channel.send(message)
+            return True
+        except OSError:
+            return False
+
+    def expect(self, ops: set[str], *, deadline: float | None = None) -> dict | None:
+        """Receive until a message whose op is in ``ops``; observations are stored on the way.
+
+        Returns ``None`` when the job ended first (``outcome.end`` says how).
+        """
+        deadline = self.deadline if deadline is None else min(deadline, self.deadline)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._end("timeout")
+                return None
+            try:
+                message = self.channel.recv(timeout=remaining)
+            except TimeoutError:
+                self._end("timeout")
+                return None
+            except (ProtocolError, OSError) as exc:
+                self._end("protocol_error", {"error": str(exc)})
+                return None
+            if message is None:
+                self._end("crashed")
+                return None
+            op = message.get("op")
+            if op == "obs":
+                key = message.get("key")
+                if isinstance(key, str) and key not in self.outcome.observations:
+                    self.outcome.observations[key] = message.get("value")
+            if op in ops:
+                return message
+            if op == "probe_error":
+                self._end("probe_error", {"type": message.get("type"), "traceback": message.get("traceback")})
+                return None
+
+    def run_to_end(self) -> None:
+        if self.expect({"done"}) is not None:
+            self.outcome.end = "done"
+
+    # ------------------------------------------------------------- end
+    def _end(self, end: str, detail: dict | None = None) -> None:
+        if self.outcome.end == "not_started":
+            self.outcome.end = end
+            self.outcome.detail.update(detail or {})
+
+    def finish(self) -> JobOutcome:
+        """Make sure the job and everything it started are gone; return the outcome."""
+        host = self.host
+        if self.outcome.end == "not_started":
+            self.outcome.end = "done"
+        if self.channel is not None:
+            self.channel.close()
+        exited = None
+        if self.outcome.end in ("timeout", "protocol_error") or self.outcome.end not in ("done", "import_error", "crashed"):
+            self._kill()
+        exited = host._next_event(self.name, {"exited"}, time.monotonic() + 3.0)
+        if exited is None:
+            self._kill()
+            exited = host._next_event(self.name, {"exited"}, time.monotonic() + 2.0)
+        if exited is not None:
+            self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
+        elif self.outcome.end != "host_lost" and not host.alive():
+            self.outcome.detail.setdefault("host", host.log_tail())
+        if self.uid is not None and host.uids is not None:
+            host.uids.release(self.uid)
+        self._read_output()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+        self.outcome.duration_s = time.monotonic() - self._started
+        return self.outcome
+
+    def _kill(self) -> None:
+        if self.uid is not None:
+            sandboxes.kill_uid(self.uid)
+        try:
+            self.host._send({"op": "kill", "job": self.name})
+        except OSError:
+            pass
+
+    def _read_output(self) -> None:
+        if self._output is None or not self._output.exists():
+            return
+        size = self._output.stat().st_size
+        with self._output.open("rb") as handle:
+            head = handle.read(OUTPUT_HEAD)
+            tail = b""
+            if size > OUTPUT_HEAD + OUTPUT_TAIL:
+                handle.seek(size - OUTPUT_TAIL)
+                tail = handle.read(OUTPUT_TAIL)
+            elif size > OUTPUT_HEAD:
+                tail = handle.read()
+        text = head.decode("utf-8", errors="replace")
+        if tail:
+            gap = size - len(head) - len(tail)
+            text += (f"\n[… {gap} bytes …]\n" if gap > 0 else "") + tail.decode("utf-8", errors="replace")
+        self.outcome.output = text
+        self.outcome.output_bytes = size
+        self._output.unlink(missing_ok=True)
+
+
+def run_job(host: Host, *, exercise: str, module: str, functions: tuple[str, ...], inputs: dict,
+            timeout_s: float, driver: Callable[[JobSession], None] | None = None) -> JobOutcome:
+    """Fork, import, send the inputs, let the probe run to the end (or ``driver`` drive it)."""
+    session = host.session(exercise=exercise, module=module, functions=functions, timeout_s=timeout_s)
+    try:
+        if session.start() and session.send_inputs(inputs):
+            if driver is None:
+                session.run_to_end()
+            else:
+                driver(session)
+    finally:
+        outcome = session.finish()
+    return outcome

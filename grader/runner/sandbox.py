@@ -1,0 +1,229 @@
+"""Where a host process runs: the strongest isolation this machine offers.
+
+* ``bwrap``: bubblewrap, with new PID, network, IPC and UTS namespaces and a
+  file-system view that holds only the system, the Python installation, the grader's
+  package and the job's scratch folders (no other submissions, no reference
+  solutions, no network);
+* ``process``: a plain child process.
+
+On top of either, when the grader runs as root, every job runs as an unprivileged uid
+of its own (:class:`UidPool`): ``RLIMIT_NPROC`` then stops a fork storm (root ignores
+it), the job cannot signal the host or the grader, and everything the job started
+can be found and killed by uid. Limits (time, memory, processes, file size, open
+files) apply in every case.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+UID_BASE = 61000
+UID_COUNT = 256
+LOCK_DIR = Path(os.environ.get("GRADER_LOCK_DIR", "/tmp/grader-uid-locks"))
+
+
+@dataclass
+class SandboxPlan:
+    kind: str  # "bwrap" or "process"
+    uid_isolation: bool
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict:
+        return {
+            "kind": self.kind,
+            "uid_isolation": self.uid_isolation,
+            "network": self.kind != "bwrap",
+            "notes": self.notes,
+        }
+
+
+# ------------------------------------------------------------------ capabilities
+@lru_cache(maxsize=None)
+def bwrap_works() -> str | None:
+    """The bwrap executable when it can create the namespaces we need, else ``None``."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--unshare-net", "--die-with-parent", "true"],
+            capture_output=True, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return exe if proc.returncode == 0 else None
+
+
+def _readable_by_others(path: Path) -> bool:
+    """Whether an unprivileged uid can traverse to ``path`` and read it."""
+    path = path.resolve()
+    for part in [path, *path.parents]:
+        try:
+            mode = part.stat().st_mode
+        except OSError:
+            return False
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return False
+    try:
+        return bool(path.stat().st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+def python_roots() -> list[Path]:
+    """Folders the host's interpreter needs: its prefixes, standard library and site-packages.
+
+    Deliberately not ``sys.path``: it may hold the course repository itself (and with it
+    the reference solutions), which must stay out of the sandbox.
+    """
+    import site
+    import sysconfig
+
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(Path(path))
+    for path in site.getsitepackages():
+        roots.add(Path(path))
+    executable = Path(sys.executable)
+    roots.add(executable.parent)
+    try:
+        roots.add(executable.resolve().parent.parent)
+    except OSError:
+        pass
+    return sorted(p for p in roots if p.exists())
+
+
+def plan(requested: str = "auto") -> SandboxPlan:
+    """Choose the sandbox: ``auto`` takes the strongest that works here."""
+    notes: list[str] = []
+    root = os.geteuid() == 0
+    if requested not in ("auto", "bwrap", "process"):
+        raise ValueError(f"unknown sandbox {requested!r}")
+    use_bwrap = False
+    if requested in ("auto", "bwrap"):
+        if bwrap_works():
+            use_bwrap = True
+        else:
+            notes.append("bubblewrap unavailable: install it (apt-get install bubblewrap) for the strongest sandbox")
+            if requested == "bwrap":
+                raise RuntimeError("bubblewrap (bwrap) is not installed or cannot create namespaces here")
+    uid_isolation = False
+    if root:
+        if use_bwrap:
+            uid_isolation = True  # the sandbox binds the interpreter where any uid can read it
+        elif all(_readable_by_others(p) for p in python_roots() if p.exists()):
+            uid_isolation = True
+        else:
+            notes.append("jobs keep the grader's uid: the Python installation is not readable by other users")
+    else:
+        notes.append("not running as root: jobs keep the user's uid (RLIMIT_NPROC still applies)")
+    return SandboxPlan("bwrap" if use_bwrap else "process", uid_isolation, notes)
+
+
+def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[tuple[Path, Path]],
+                 binds_rw: list[Path], keep_fds: list[int]) -> list[str]:
+    """The command line that starts a host under ``plan_``."""
+    if plan_.kind != "bwrap":
+        return python_argv
+    argv = [bwrap_works() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--unshare-uts", "--hostname", "grader", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp"]
+    for system in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"):
+        if os.path.exists(system):
+            argv += ["--ro-bind", system, system] if not os.path.islink(system) else \
+                ["--symlink", os.readlink(system), system]
+    seen: set[str] = set()
+    for root in python_roots():
+        text = str(root)
+        if text in seen or any(text.startswith(s + "/") for s in seen) or text.startswith(("/usr", "/lib")):
+            continue
+        seen.add(text)
+        argv += ["--ro-bind", text, text]
+    for source, target in binds_ro:
+        argv += ["--ro-bind", str(source), str(target)]
+    for path in binds_rw:
+        argv += ["--bind", str(path), str(path)]
+    if os.geteuid() == 0:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return argv + python_argv
+
+
+# ------------------------------------------------------------------ uids
+class UidPool:
+    """Unprivileged uids, one per running job, shared safely by concurrent graders."""
+
+    def __init__(self, base: int = UID_BASE, count: int = UID_COUNT):
+        self.base, self.count = base, count
+        self._held: dict[int, int] = {}
+
+    def acquire(self) -> int:
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            os.chmod(LOCK_DIR, 0o700)
+        except OSError:
+            pass
+        start = (os.getpid() * 7) % self.count
+        for i in range(self.count):
+            uid = self.base + (start + i) % self.count
+            fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            kill_uid(uid)  # a previous grader that died may have left processes behind
+            self._held[uid] = fd
+            return uid
+        raise RuntimeError("no free sandbox uid")
+
+    def release(self, uid: int) -> None:
+        kill_uid(uid)
+        fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as status:
+                for line in status:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def kill_uid(uid: int, *, rounds: int = 50) -> int:
+    """SIGKILL every process of ``uid`` until none is left; returns how many were killed."""
+    killed = 0
+    for _ in range(rounds):
+        pids = processes_of(uid)
+        if not pids:
+            return killed
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+    return killed

@@ -1,0 +1,242 @@
+"""Reading a submission: a folder of modules, a notebook, or a zip of either.
+
+:func:`load` copies what will be graded into a scratch folder of the grader's (the
+child processes import from there, never from the student's folder), fingerprints
+the original files, and finds what can be known without running anything: missing
+files and syntax errors. Anything that makes the submission unreadable raises
+:class:`SubmissionError` with one line saying what is wrong and what to do.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
+from grader.i18n import T, Text
+
+MAX_FILE_BYTES = 2 << 20
+MAX_TOTAL_BYTES = 32 << 20
+MAX_FILES = 500
+REPORT_DIR_NAME = ".grade"
+
+
+class SubmissionError(Exception):
+    """The submission cannot be graded at all; ``text`` is one line for the user."""
+
+    def __init__(self, text: Text):
+        super().__init__(text.key)
+        self.text = text
+
+
+@dataclass
+class Submission:
+    path: Path
+    kind: str  # folder | notebook | zip+folder | zip+notebook
+    module_dir: Path
+    sha256: str
+    files: list[str]
+    problems: dict[str, Text] = field(default_factory=dict)  # exercise id -> why it cannot run
+    notebook_cells: list[tuple[int, int]] | None = None  # module line -> (cell, line in cell)
+
+    def describe(self) -> dict:
+        return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
+
+
+# ------------------------------------------------------------------ the chapter
+def resolve_chapter(path: Path, requested: str | None) -> Chapter:
+    """The chapter from ``--chapter``, else the folder's (or file's) name, else the file names."""
+    try:
+        if requested:
+            return load_chapter(requested)
+        known = available_chapters()
+        for candidate in (path.name, path.stem, path.parent.name if path.is_file() else ""):
+            if candidate in known:
+                return load_chapter(candidate)
+        if path.is_dir():
+            names = {p.name for p in path.iterdir()}
+            matching = [c for c in known if any(ex.filename in names for ex in load_chapter(c).exercises)]
+            if len(matching) == 1:
+                return load_chapter(matching[0])
+    except ChapterError as exc:
+        raise SubmissionError(T("error.chapter", detail=str(exc))) from None
+    raise SubmissionError(T("error.which_chapter", name=path.name, known=", ".join(available_chapters())))
+
+
+# ------------------------------------------------------------------ loading
+def load(path: Path, chapter: Chapter, scratch: Path) -> Submission:
+    path = Path(path)
+    if not path.exists():
+        raise SubmissionError(T("error.no_such_path", path=str(path)))
+    scratch.mkdir(parents=True, exist_ok=True)
+    if path.is_file() and path.suffix.lower() == ".zip":
+        unpacked = scratch / "unzipped"
+        _unzip(path, unpacked)
+        inner = _single_folder(unpacked)
+        sub = _load_tree(inner, chapter, scratch / "modules", display=path)
+        sub.kind = "zip+" + sub.kind
+        sub.sha256 = _sha256_file(path)
+        return sub
+    if path.is_file():
+        if path.suffix.lower() == ".ipynb":
+            return _load_notebook(path, chapter, scratch / "modules", display=path)
+        raise SubmissionError(T("error.not_a_submission", path=str(path)))
+    return _load_tree(path, chapter, scratch / "modules", display=path)
+
+
+def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
+    try:
+        entries = [p for p in folder.iterdir() if p.name != REPORT_DIR_NAME and not p.name.startswith(".")]
+    except PermissionError:
+        raise SubmissionError(T("error.unreadable", path=str(display))) from None
+    expected = [ex.filename for ex in chapter.exercises]
+    py_files = sorted(p for p in entries if p.is_file() and p.suffix == ".py")
+    notebooks = sorted(p for p in entries if p.is_file() and p.suffix == ".ipynb")
+    if not any(p.name in expected for p in py_files):
+        if len(notebooks) == 1:
+            return _load_notebook(notebooks[0], chapter, target, display=display)
+        if not entries:
+            raise SubmissionError(T("error.empty", path=str(display), first=expected[0]))
+        if len(notebooks) > 1:
+            raise SubmissionError(T("error.many_notebooks", path=str(display), n=len(notebooks)))
+        raise SubmissionError(T("error.no_exercise_files", path=str(display), chapter=chapter.id,
+                                  expected=", ".join(expected[:3])))
+    if len(py_files) > MAX_FILES:
+        raise SubmissionError(T("error.too_many_files", path=str(display), n=len(py_files), limit=MAX_FILES))
+    target.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    total = 0
+    names = []
+    for file in py_files:
+        data = file.read_bytes()
+        if len(data) > MAX_FILE_BYTES:
+            raise SubmissionError(T("error.file_too_large", path=str(file), limit=MAX_FILE_BYTES))
+        total += len(data)
+        if total > MAX_TOTAL_BYTES:
+            raise SubmissionError(T("error.too_large", path=str(display), limit=MAX_TOTAL_BYTES))
+        digest.update(file.name.encode() + b"\0" + hashlib.sha256(data).digest())
+        (target / file.name).write_bytes(data)
+        names.append(file.name)
+    sub = Submission(path=display, kind="folder", module_dir=target, sha256=digest.hexdigest(), files=names)
+    sub.problems = _static_problems(chapter, target)
+    return sub
+
+
+def _static_problems(chapter: Chapter, folder: Path) -> dict[str, Text]:
+    problems: dict[str, Text] = {}
+    for ex in chapter.exercises:
+        file = folder / ex.filename
+        if not file.exists():
+            problems[ex.id] = T("job.file_missing", file=ex.filename)
+            continue
+        try:
+            ast.parse(file.read_bytes(), filename=ex.filename)
+        except SyntaxError as exc:
+            problems[ex.id] = T("job.syntax_error", file=ex.filename, line=exc.lineno or "?", message=exc.msg)
+        except ValueError as exc:  # null bytes
+            problems[ex.id] = T("job.syntax_error", file=ex.filename, line="?", message=str(exc))
+    return problems
+
+
+# ------------------------------------------------------------------ notebooks
+def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
+    """The notebook's code cells as one module, with a line map back to the cells.
+
+    IPython magics (``%`` and ``!`` lines, ``%%`` cells) are commented out: they are
+    not Python, and nothing graded needs them.
+    """
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+        raise SubmissionError(T("error.bad_notebook", path=str(path), detail=f"{type(exc).__name__}: {exc}")) from None
+    lines: list[str] = []
+    line_map: list[tuple[int, int]] = []
+    cell_number = 0
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        cell_number += 1
+        source = cell.get("source", "")
+        cell_lines = source.splitlines()
+        is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
+        for i, line in enumerate(cell_lines, start=1):
+            stripped = line.lstrip()
+            if is_magic_cell or stripped.startswith(("%", "!")):
+                line = line[: len(line) - len(stripped)] + "# " + stripped
+            lines.append(line)
+            line_map.append((cell_number, i))
+        lines.append("")
+        line_map.append((cell_number, len(cell_lines) + 1))
+    return "\n".join(lines) + "\n", line_map
+
+
+def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
+    if path.stat().st_size > MAX_TOTAL_BYTES:
+        raise SubmissionError(T("error.file_too_large", path=str(path), limit=MAX_TOTAL_BYTES))
+    source, line_map = notebook_source(path)
+    target.mkdir(parents=True, exist_ok=True)
+    for ex in chapter.exercises:
+        (target / ex.filename).write_text(source, encoding="utf-8")
+    sub = Submission(path=display, kind="notebook", module_dir=target, sha256=_sha256_file(path),
+                     files=[path.name], notebook_cells=line_map)
+    problems = _static_problems(chapter, target)
+    sub.problems = {ex: _notebook_text(t, line_map) for ex, t in problems.items()}
+    return sub
+
+
+def _notebook_text(text: Text, line_map: list[tuple[int, int]]) -> Text:
+    if text.key != "job.syntax_error" or not isinstance(text.args.get("line"), int):
+        return text
+    cell, line = line_map[min(text.args["line"], len(line_map)) - 1]
+    return T("job.syntax_error", file=f"notebook cell {cell}", line=line, message=text.args["message"])
+
+
+# ------------------------------------------------------------------ zips
+def _unzip(path: Path, target: Path) -> None:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SubmissionError(T("error.bad_zip", path=str(path), detail=str(exc))) from None
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        wanted = [m for m in members if PurePosixPath(m.filename).suffix in (".py", ".ipynb")
+                  and "__MACOSX" not in m.filename]
+        if len(wanted) > MAX_FILES:
+            raise SubmissionError(T("error.too_many_files", path=str(path), n=len(wanted), limit=MAX_FILES))
+        if sum(m.file_size for m in wanted) > MAX_TOTAL_BYTES:
+            raise SubmissionError(T("error.too_large", path=str(path), limit=MAX_TOTAL_BYTES))
+        for member in wanted:
+            name = PurePosixPath(member.filename)
+            if name.is_absolute() or ".." in name.parts:
+                raise SubmissionError(T("error.zip_path", path=str(path), name=member.filename))
+            destination = target.joinpath(*name.parts)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source:
+                data = source.read(MAX_FILE_BYTES + 1)  # never trust the declared size
+            if len(data) > MAX_FILE_BYTES:
+                raise SubmissionError(T("error.file_too_large", path=f"{path}:{member.filename}", limit=MAX_FILE_BYTES))
+            destination.write_bytes(data)
+    if not target.exists():
+        raise SubmissionError(T("error.empty_zip", path=str(path)))
+
+
+def _single_folder(folder: Path) -> Path:
+    """Descend through folders that hold nothing but one folder."""
+    while True:
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        if len(entries) == 1 and entries[0].is_dir():
+            folder = entries[0]
+            continue
+        return folder
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 16), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
