@@ -31,6 +31,12 @@ class ChapterError(Exception):
     """A chapter folder or metadata file that cannot be used; the message says why."""
 
 
+class UnknownExercise(ChapterError):
+    def __init__(self, item: str, chapter: str, known: str):
+        super().__init__(f"no exercise {item!r} in chapter {chapter} (known: {known})")
+        self.item, self.chapter, self.known = item, chapter, known
+
+
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
@@ -94,7 +100,7 @@ class Chapter:
             matches = [ex for ex in self.exercises if ex.id == key or ex.id.startswith(key + "_")]
             if len(matches) != 1:
                 known = ", ".join(ex.id for ex in self.exercises)
-                raise ChapterError(f"no exercise {item!r} in chapter {self.id} (known: {known})")
+                raise UnknownExercise(item, self.id, known)
             if matches[0] not in chosen:
                 chosen.append(matches[0])
         return [ex for ex in self.exercises if ex in chosen]

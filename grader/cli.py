@@ -74,10 +74,12 @@ def _lang_option(fn):
               help="Isolation of the student's code.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
               help="Time limit for the whole submission, in seconds.")
+@click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
+              help="Cap every exercise's time limit (seconds).")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
               seed: int | None, lang: str | None, as_json: bool, fail_under: float | None, sandbox: str,
-              timeout_s: float, verbose: bool) -> None:
+              timeout_s: float, exercise_timeout_s: float | None, verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。"""
     from grader.grading import GradeOptions, grade
     from grader.report import render_json, render_terminal, write_reports
@@ -88,7 +90,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     _setup_logging(verbose)
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
-                               submission_timeout_s=timeout_s)
+                               submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s)
         if sys.stderr.isatty() and not as_json:
             click.echo(f"grade: {path} …", err=True)
         report = grade(path, options)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader import integrity, submission as submissions
-from grader.chapter import Chapter, ExerciseSpec
+from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
 from grader.checks import CheckContext, Observations, Termination, run_checks
 from grader.i18n import T, Text
 from grader.results import CheckResult, ExerciseResult, Report, exercise_status
@@ -42,9 +42,52 @@ class GradeOptions:
     sandbox: str = "auto"
     limits: Limits = field(default_factory=Limits)
     submission_timeout_s: float = 900.0
+    exercise_timeout_s: float | None = None  # caps every exercise's own limit
     workers: int | None = None
     reference_dir: Path | None = None
     scratch_root: Path | None = None
+
+
+class ReferenceCache:
+    """Reference outcomes by (exercise, seed, reference code): one reference run per batch.
+
+    The reference is trusted and deterministic for a given seed, so every submission
+    graded with the same seed in this process shares one run per exercise. Timed
+    exercises never come from here: their timings must be measured in the same run.
+    """
+
+    def __init__(self, size: int = 512):
+        self.size = size
+        self._data: dict[tuple, JobOutcome] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path) -> tuple:
+        return (chapter.id, ex.id, seed, str(reference_dir), _tree_digest(reference_dir), _tree_digest(chapter.folder))
+
+    def get(self, key: tuple) -> JobOutcome | None:
+        with self._lock:
+            return self._data.get(key)
+
+    def put(self, key: tuple, outcome: JobOutcome) -> None:
+        with self._lock:
+            if len(self._data) >= self.size:
+                self._data.pop(next(iter(self._data)))
+            self._data[key] = outcome
+
+
+REFERENCE_CACHE = ReferenceCache()
+
+
+def _tree_digest(folder: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("*")):
+        if file.is_file() and file.suffix in (".py", ".toml"):
+            stat = file.stat()
+            digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
 
 
 def new_seed() -> int:
@@ -61,8 +104,9 @@ def grade(path: Path, options: GradeOptions | None = None, *,
     chapter = submissions.resolve_chapter(path, options.chapter)
     try:
         selected = chapter.select(options.exercises)
-    except Exception as exc:  # ChapterError: an unknown -k
-        raise submissions.SubmissionError(T("error.chapter", detail=str(exc))) from None
+    except UnknownExercise as exc:
+        raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
+                                            known=exc.known)) from None
     seed = options.seed if options.seed is not None else new_seed()
     scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
     os.chmod(scratch, 0o755)
@@ -151,6 +195,10 @@ class _Run:
                 progress(result)
         return ordered
 
+    def _timeout(self, ex: ExerciseSpec) -> float:
+        cap = self.options.exercise_timeout_s
+        return min(ex.timeout_s, cap) if cap else ex.timeout_s
+
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
 
@@ -161,7 +209,7 @@ class _Run:
         except Exception as exc:  # a bug in the chapter's input code
             log.exception("inputs for %s failed", ex.id)
             return self._unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"), "error")
-        budget = min(ex.timeout_s, self._remaining())
+        budget = min(self._timeout(ex), self._remaining())
         if budget <= 1:
             return self._unrunnable(ex, T("job.submission_timeout", seconds=self.options.submission_timeout_s),
                                     "timeout")
@@ -175,6 +223,8 @@ class _Run:
                 reference_out = self._reference_job(ex, inputs)
         result = self._judge(ex, inputs, student_out, reference_out)
         result.duration_s = time.monotonic() - t0
+        self.timings[ex.id] = {"student_s": round(student_out.duration_s, 3),
+                               "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
         return result
 
     def _job(self, host: Host, ex: ExerciseSpec, inputs: dict, timeout_s: float,
@@ -186,11 +236,17 @@ class _Run:
                 self.envs.append({"side": host.side, **outcome.env})
         return outcome
 
-    def _reference_job(self, ex: ExerciseSpec, inputs: dict, driver=None) -> JobOutcome:
-        outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2, driver)
+    def _reference_job(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome:
+        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
+        cached = REFERENCE_CACHE.get(key)
+        if cached is not None:
+            return cached
+        outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
         if outcome.end != "done":  # the reference is trusted: a failure is transient or the grader's bug
             log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
-            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2, driver)
+            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
+        if outcome.end == "done":
+            REFERENCE_CACHE.put(key, outcome)
         return outcome
 
     # ------------------------------------------------------------------ judging

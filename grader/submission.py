@@ -48,6 +48,8 @@ class Submission:
 # ------------------------------------------------------------------ the chapter
 def resolve_chapter(path: Path, requested: str | None) -> Chapter:
     """The chapter from ``--chapter``, else the folder's (or file's) name, else the file names."""
+    if not path.exists():
+        raise SubmissionError(T("error.no_such_path", path=str(path)))
     try:
         if requested:
             return load_chapter(requested)

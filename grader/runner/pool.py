@@ -143,7 +143,7 @@ class Host:
         argv = sandboxes.host_command(
             self.plan, python_argv=python_argv,
             binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir)],
-            binds_rw=[self.scratch / "jobs"], keep_fds=[theirs.fileno()],
+            binds_rw=[self.scratch / "jobs", home], keep_fds=[theirs.fileno()],
         )
         (self.scratch / "jobs").mkdir(exist_ok=True)
         os.chmod(self.scratch / "jobs", 0o711)

@@ -144,17 +144,29 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
         if os.path.exists(system):
             argv += ["--ro-bind", system, system] if not os.path.islink(system) else \
                 ["--symlink", os.readlink(system), system]
+    made: set[str] = {"/"}
+
+    def parents(target: Path) -> list[str]:
+        """Create the folders above a mount point readable by everyone (bwrap's own are 0700)."""
+        out: list[str] = []
+        for parent in reversed(Path(target).parents):
+            text = str(parent)
+            if text not in made:
+                made.add(text)
+                out += ["--perms", "0755", "--dir", text]
+        return out
+
     seen: set[str] = set()
     for root in python_roots():
         text = str(root)
         if text in seen or any(text.startswith(s + "/") for s in seen) or text.startswith(("/usr", "/lib")):
             continue
         seen.add(text)
-        argv += ["--ro-bind", text, text]
+        argv += parents(root) + ["--ro-bind", text, text]
     for source, target in binds_ro:
-        argv += ["--ro-bind", str(source), str(target)]
+        argv += parents(target) + ["--ro-bind", str(source), str(target)]
     for path in binds_rw:
-        argv += ["--bind", str(path), str(path)]
+        argv += parents(path) + ["--bind", str(path), str(path)]
     if os.geteuid() == 0:
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     return argv + python_argv

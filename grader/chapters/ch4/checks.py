@@ -46,19 +46,19 @@ def inputs(exercise: str, seed: int) -> dict:
 
 
 def _inputs_ex01(rng: np.random.Generator) -> dict:
-    same = _shape(rng, 2, 3, 12)
-    new = tuple(n + 1 for n in same)
+    # few distinct shapes: every new shape costs each eager operation a compile
+    one, two, three = _shape(rng, 1, 3, 20), _shape(rng, 2, 3, 12), _shape(rng, 3, 2, 6)
     return {
         "cases": {
-            "1d": rng.normal(size=_shape(rng, 1, 3, 20)).astype(F32),
-            "2d": rng.normal(scale=3.0, size=_shape(rng, 2)).astype(F32),
-            "3d": rng.normal(size=_shape(rng, 3, 2, 6)).astype(F32),
-            "large_2d": rng.uniform(-1e4, 1e4, size=_shape(rng, 2)).astype(F32),
-            "large_1d": (rng.uniform(5e3, 1e4, size=_shape(rng, 1, 4, 16)) * rng.choice([-1, 1])).astype(F32),
+            "1d": rng.normal(size=one).astype(F32),
+            "2d": rng.normal(scale=3.0, size=two).astype(F32),
+            "3d": rng.normal(size=three).astype(F32),
+            "large_2d": rng.uniform(-1e4, 1e4, size=two).astype(F32),
+            "large_1d": (rng.uniform(5e3, 1e4, size=one) * rng.choice([-1, 1])).astype(F32),
         },
-        "same_shape": [rng.normal(size=same).astype(F32) for _ in range(3)],
-        "new_shape": rng.normal(size=new).astype(F32),
-        "purity_x": rng.normal(size=_shape(rng, 2)).astype(F32),
+        "same_shape": [rng.normal(size=two).astype(F32) for _ in range(3)],
+        "new_shape": rng.normal(size=three).astype(F32),
+        "purity_x": rng.normal(size=two).astype(F32),
     }
 
 
@@ -76,19 +76,19 @@ def _inputs_ex02(rng: np.random.Generator) -> dict:
     clip_same = [rng.normal(size=same).astype(F32) * s for s in (0.05, 3.0, 0.5, 8.0, 1.0, 0.0)]
     return {
         "piecewise": {
-            "mixed": rng.normal(size=_shape(rng, 2)).astype(F32),
+            "mixed": rng.normal(size=same).astype(F32),
             "positive": rng.uniform(0.1, 4.0, size=_shape(rng, 1, 3, 12)).astype(F32),
             "negative": -rng.uniform(0.1, 4.0, size=_shape(rng, 3, 2, 5)).astype(F32),
             "scalar": np.asarray(rng.normal(), dtype=F32),
         },
         "normalize": {
-            "positive_sum": rng.uniform(-1.0, 3.0, size=_shape(rng, 2)).astype(F32) + 1.0,
+            "positive_sum": rng.uniform(-1.0, 3.0, size=2 * n).astype(F32) + 1.0,
             "negative_sum": -rng.uniform(0.5, 2.0, size=_shape(rng, 1, 3, 12)).astype(F32),
             "zero_sum": _zero_sum(rng, n),
             "all_zero": np.zeros(_shape(rng, 2), F32),
         },
         "clip": {
-            "long": [rng.normal(size=_shape(rng, 1, 5, 20)).astype(F32) * 4.0, float(rng.uniform(0.5, 2.0))],
+            "long": [rng.normal(size=same).astype(F32) * 4.0, float(rng.uniform(0.5, 2.0))],
             "short": [rng.normal(size=_shape(rng, 2)).astype(F32) * 0.05, float(rng.uniform(5.0, 10.0))],
             "long_3d": [rng.normal(size=_shape(rng, 3, 2, 5)).astype(F32) * 3.0, float(rng.uniform(0.5, 2.0))],
             "zero": [np.zeros(_shape(rng, 1, 3, 9), F32), float(rng.uniform(0.5, 2.0))],

@@ -1,0 +1,46 @@
+"""Validating a chapter end to end, for its authors (``grade dev validate``).
+
+A chapter is valid when its metadata, checks and probes name the same things, its
+stubs are what its solutions generate, the reference solution scores full marks and
+the stubs score zero with every exercise "not attempted".
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from grader.authoring.stubs import StubFormatError, generate
+from grader.chapter import Chapter
+
+
+def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
+             echo: Callable[[str], None] = print) -> list[str]:
+    from grader.grading import GradeOptions, grade
+    from grader.probe import PROBES
+
+    problems: list[str] = []
+    problems += chapter.checks_module.checks.missing_for(chapter.exercises)
+    importlib.import_module(chapter.probes_module_name)
+    probes = PROBES.get(chapter.id, {})
+    problems += [f"{ex.id}: no probe in probes.py" for ex in chapter.exercises if ex.id not in probes]
+    try:
+        problems += [f"{chapter.stubs / d.name}: {d.reason} (run grade dev stubs)"
+                     for d in generate(chapter.solutions, chapter.stubs, write=False)]
+    except StubFormatError as exc:
+        problems.append(str(exc))
+    if problems:
+        return problems
+
+    catalog = chapter.catalog
+    for label, folder, want_full in (("reference", chapter.solutions, True), ("stubs", chapter.stubs, False)):
+        echo(f"grading the {label} ({folder}) …")
+        report = grade(folder, GradeOptions(chapter=chapter.id, seed=seed))
+        echo(f"  {report.score:g} / {report.max_score:g} in {report.duration_s:.1f} s (seed {report.seed})")
+        for ex in report.exercises:
+            if want_full and ex.score < ex.max_score:
+                bad = [f"{c.id}: {catalog.render(c.message, lang)}" for c in ex.checks if c.status != "passed"]
+                problems.append(f"reference {ex.id} scores {ex.score:g}/{ex.max_score:g}: " + "; ".join(bad))
+            if not want_full and (ex.score > 0 or ex.status != "not_attempted"):
+                bad = [f"{c.id}: {c.status}" for c in ex.checks if c.status != "not_attempted"]
+                problems.append(f"stub {ex.id} is {ex.status} with {ex.score:g} points: " + "; ".join(bad))
+    return problems

@@ -1,0 +1,97 @@
+"""Shared helpers: building submissions from the reference plus variants, and grading them."""
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions" / "ch4"
+STUBS = ROOT / "exercises" / "ch4"
+VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"
+
+
+@dataclass
+class Variant:
+    """A submission module with its expected verdict, declared in its header comments."""
+
+    exercise: str
+    name: str
+    path: Path
+    failed: set[str] = field(default_factory=set)
+    skipped: set[str] = field(default_factory=set)
+    why: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise}/{self.name}"
+
+
+def _header_set(text: str, key: str) -> set[str]:
+    match = re.search(rf"^# {key}:(.*)$", text, re.M)
+    if not match:
+        return set()
+    return {part.strip() for part in match.group(1).split(",") if part.strip()}
+
+
+def load_variants(folder: Path = VARIANTS) -> list[Variant]:
+    variants = []
+    for path in sorted(folder.glob("*/*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "# expect-failed:" not in text:
+            raise ValueError(f"{path}: no '# expect-failed:' header")
+        why = re.search(r"^# why:(.*)$", text, re.M)
+        variants.append(Variant(path.parent.name, path.stem, path, _header_set(text, "expect-failed"),
+                                _header_set(text, "expect-skipped"), why.group(1).strip() if why else ""))
+    return variants
+
+
+def make_submission(folder: Path, replacements: dict[str, Path | str] | None = None,
+                    base: Path = SOLUTIONS) -> Path:
+    """A ch4 folder holding the reference modules, with some modules replaced."""
+    target = folder / "ch4"
+    target.mkdir(parents=True, exist_ok=True)
+    for file in base.glob("*.py"):
+        shutil.copy(file, target / file.name)
+    for exercise, source in (replacements or {}).items():
+        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        (target / f"{exercise}.py").write_text(text, encoding="utf-8")
+    return target
+
+
+def grade_to_dict(path: Path, lang: str = "en", **options) -> dict:
+    from grader.chapter import load_chapter
+    from grader.grading import GradeOptions, grade
+    from grader.results import report_to_dict
+
+    report = grade(path, GradeOptions(**options))
+    return report_to_dict(report, load_chapter(report.chapter).catalog, lang)
+
+
+def exercise(report: dict, exercise_id: str) -> dict:
+    return next(e for e in report["exercises"] if e["id"] == exercise_id)
+
+
+def statuses(ex: dict) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in ex["checks"]}
+
+
+@pytest.fixture(scope="session")
+def grade_cache(tmp_path_factory):
+    """Grade a submission once per distinct content within the session."""
+    cache: dict = {}
+
+    def run(replacements: dict[str, Path | str], *, exercises: tuple[str, ...], seed: int = 1234,
+            base: Path = SOLUTIONS, **options) -> dict:
+        key = (tuple(sorted((k, str(v)) for k, v in replacements.items())), exercises, seed, str(base),
+               tuple(sorted(options.items())))
+        if key not in cache:
+            folder = tmp_path_factory.mktemp("sub")
+            path = make_submission(folder, replacements, base=base)
+            cache[key] = grade_to_dict(path, exercises=exercises, seed=seed, **options)
+        return cache[key]
+
+    return run

@@ -1,0 +1,78 @@
+"""Every check fails the mistake it exists for, and only that check; correct answers
+written differently from the reference score full marks.
+
+Each file under ``variants/ch4/<exercise>/`` is one submission module whose header
+declares the checks it must fail (``# expect-failed:``) and those that must be
+skipped because of it (``# expect-skipped:``); every other check must pass. An empty
+``expect-failed`` is a correct answer. Variants are graded in rounds: one grading
+run takes one variant of every exercise, the rest of the submission being the
+reference's.
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import exercise, load_variants, statuses
+
+from grader.chapter import load_chapter
+
+VARIANT_LIST = load_variants()
+CHAPTER = load_chapter("ch4")
+
+
+def _rounds() -> list[dict]:
+    by_exercise: dict[str, list] = {}
+    for v in VARIANT_LIST:
+        by_exercise.setdefault(v.exercise, []).append(v)
+    rounds = []
+    for i in range(max(len(vs) for vs in by_exercise.values())):
+        rounds.append({ex: vs[i] for ex, vs in by_exercise.items() if i < len(vs)})
+    return rounds
+
+
+@pytest.fixture(scope="module")
+def verdicts(grade_cache):
+    results = {}
+    for round_ in _rounds():
+        timed = any(CHAPTER.exercise(ex).timed for ex in round_)
+        report = grade_cache({ex: v.path for ex, v in round_.items()}, exercises=tuple(sorted(round_)),
+                             seed=4242 if not timed else 4242)
+        for ex, v in round_.items():
+            results[v.id] = exercise(report, ex)
+    return results
+
+
+def test_every_check_has_a_variant_failing_it():
+    failing = {(v.exercise, c) for v in VARIANT_LIST for c in v.failed}
+    declared = {(ex.id, c.id) for ex in CHAPTER.exercises for c in ex.checks}
+    covered_exercises = {v.exercise for v in VARIANT_LIST}
+    missing = sorted(f"{e}/{c}" for e, c in declared - failing if e in covered_exercises)
+    assert not missing, f"checks no wrong submission fails: {missing}"
+    unknown = sorted(f"{e}/{c}" for e, c in failing - declared)
+    assert not unknown, f"variants name unknown checks: {unknown}"
+
+
+def test_every_exercise_has_a_correct_alternative():
+    alternatives = {v.exercise for v in VARIANT_LIST if not v.failed}
+    assert alternatives == {v.exercise for v in VARIANT_LIST}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", VARIANT_LIST, ids=[v.id for v in VARIANT_LIST])
+def test_variant_verdict(variant, verdicts):
+    ex = verdicts[variant.id]
+    got = statuses(ex)
+    failed = {c for c, s in got.items() if s == "failed"}
+    skipped = {c for c, s in got.items() if s == "skipped"}
+    other = {c: s for c, s in got.items() if s not in ("passed", "failed", "skipped")}
+    detail = {c["id"]: c["message"] for c in ex["checks"] if c["status"] != "passed"}
+    assert not other, f"unexpected statuses {other}: {detail}"
+    assert failed == variant.failed, f"{variant.why}: {detail}"
+    assert skipped == variant.skipped, f"{variant.why}: {detail}"
+    if not variant.failed:
+        assert ex["score"] == ex["max_score"] and ex["status"] == "passed"
+    else:
+        assert ex["status"] in ("partial", "failed")
+        for check in ex["checks"]:
+            if check["status"] == "failed":
+                assert check["message"] and check["hint"], check

@@ -1,0 +1,22 @@
+# expect-failed: softmax_raw.pure
+# why: records every input in a module-level list
+import jax
+import jax.numpy as jnp
+
+seen_shapes = []
+
+
+def softmax_raw(x):
+    seen_shapes.append(tuple(x.shape))
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(shifted)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+softmax = jax.jit(softmax_raw)
+
+
+@jax.jit
+def log_softmax(x):
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))

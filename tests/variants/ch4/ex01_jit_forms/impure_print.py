@@ -1,0 +1,20 @@
+# expect-failed: softmax_raw.pure
+# why: prints on every call
+import jax
+import jax.numpy as jnp
+
+
+def softmax_raw(x):
+    print("softmax_raw called with shape", x.shape)
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(shifted)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+softmax = jax.jit(softmax_raw)
+
+
+@jax.jit
+def log_softmax(x):
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))

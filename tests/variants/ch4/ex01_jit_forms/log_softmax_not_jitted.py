@@ -1,0 +1,19 @@
+# expect-failed: log_softmax.jitted
+# expect-skipped: compiles
+# why: the decorator is missing
+import jax
+import jax.numpy as jnp
+
+
+def softmax_raw(x):
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(shifted)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+softmax = jax.jit(softmax_raw)
+
+
+def log_softmax(x):
+    shifted = x - jnp.max(x, axis=-1, keepdims=True)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=-1, keepdims=True))
