@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,10 @@ class ExerciseSpec:
     #: timed exercises run alone, with the student's and the reference's processes
     #: alive together so the grader can alternate between them
     timed: bool = False
+    #: False when the checks judge against the grader's own measurements only
+    needs_reference: bool = True
+    #: the chapter's own settings for this exercise (other keys of its table)
+    params: dict = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -146,6 +150,9 @@ def _bilingual(value: Any, where: str) -> Bilingual:
     return Bilingual(en=value["en"], zh=value["zh"])
 
 
+_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "timed", "reference"}
+
+
 def _parse(data: dict, folder: Path, path: Path) -> Chapter:
     def need(table: dict, key: str, where: str) -> Any:
         if key not in table:
@@ -168,9 +175,10 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
             category = need(c, "category", f"check {cid}")
             if category not in CATEGORIES:
                 raise ChapterError(f"{where}: check {cid} has category {category!r}; use one of {', '.join(CATEGORIES)}")
-            points = float(need(c, "points", f"check {cid}"))
-            if points <= 0:
-                raise ChapterError(f"{where}: check {cid} must carry positive points")
+            points = need(c, "points", f"check {cid}")
+            if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
+                raise ChapterError(f"{where}: check {cid} must carry positive points (a number), not {points!r}")
+            points = float(points)
             checks.append(CheckSpec(
                 id=cid,
                 category=category,
@@ -194,7 +202,13 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
             checks=tuple(checks),
             timeout_s=float(raw.get("timeout_s", 60)),
             timed=bool(raw.get("timed", False)),
+            needs_reference=bool(raw.get("reference", True)),
+            params={k: v for k, v in raw.items() if k not in _EXERCISE_KEYS},
         ))
+    ids = [ex.id for ex in exercises]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise ChapterError(f"{path}: exercise id(s) used twice: {', '.join(twice)}")
     return Chapter(
         id=need(data, "id", "the chapter"),
         title=_bilingual(need(data, "title", "the chapter"), f"{path}: title"),

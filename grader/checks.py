@@ -187,8 +187,8 @@ def run_checks(
                 result.status = "skipped"
                 result.message = T("check.skipped", depends=[b.title for b in blocking])
             continue
-        fn = registry.functions[(spec.id, check.id)]
         try:
+            fn = registry.functions[(spec.id, check.id)]
             outcome = fn(student, reference, ctx)
         except Fail as failure:
             result.message, result.measured = failure.message, failure.measured
@@ -206,7 +206,7 @@ def run_checks(
             result.message = T("check.grader_error", detail=f"{type(exc).__name__}: {exc}")
         else:
             if isinstance(outcome, Pass):
-                result.message, result.measured = outcome.message, outcome.measured
+                result.message, result.measured = outcome.message or T("check.passed"), outcome.measured
             else:
                 result.message, result.measured = T("check.passed"), outcome or {}
             result.status, result.points = "passed", check.points

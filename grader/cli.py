@@ -178,8 +178,13 @@ def _chapter(chapter_id: str):
 # ------------------------------------------------------------------ entry point
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line for every error, never a traceback for the user's mistake."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:  # `grade` alone: show how to use it
+        with click.Context(cli, info_name="grade") as ctx:
+            click.echo(cli.get_help(ctx))
+        return EXIT_OK
     try:
-        cli.main(args=argv, prog_name="grade", standalone_mode=False)
+        cli.main(args=args, prog_name="grade", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:

@@ -219,7 +219,7 @@ class _Run:
         else:
             student_out = self._job(self.student, ex, inputs, budget)
             reference_out = None
-            if _attempted_anything(student_out):
+            if ex.needs_reference and _attempted_anything(student_out):
                 reference_out = self._reference_job(ex, inputs)
         result = self._judge(ex, inputs, student_out, reference_out)
         result.duration_s = time.monotonic() - t0

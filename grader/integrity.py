@@ -75,6 +75,9 @@ def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
                 aliases[alias.asname or top] = alias.name if alias.asname else top
                 if top not in ALLOWED_IMPORTS and top not in siblings:
                     found.append(_entry(file, node, "import", alias.name, T("integrity.import", module=alias.name)))
+                elif alias.name.startswith("jax._src") or alias.name.endswith(".monitoring"):
+                    found.append(_entry(file, node, "attribute", alias.name,
+                                        T("integrity.attribute", name=alias.name)))
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             top = module.split(".")[0]

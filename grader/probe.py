@@ -90,6 +90,10 @@ def describe(value: Any, *, _depth: int = 0) -> dict:
     if kind in (tuple, list) and _depth < 4:
         items = [describe(v, _depth=_depth + 1) for v in value[:64]]
         return {"t": kind.__name__, "items": items, "length": len(value)}
+    if kind is dict and _depth < 4 and len(value) <= 512:
+        if all(type(k) is str for k in value):
+            return {"t": "dict", "items": {k: describe(v, _depth=_depth + 1) for k, v in value.items()}}
+        return {"t": "object", "type": "dict with non-string keys"}
     if isinstance(value, jax.core.Tracer):
         return {"t": "tracer", "type": "Tracer"}
     module = getattr(kind, "__module__", "?")

@@ -157,23 +157,43 @@ def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
         raise SubmissionError(T("error.bad_notebook", path=str(path), detail=f"{type(exc).__name__}: {exc}")) from None
     lines: list[str] = []
     line_map: list[tuple[int, int]] = []
-    cell_number = 0
-    for cell in nb.cells:
+    for cell_number, cell in enumerate(nb.cells, start=1):  # numbered as they appear, markdown included
         if cell.get("cell_type") != "code":
             continue
-        cell_number += 1
-        source = cell.get("source", "")
-        cell_lines = source.splitlines()
+        cell_lines = cell.get("source", "").splitlines()
         is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
+        kept: list[str] = []
         for i, line in enumerate(cell_lines, start=1):
             stripped = line.lstrip()
-            if is_magic_cell or stripped.startswith(("%", "!")):
+            if is_magic_cell or (_looks_like_magic(stripped) and _starts_statement(kept)):
                 line = line[: len(line) - len(stripped)] + "# " + stripped
+            kept.append(line)
             lines.append(line)
             line_map.append((cell_number, i))
         lines.append("")
         line_map.append((cell_number, len(cell_lines) + 1))
     return "\n".join(lines) + "\n", line_map
+
+
+def _looks_like_magic(stripped: str) -> bool:
+    return stripped.startswith("%") or (stripped.startswith("!") and not stripped.startswith("!="))
+
+
+def _starts_statement(previous: list[str]) -> bool:
+    """Whether the next line begins a new statement (not inside brackets, a string or a ``\\``)."""
+    import io
+    import tokenize
+
+    if not previous:
+        return True
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO("\n".join(previous) + "\n").readline):
+            pass
+    except tokenize.TokenError:  # EOF inside a bracket, a string or after a backslash
+        return False
+    except (SyntaxError, ValueError):  # an indentation problem: the next line still starts a statement
+        return True
+    return True
 
 
 def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:

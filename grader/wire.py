@@ -43,7 +43,8 @@ def encode(value: Any, *, _depth: int = 0) -> Any:
             return value
         return {"__float__": repr(value)}
     if isinstance(value, np.ndarray):
-        arr = np.ascontiguousarray(value)
+        arr = value if value.dtype.isnative else value.astype(value.dtype.newbyteorder("="))
+        arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
         if arr.dtype.name not in SAFE_DTYPES:
             raise ValueError(f"dtype {arr.dtype} cannot cross the wire")
         data = base64.b64encode(arr.tobytes()).decode("ascii")

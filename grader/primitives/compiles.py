@@ -73,7 +73,7 @@ COUNTER = CompileCounter()
 # ---------------------------------------------------------------- grader side
 def count(observation: dict) -> int:
     value = observation.get("count")
-    if not isinstance(value, int) or value < 0:
+    if type(value) is not int or value < 0:
         raise Fail(T("compile.implausible", value=repr(value)))
     return value
 

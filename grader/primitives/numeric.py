@@ -32,6 +32,8 @@ def as_array(described: Any, *, what: str, accept_scalars: bool = False) -> np.n
     got = described.get("type") if isinstance(described, dict) else type(described).__name__
     if kind in ("tuple", "list"):
         got = f"{kind} of {described.get('length')}"
+    elif kind == "dict":
+        got = f"dict of {len(described.get('items', {}))}"
     raise Fail(T("numeric.not_array", what=what, type=got))
 
 
@@ -40,12 +42,12 @@ def errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
     finite = np.isfinite(want)
     if not finite.any():
         return 0.0, 0.0
-    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))[finite]
-    scale = np.abs(want.astype(np.float64))[finite]
+    wide = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(want) else np.float64
+    diff = np.abs(got.astype(wide) - want.astype(wide))[finite]
+    scale = np.abs(want.astype(wide))[finite]
     max_abs = float(diff.max()) if diff.size else 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(scale > 0, diff / scale, np.where(diff > 0, np.inf, 0.0))
-    max_rel = float(rel.max()) if rel.size else 0.0
+    nonzero = scale > 0  # the relative error is undefined where the answer is exactly 0
+    max_rel = float((diff[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
     return max_abs, max_rel
 
 

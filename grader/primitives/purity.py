@@ -129,13 +129,19 @@ def expect_silent(captured: dict, *, what: str) -> dict:
     return {"printed_bytes": 0}
 
 
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and (a == b or a != a and b != b)  # NaN equals NaN here
+
+
 def expect_same(first: Any, second: Any, *, what: str) -> dict:
     """Two described results of the same call on the same input must be identical."""
-    a = first.get("value") if isinstance(first, dict) else None
-    b = second.get("value") if isinstance(second, dict) else None
-    if a is None or b is None:
-        return {}
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=True):
+    if not _same(first, second):
         raise Fail(T("purity.not_deterministic", what=what))
     return {"repeat_identical": True}

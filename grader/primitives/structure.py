@@ -87,4 +87,6 @@ def expect_traceable(record: dict, *, name: str) -> dict:
             raise Fail(T(f"structure.trace.{kind}", name=name, where=where), {"error": record.get("type")})
         raise Fail(T("structure.trace.other", name=name, type=record.get("type"), where=where),
                    {"error": record.get("type")})
+    if status != "ok":
+        raise Fail(T("structure.trace.other", name=name, type=str(status), where="?"), {"status": status})
     return {"traced": True}

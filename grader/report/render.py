@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import textwrap
@@ -20,8 +21,20 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
+def _strict(value):
+    """JSON has no NaN or infinity: such numbers become strings ("inf", "nan")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def render_json(report: Report, catalog: Catalog, lang: str) -> str:
-    return json.dumps(report_to_dict(report, catalog, lang), ensure_ascii=False, indent=2, default=str) + "\n"
+    data = _strict(report_to_dict(report, catalog, lang))
+    return json.dumps(data, ensure_ascii=False, indent=2, default=str, allow_nan=False) + "\n"
 
 
 def _measured_text(measured: dict, limit: int = 220) -> str:

@@ -358,7 +358,8 @@ class JobSession:
             op = message.get("op")
             if op == "obs":
                 key = message.get("key")
-                if isinstance(key, str) and key not in self.outcome.observations:
+                # "grader/..." keys are the grader's own results: a child cannot write them
+                if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
                     self.outcome.observations[key] = message.get("value")
             if op in ops:
                 return message
@@ -379,6 +380,8 @@ class JobSession:
     def finish(self) -> JobOutcome:
         """Make sure the job and everything it started are gone; return the outcome."""
         host = self.host
+        if not self._started:  # never forked
+            return self.outcome
         if self.outcome.end == "not_started":
             self.outcome.end = "done"
         if self.channel is not None:

@@ -145,11 +145,112 @@ def _inputs_ex04(rng: np.random.Generator) -> dict:
     return {"bucket_max": 5000, "calls": [calls[i] for i in order]}
 
 
+def _inputs_ex05(rng: np.random.Generator) -> dict:
+    return {
+        "duration": float(rng.uniform(0.008, 0.012)),
+        "iters": int(rng.integers(5, 8)),
+        "warmup_n": 4,
+        "warmup_iters": 3,
+        "warmup_slow": float(rng.uniform(0.12, 0.16)),
+        "outlier_iters": 5,
+        "outlier_pos": int(rng.integers(0, 4)),
+        "outlier_factor": 25.0,
+        "counts": [[0, 3], [int(rng.integers(2, 4)), int(rng.integers(2, 5))]],
+        "eager_factor": float(rng.uniform(2.5, 4.0)),
+        "matrix_seed": int(rng.integers(0, 2**31 - 1)),
+        "jax_min_s": 0.004,
+    }
+
+
+def _heavy_args(rng: np.random.Generator, n: int, d: int, h: int) -> list[np.ndarray]:
+    return [rng.normal(size=(n, d)).astype(F32), (rng.normal(size=(d, h)) * 0.05).astype(F32),
+            rng.normal(scale=0.1, size=(h,)).astype(F32)]
+
+
+def _ln_args(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray]:
+    return [rng.normal(loc=0.5, scale=2.0, size=(n, d)).astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32),
+            rng.normal(scale=0.1, size=d).astype(F32)]
+
+
+#: candidate sizes for the speed-up checks; the grader times the one where the
+#: reference's gain is clearest on the grading device (small, dispatch-bound ones on a CPU)
+HEAVY_SIZES = {"8x32x64": (8, 32, 64), "32x64x128": (32, 64, 128), "128x256x256": (128, 256, 256)}
+LN_SIZES = {"8x32": (8, 32), "16x64": (16, 64)}
+
+
+def _inputs_ex06(rng: np.random.Generator) -> dict:
+    return {
+        "heavy_values": [_heavy_args(rng, *shape) for shape in ((4, 16, 32), (33, 64, 17))],
+        "ln_values": [{"args": _ln_args(rng, 5, 48), "eps": 1e-5}, {"args": _ln_args(rng, 12, 7), "eps": 1e-3}],
+        "ln_compile": _ln_args(rng, 6, 24),
+        "ln_eps": [1e-5, float(rng.uniform(1e-4, 1e-2))],
+        "heavy_sizes": {k: _heavy_args(rng, *v) for k, v in HEAVY_SIZES.items()},
+        "ln_sizes": {k: _ln_args(rng, *v) for k, v in LN_SIZES.items()},
+    }
+
+
+def _inputs_ex07(rng: np.random.Generator) -> dict:
+    d = int(rng.integers(4, 9))
+    a = rng.normal(size=(d, d)).astype(F32)
+    a = (a @ a.T / d + np.eye(d, dtype=F32)).astype(F32)  # symmetric positive definite: a clear top eigenvector
+    return {
+        "count_xs": [rng.normal(size=int(rng.integers(3, 9))).astype(F32) for _ in range(3)],
+        "norm_xs": [rng.normal(size=(3, 5)).astype(F32) * s for s in (1.0, 2.5, 0.4)],
+        "abs_xs": {"1d": rng.normal(size=11).astype(F32), "2d": rng.normal(size=(4, 6)).astype(F32) * 3},
+        "power": [a, rng.normal(size=d).astype(F32)],
+        "n_steps": [10, 100, 1000],
+        "ema": [[rng.normal(size=(int(rng.integers(5, 12)), 3)).astype(F32), float(rng.uniform(0.1, 0.9))],
+                [rng.normal(size=(7,)).astype(F32), float(rng.uniform(0.1, 0.9))]],
+        "ema_sizes": {"8": rng.normal(size=(8, 3)).astype(F32), "64": rng.normal(size=(64, 3)).astype(F32)},
+    }
+
+
+HIDDEN_KINDS = ("nested_jit", "fori_cond", "scan_jit", "while", "dynamic_fori_cond_jit")
+HIDDEN_OPS = ("sin", "cos", "tanh", "exp", "abs", "relu", "square", "log1p")
+
+
+def _inputs_ex08(rng: np.random.Generator) -> dict:
+    def pair(m: int, k: int, n: int) -> list[np.ndarray]:
+        return [rng.normal(size=(m, k)).astype(F32), rng.normal(size=(k, n)).astype(F32)]
+
+    m, k, n = (int(v) for v in rng.integers(3, 9, size=3))
+    kinds = list(HIDDEN_KINDS)
+    specs, args = [], []
+    for kind in kinds:
+        spec = {"kind": kind, "ops": [str(o) for o in rng.choice(HIDDEN_OPS, size=2, replace=False)],
+                "scale": float(rng.uniform(0.1, 0.9)), "n": int(rng.integers(2, 6))}
+        specs.append(spec)
+        if kind == "scan_jit":
+            args.append([rng.normal(size=(int(rng.integers(3, 7)), 4)).astype(F32)])
+        elif kind == "dynamic_fori_cond_jit":
+            args.append([rng.normal(size=5).astype(F32), np.asarray(int(rng.integers(2, 6)), np.int32)])
+        else:
+            args.append([rng.normal(size=int(rng.integers(3, 8))).astype(F32)])
+    a, b, c = (int(v) for v in rng.integers(16, 96, size=3))
+    return {
+        "aot": {
+            "plain": {"example": pair(m, k, n), "new": [pair(m, k, n), pair(m, k, n)]},
+            "jitted": {"example": [rng.normal(size=k).astype(F32), rng.normal(size=k).astype(F32)],
+                       "new": [[rng.normal(size=k).astype(F32), rng.normal(size=k).astype(F32)]]},
+        },
+        "hidden": specs,
+        "hidden_args": args,
+        "flops": [{"kind": "mlp"}, {"kind": "elementwise"}],
+        "flops_args": [[rng.normal(size=(a, b)).astype(F32), rng.normal(size=(b, c)).astype(F32),
+                        rng.normal(size=(c, a)).astype(F32)],
+                       [rng.normal(size=(b, c)).astype(F32), rng.normal(size=(b, c)).astype(F32)]],
+    }
+
+
 _INPUTS = {
     "ex01_jit_forms": _inputs_ex01,
     "ex02_where": _inputs_ex02,
     "ex03_static_args": _inputs_ex03,
     "ex04_cache_keys": _inputs_ex04,
+    "ex05_timing": _inputs_ex05,
+    "ex06_speedup": _inputs_ex06,
+    "ex07_pitfalls": _inputs_ex07,
+    "ex08_aot_debug": _inputs_ex08,
 }
 
 
@@ -455,4 +556,544 @@ def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext)
         s.value("masked_mean_sq/compiles"),
         what=T("ch4.ex04.calls", n=len(calls), kinds=", ".join(kinds)), at_most=len(BUCKETS))
     measured["calls"] = len(calls)
+    return measured
+
+
+# =========================================================================== ex05
+EX05 = "ex05_timing"
+
+
+def _seconds(s: Observations, key: str, what: str) -> float:
+    """The harness's return value, which must be a float (a NumPy float is one too)."""
+    got = s.result(key)
+    if got.get("t") == "scalar" and got.get("type") == "float":
+        return float(got["value"])
+    if got.get("t") == "array" and str(got.get("type", "")).startswith("numpy.float") \
+            and np.asarray(got["value"]).shape == ():
+        return float(got["value"])
+    kind = got.get("type") or got.get("t")
+    raise Fail(T("harness.not_float", what=what, type=kind), {"type": kind})
+
+
+def _unit_factor(s: Observations) -> float:
+    """How far the harness's unit is from seconds (1000 for milliseconds); 1 when right.
+
+    Measured once, by "seconds", and divided out of the other checks so that one
+    mistake costs one check.
+    """
+    try:
+        returned = _seconds(s, "seconds/result", "time_call")
+        truth = s.value("seconds/truth")["truth"]
+    except Exception:  # noqa: BLE001 - judged by the seconds check itself
+        return 1.0
+    ratio = returned / truth if truth and returned > 0 else 1.0
+    return 1.0 if 0.5 <= ratio <= 2.0 else ratio
+
+
+def _harness_ratio(s: Observations, key: str, what: str, *, low: float, high: float, reason, unit: float = 1.0,
+                   count: bool = False) -> dict:
+    returned = _seconds(s, f"{key}/result", what)
+    truth = s.value(f"{key}/truth")
+    real = truth["truth"]
+    ratio = (returned / unit) / real if real else float("inf")
+    measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
+                "calls": truth["calls"], "expected_calls": truth["expected_calls"]}
+    if not (low <= ratio <= high):
+        raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real, ratio=ratio, reason=reason),
+                   measured)
+    return measured
+
+
+@checks(EX05, "time_call.seconds")
+def time_call_seconds(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _harness_ratio(s, "seconds", "time_call(fn, warmup=1)", low=0.5, high=2.0, reason=T("harness.units"))
+
+
+@checks(EX05, "time_call.waits")
+def time_call_waits(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _harness_ratio(s, "waits", "time_call(async fn)", low=0.5, high=3.0, reason=T("harness.no_wait"),
+                          unit=_unit_factor(s))
+
+
+@checks(EX05, "time_call.warmup")
+def time_call_warmup(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    inp = ctx.inputs
+    what = f"time_call(fn, warmup={inp['warmup_n']}, iters={inp['warmup_iters']})"
+    return _harness_ratio(s, "warmup", what, low=0.5, high=2.5,
+                          reason=T("harness.timed_warmup", warmup=inp["warmup_slow"]), unit=_unit_factor(s))
+
+
+@checks(EX05, "time_call.median")
+def time_call_median(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    inp = ctx.inputs
+    what = f"time_call(fn, iters={inp['outlier_iters']})"
+    outlier = inp["duration"] * inp["outlier_factor"]
+    return _harness_ratio(s, "median", what, low=0.5, high=2.0, reason=T("harness.outlier", outlier=outlier),
+                          unit=_unit_factor(s))
+
+
+@checks(EX05, "time_call.call_count")
+def time_call_call_count(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    runs = [("seconds", 1, ctx.inputs["iters"])] + [(f"count{i}", w, n) for i, (w, n) in
+                                                    enumerate(ctx.inputs["counts"])]
+    measured = {}
+    for key, warmup, iters in runs:
+        s.result(f"{key}/result")
+        truth = s.value(f"{key}/truth")
+        what = f"time_call(fn, warmup={warmup}, iters={iters})"
+        measured[what] = truth["calls"]
+        if truth["calls"] != warmup + iters:
+            raise Fail(T("harness.calls", what=what, calls=truth["calls"], expected=warmup + iters), measured)
+        if truth["bad_args"]:
+            raise Fail(T("harness.args", what=what, bad=truth["bad_args"]), measured)
+    return measured
+
+
+@checks(EX05, "time_call.jax_async")
+def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    what = "time_call(jax.jit(f), a)"
+    returned = _seconds(s, "jax/result", what) / _unit_factor(s)
+    truth = s.value("jax/truth")
+    grader = float(np.sqrt(truth["before"] * truth["after"]))
+    ratio = returned / grader if grader else float("inf")
+    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"]}
+    if not (0.4 <= ratio <= 2.5):
+        raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
+    return measured
+
+
+@checks(EX05, "speedup.value")
+def speedup_value(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    what = "speedup(eager_fn, jit_fn)"
+    returned = _seconds(s, "speedup/result", what)
+    truth = s.value("speedup/truth")
+    real = truth["eager"]["truth"] / truth["jit"]["truth"]
+    ratio = returned / real
+    measured = {"returned": returned, "truth": real, "ratio": ratio}
+    if not (0.6 <= ratio <= 1.6):
+        raise Fail(T("harness.speedup", what=what, returned=returned, truth=real), measured)
+    return measured
+
+
+# =========================================================================== ex06
+EX06 = "ex06_speedup"
+ROUNDS, REPS = 10, 3
+
+
+@checks(EX06, "fast_heavy.jitted")
+def fast_heavy_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    _attempted(s, "fast_heavy/values/0")
+    return structure.expect_jitted(s.value("names/fast_heavy"), name="fast_heavy")
+
+
+@checks(EX06, "fast_heavy.values")
+def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures, worst = [], {"max_abs_err": 0.0, "max_rel_err": 0.0, "rtol": 2e-5, "atol": 1e-6}
+    for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"]):
+        what = f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)"
+        try:
+            got = s.result(f"fast_heavy/values/{i}")
+            m = numeric.compare(got, r.value(f"heavy/eager/{i}"), what=what, rtol=2e-5, atol=1e-6, dtype="float32")
+        except Fail as failure:
+            failures.append(failure.message)
+            continue
+        worst["max_abs_err"] = max(worst["max_abs_err"], m["max_abs_err"])
+        worst["max_rel_err"] = max(worst["max_rel_err"], m["max_rel_err"])
+    if failures:
+        raise Fail(failures, worst)
+    return worst
+
+
+def layer_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """The float64 reference layer norm (biased variance), computed by the grader itself."""
+    x = x.astype(np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma.astype(np.float64) + beta.astype(np.float64)
+
+
+@checks(EX06, "layer_norm.jitted")
+def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    _attempted(s, "layer_norm/values/0")
+    return structure.expect_jitted(s.value("names/layer_norm"), name="layer_norm")
+
+
+@checks(EX06, "layer_norm.values")
+def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures, worst = [], {"max_abs_err": 0.0, "max_rel_err": 0.0, "rtol": 1e-5, "atol": 1e-5, "reference": "float64"}
+    for i, case in enumerate(ctx.inputs["ln_values"]):
+        x, g, b = case["args"]
+        what = f"layer_norm(x: f32[{x.shape[0]},{x.shape[1]}], gamma, beta, eps={case['eps']:g})"
+        try:
+            got = s.result(f"layer_norm/values/{i}")
+            m = numeric.compare(got, layer_norm64(x, g, b, case["eps"]), what=what, rtol=1e-5, atol=1e-5,
+                                dtype="float32")
+        except Fail as failure:
+            failures.append(failure.message)
+            continue
+        worst["max_abs_err"] = max(worst["max_abs_err"], m["max_abs_err"])
+        worst["max_rel_err"] = max(worst["max_rel_err"], m["max_rel_err"])
+    if failures:
+        raise Fail(failures, worst)
+    return worst
+
+
+@checks(EX06, "layer_norm.compiles")
+def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    eps = ctx.inputs["ln_eps"]
+    _returned(s, *(f"layer_norm/compiles/call{i}" for i in range(len(eps))))
+    return compiles.expect(s.value("layer_norm/compiles"),
+                           what=T("ch4.ex06.eps", values=", ".join(f"{e:g}" for e in eps)), exactly=1)
+
+
+def _speedup_check(name: str):
+    def check(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+        from grader.primitives import timing
+
+        results = s.value("grader/timing")
+        result = results.get(name)
+        if result is None:
+            raise Fail(T("speedup.no_measure", what=name, error=results.get("error", "?")))
+        if "error" in result.get("reference", {}) and result["reference"].get("speedup") is None:
+            from grader.checks import GraderError
+
+            raise GraderError(f"the reference could not be timed: {result['reference']['error']}")
+        what = f"{name} [{result['case']}]"
+        measured = timing.expect_speedup(result["student"], result["reference"],
+                                         fraction=ctx.exercise.params.get("speedup_fraction", 0.5), what=what)
+        measured["case"] = result["case"]
+        measured["calibration"] = result.get("calibration")
+        return Pass(T("speedup.passed", student=result["student"]["speedup"],
+                      reference=result["reference"]["speedup"], bar=measured["bar"]), measured)
+
+    return check
+
+
+checks(EX06, "fast_heavy.speedup")(_speedup_check("fast_heavy"))
+checks(EX06, "layer_norm.speedup")(_speedup_check("layer_norm"))
+
+
+def drive_ex06(run, ex, inputs: dict, budget: float):
+    """Run the student's and the reference's jobs side by side and time them in turn.
+
+    Both probes record their values, then serve timing requests. For each function
+    the grader first times every candidate size on the reference, keeps the one
+    where the reference's gain is clearest on this device, sizes the batches from it,
+    then alternates rounds between the two processes. The results are computed
+    here, in the grader, and stored under ``grader/timing``.
+    """
+    import time as _time
+
+    from grader.primitives import timing
+
+    deadline = _time.monotonic() + budget
+    student = run.student.session(exercise=ex.id, module=ex.module, functions=ex.functions, timeout_s=budget)
+    reference = run.reference.session(exercise=ex.id, module=ex.module, functions=ex.functions,
+                                      timeout_s=max(budget, ex.timeout_s))
+    results: dict = {}
+    try:
+        ready = {}
+        for name, session in (("student", student), ("reference", reference)):
+            if name == "reference" and not (ready["student"] or _attempted_any(student.outcome.observations)):
+                ready[name] = None  # nothing to time or to compare: spare the reference its run
+                continue
+            ok = session.start() and session.send_inputs(inputs)
+            got = _await_record(session, "timing/ready", deadline) if ok else None
+            ready[name] = set(got["cases"]) if got else None
+        if ready["reference"] is None and ready["student"]:
+            results["error"] = "the reference could not be timed"
+        elif ready["student"] is not None:
+            for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
+                cases = [f"{name}/{label}" for label in sizes if f"{name}/{label}" in ready["student"]
+                         and f"{name}/{label}" in ready["reference"]]
+                if cases:
+                    results[name] = _time_function(student, reference, cases, deadline)
+        for session in (student, reference):
+            if session.send({"op": "stop"}):
+                session.run_to_end()
+    finally:
+        student_out, reference_out = student.finish(), reference.finish()
+    student_out.observations["grader/timing"] = results
+    return student_out, (reference_out if reference_out.end != "not_started" else None)
+
+
+def _attempted_any(observations: dict) -> bool:
+    return any(isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in observations.values())
+
+
+def _await_record(session, key: str, deadline: float):
+    while key not in session.outcome.observations:
+        if session.expect({"obs"}, deadline=deadline) is None:
+            return None
+    return session.outcome.observations[key]
+
+
+def _time_function(student, reference, cases: list[str], deadline: float) -> dict:
+    from grader.primitives import timing
+
+    calibration = {}
+    for case in cases:  # the reference alone, a few reps per candidate size
+        probe_run = timing.request_times(reference, case, reps=3, batches=(1, 1), deadline=deadline)
+        if "error" in probe_run:
+            continue
+        batches = timing.batch_sizes(probe_run)
+        measured = timing.request_times(reference, case, reps=5, batches=batches, deadline=deadline)
+        if "error" in measured:
+            continue
+        stats = timing.speedup_stats(measured)
+        calibration[case] = {"speedup": stats["speedup"], "q25": stats["q25"], "batches": list(batches)}
+    if not calibration:
+        return {"case": cases[0], "student": {"speedup": None}, "reference": {"speedup": None,
+                                                                               "error": "calibration failed"}}
+    case = max(calibration, key=lambda c: calibration[c]["q25"])
+    batches = tuple(calibration[case]["batches"])
+    s_samples, r_samples = timing.alternate(student, reference, case, rounds=ROUNDS, reps=REPS, batches=batches,
+                                            deadline=deadline)
+    out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches)}
+    for side, samples in (("student", s_samples), ("reference", r_samples)):
+        stats = timing.speedup_stats(samples)
+        if "error" in samples:
+            stats["error"] = samples["error"]
+            if samples.get("implausible"):
+                stats["implausible"] = True
+        out[side] = stats
+    return out
+
+
+DRIVERS = {EX06: drive_ex06}
+
+
+# =========================================================================== ex07
+EX07 = "ex07_pitfalls"
+EX07_FUNCTIONS = ("normalize_and_count", "debug_norm", "mean_abs", "power_iteration", "ema")
+
+
+@checks(EX07, "jitted")
+def ex07_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    firsts = {"normalize_and_count": "call0", "debug_norm": "values/0", "mean_abs": "values/1d",
+              "power_iteration": "values/10", "ema": "values/0"}
+    attempted = []
+    from grader.checks import NotAttempted
+
+    for name, suffix in firsts.items():
+        try:
+            s.call(f"{name}/{suffix}")
+            attempted.append(name)
+        except (NotAttempted, Fail):
+            continue
+    if not attempted:
+        raise NotAttempted(", ".join(EX07_FUNCTIONS))
+    not_jitted = [n for n in attempted if not s.value(f"names/{n}").get("jitted")]
+    if not_jitted:
+        raise Fail(T("structure.not_jitted_many", names=", ".join(not_jitted)), {"not_jitted": not_jitted})
+    return {"jitted": attempted}
+
+
+@checks(EX07, "normalize_and_count.values")
+def normalize_and_count_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures = []
+    for i, x in enumerate(ctx.inputs["count_xs"]):
+        got = s.result(f"normalize_and_count/call{i}")
+        want = r.result(f"normalize_and_count/call{i}")
+        if got.get("t") not in ("tuple", "list") or got.get("length") != 2:
+            raise Fail(T("ch4.ex07.not_pair", got=got.get("type") or got.get("t")))
+        try:
+            numeric.compare(got["items"][0], numeric.as_array(want["items"][0], what="ref"),
+                            what=f"normalize_and_count(x{i}, count)[0]", dtype="float32")
+        except Fail as failure:
+            failures.append(failure.message)
+        count = numeric.as_array(got["items"][1], what="count", accept_scalars=True)
+        if count.shape != () or float(count) != i + 1:
+            failures.append(T("ch4.ex07.count", call=i + 1, got=str(count.tolist()), expected=i + 1))
+    if failures:
+        raise Fail(failures)
+    return {"calls": len(ctx.inputs["count_xs"])}
+
+
+@checks(EX07, "normalize_and_count.globals")
+def normalize_and_count_globals(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    s.call("normalize_and_count/call0")
+    return purity.expect_globals_unchanged(s.value("normalize_and_count/globals"), what="normalize_and_count")
+
+
+@checks(EX07, "debug_norm.values")
+def debug_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(f"debug_norm/values/{i}", label("debug_norm", x)) for i, x in enumerate(ctx.inputs["norm_xs"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32")
+
+
+def _printed_norms(text: str) -> list[float | None]:
+    import re
+
+    values: list[float | None] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = re.fullmatch(r"\s*norm\s*=\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*", line)
+        values.append(float(match.group(1)) if match else None)
+    return values
+
+
+@checks(EX07, "debug_norm.prints")
+def debug_norm_prints(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {"lines": []}
+    for i, x in enumerate(ctx.inputs["norm_xs"]):
+        s.call(f"debug_norm/values/{i}")
+        text = s.value(f"debug_norm/printed/{i}").get("text", "")
+        values = _printed_norms(text)
+        measured["lines"].append(text.strip()[:80])
+        expected = float(np.linalg.norm(x.astype(np.float64)))
+        if len(values) != 1 or values[0] is None:
+            first = text.strip().splitlines()[0][:80] if text.strip() else ""
+            raise Fail(T("ch4.ex07.prints", call=i + 1, lines=len(values), first=first), measured)
+        if not np.isclose(values[0], expected, rtol=1e-4, atol=1e-6):
+            raise Fail(T("ch4.ex07.printed_value", call=i + 1, got=values[0], expected=expected), measured)
+    return measured
+
+
+@checks(EX07, "mean_abs.values")
+def mean_abs_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(f"mean_abs/values/{k}", label("mean_abs", x)) for k, x in ctx.inputs["abs_xs"].items()]
+    return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array")
+
+
+@checks(EX07, "power_iteration.values")
+def power_iteration_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(f"power_iteration/values/{n}", f"power_iteration(A, v0, {n})") for n in ctx.inputs["n_steps"]]
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5)
+
+
+def _program_sizes(s: Observations, r: Observations, key: str, small: str, large: str, what: str) -> dict:
+    got_small, got_large = s.value(f"{key}/size/{small}"), s.value(f"{key}/size/{large}")
+    for record in (got_small, got_large):
+        if record.get("status") == "not_attempted":
+            from grader.checks import NotAttempted
+
+            raise NotAttempted(key)
+        if record.get("status") != "ok":
+            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?")))
+    ref = r.value(f"{key}/size/{large}")["equations"]
+    measured = {f"equations@{small}": got_small["equations"], f"equations@{large}": got_large["equations"],
+                "reference": ref}
+    limit = 3 * ref + 10
+    if got_large["equations"] > got_small["equations"] or got_large["equations"] > limit:
+        raise Fail(T("ch4.ex07.grows", what=what, small=small, large=large, n_small=got_small["equations"],
+                     n_large=got_large["equations"], reference=ref), measured)
+    return measured
+
+
+@checks(EX07, "power_iteration.program_size")
+def power_iteration_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    steps = ctx.inputs["n_steps"]
+    return _program_sizes(s, r, "power_iteration", str(steps[0]), str(steps[-1]), "power_iteration, n_steps")
+
+
+@checks(EX07, "power_iteration.compiles")
+def power_iteration_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    steps = ctx.inputs["n_steps"]
+    _returned(s, *(f"power_iteration/values/{n}" for n in steps))
+    return compiles.expect(s.value("power_iteration/compiles"),
+                           what=T("ch4.ex07.n_steps", values=", ".join(map(str, steps))), exactly=1)
+
+
+@checks(EX07, "ema.values")
+def ema_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(f"ema/values/{i}", f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a:.3g})")
+             for i, (xs, a) in enumerate(ctx.inputs["ema"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-6)
+
+
+@checks(EX07, "ema.program_size")
+def ema_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _program_sizes(s, r, "ema", "8", "64", "ema, sequence length")
+
+
+# =========================================================================== ex08
+EX08 = "ex08_aot_debug"
+COMPILED_TYPES = ("jax._src.stages.Compiled", "jax.stages.Compiled")
+
+
+@checks(EX08, "precompile.compiled")
+def precompile_compiled(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {}
+    for label in ("plain", "jitted"):
+        got = s.result(f"precompile/{label}")
+        kind = got.get("type") or got.get("t")
+        measured[label] = kind
+        if kind not in COMPILED_TYPES:
+            raise Fail(T("ch4.ex08.not_compiled", label=label, type=kind), measured)
+    return measured
+
+
+@checks(EX08, "precompile.calls")
+def precompile_calls(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured, failures = {}, []
+    for label in ("plain", "jitted"):
+        n = len(ctx.inputs["aot"][label]["new"])
+        for i in range(n):
+            key = f"precompile/{label}/call{i}"
+            try:
+                got = s.result(key)
+                numeric.compare(got, numeric.as_array(r.result(key), what="ref"),
+                                what=f"precompile({label} fn)(new values #{i + 1})", dtype="float32")
+            except Fail as failure:
+                failures.append(failure.message)
+        try:
+            measured[label] = compiles.expect(s.value(f"precompile/{label}/compiles"),
+                                              what=T("ch4.ex08.calls", label=label, n=n), exactly=0)
+        except Fail as failure:
+            failures.append(failure.message)
+            measured[label] = failure.measured
+    if failures:
+        raise Fail(failures, measured)
+    return measured
+
+
+def _as_counts(described: dict, what: str) -> dict[str, int]:
+    if described.get("t") != "dict":
+        raise Fail(T("ch4.ex08.not_dict", what=what, type=described.get("type") or described.get("t")))
+    counts = {}
+    for key, value in described["items"].items():
+        number = numeric.as_array(value, what=f"{what}[{key!r}]", accept_scalars=True)
+        if number.shape != () or number.dtype.kind not in "iu" and not float(number).is_integer():
+            raise Fail(T("ch4.ex08.not_int", what=what, key=key))
+        counts[key] = int(number)
+    return counts
+
+
+@checks(EX08, "count_primitives.values")
+def count_primitives_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures, measured = [], {}
+    for i, spec in enumerate(ctx.inputs["hidden"]):
+        what = f"count_primitives(hidden #{i + 1}: {spec['kind']})"
+        try:
+            got = _as_counts(s.result(f"count_primitives/{i}"), what)
+        except Fail as failure:
+            failures.append(failure.message)
+            continue
+        want = _as_counts(r.result(f"count_primitives/{i}"), "reference")
+        diff = {k: (got.get(k, 0), want.get(k, 0)) for k in set(got) | set(want) if got.get(k, 0) != want.get(k, 0)}
+        measured[spec["kind"]] = {"total": sum(got.values()), "expected_total": sum(want.values())}
+        if diff:
+            shown = ", ".join(f"{k}: {g} (expected {w})" for k, (g, w) in sorted(diff.items())[:6])
+            failures.append(T("ch4.ex08.counts", what=what, diff=shown, total=sum(got.values()),
+                              expected=sum(want.values())))
+    if failures:
+        raise Fail(failures, measured)
+    return measured
+
+
+@checks(EX08, "flops_of.values")
+def flops_of_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {}
+    for i, spec in enumerate(ctx.inputs["flops"]):
+        what = f"flops_of({spec['kind']})"
+        got = numeric.as_array(s.result(f"flops_of/{i}"), what=what, accept_scalars=True)
+        want = float(numeric.as_array(r.result(f"flops_of/{i}"), what="ref", accept_scalars=True))
+        if got.shape != ():
+            raise Fail(T("numeric.shape", what=what, expected="()", got=str(got.shape)))
+        value = float(got)
+        measured[spec["kind"]] = {"flops": value, "reference": want}
+        if not np.isfinite(value) or abs(value - want) > 0.01 * abs(want):
+            raise Fail(T("ch4.ex08.flops", what=what, got=value, expected=want), measured)
     return measured

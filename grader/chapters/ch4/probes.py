@@ -156,3 +156,228 @@ def ex04(ctx: ProbeContext) -> None:
     with ctx.compiles("masked_mean_sq/compiles"):
         for i, data in enumerate(calls):
             ctx.call(f"masked_mean_sq/values/{i}", "masked_mean_sq", data)
+
+
+# --------------------------------------------------------------------------- ex05
+@probe(CH, "ex05_timing")
+def ex05(ctx: ProbeContext) -> None:
+    from grader.primitives.timing import Instrument, trusted_median
+
+    inp = ctx.inputs
+    duration = inp["duration"]
+    args = (np.zeros(3, np.float32), "arg")  # passed through *args; the instrument checks identity
+
+    def run(key: str, instrument: Instrument, warmup: int, iters: int) -> None:
+        ctx.call(f"{key}/result", "time_call", instrument, *args, warmup=warmup, iters=iters)
+        ctx.record(f"{key}/truth", instrument.report(warmup, iters))
+
+    iters = inp["iters"]
+    run("seconds", Instrument(duration=duration, expected_args=args), 1, iters)
+    run("waits", Instrument(duration=duration, asynchronous=True, expected_args=args), 1, iters)
+    run("warmup", Instrument(duration=duration, slow_first=inp["warmup_n"], slow_duration=inp["warmup_slow"],
+                             expected_args=args), inp["warmup_n"], inp["warmup_iters"])
+    outlier_at = 1 + inp["outlier_pos"]
+    run("median", Instrument(duration=duration, outlier_at=outlier_at,
+                             outlier_duration=duration * inp["outlier_factor"], expected_args=args),
+        1, inp["outlier_iters"])
+    for i, (warmup, n) in enumerate(inp["counts"]):
+        run(f"count{i}", Instrument(duration=duration / 4, expected_args=args), warmup, n)
+
+    # a real jitted function on JAX's asynchronous dispatch, sized to take a few milliseconds
+    if not ctx.attempted("time_call", lambda: None, warmup=0, iters=1):
+        ctx.record("jax/result", {"status": "not_attempted", "function": "time_call"})
+        ctx.record("jax/truth", {})
+    else:
+        _ex05_jax(ctx, inp, iters)
+
+    eager = Instrument(duration=duration * inp["eager_factor"], expected_args=args)
+    jitted = Instrument(duration=duration, expected_args=args)
+    ctx.call("speedup/result", "speedup", eager, jitted, *args, warmup=1, iters=iters)
+    ctx.record("speedup/truth", {"eager": eager.report(1, iters), "jit": jitted.report(1, iters)})
+
+
+def _ex05_jax(ctx: ProbeContext, inp: dict, iters: int) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from grader.primitives.timing import trusted_median
+
+    chain = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
+    rng = np.random.default_rng(inp["matrix_seed"])
+    n = 128
+    while True:
+        a = jax.device_put(rng.normal(size=(n, n)).astype(np.float32) / np.sqrt(n))
+        if trusted_median(chain, (a,), warmup=1, iters=3) >= inp["jax_min_s"] or n >= 4096:
+            break
+        n *= 2
+    before = trusted_median(chain, (a,))
+    ctx.call("jax/result", "time_call", chain, a, warmup=1, iters=iters)
+    after = trusted_median(chain, (a,))
+    ctx.record("jax/truth", {"before": before, "after": after, "n": n})
+
+
+# --------------------------------------------------------------------------- ex06
+@probe(CH, "ex06_speedup")
+def ex06(ctx: ProbeContext) -> None:
+    import jax
+
+    from grader.chapters.ch4 import provided
+    from grader.primitives.timing import serve_timing
+
+    inp = ctx.inputs
+    for i, case in enumerate(inp["heavy_values"]):
+        x, w, b = _put(case)
+        ctx.call(f"fast_heavy/values/{i}", "fast_heavy", x, w, b)
+        ctx.record(f"heavy/eager/{i}", np.asarray(provided.heavy(x, w, b)))  # used from the reference's run
+    for i, case in enumerate(inp["ln_values"]):
+        x, g, b = _put(case["args"])
+        ctx.call(f"layer_norm/values/{i}", "layer_norm", x, g, b, eps=case["eps"])
+    x, g, b = _put(inp["ln_compile"])
+    with ctx.compiles("layer_norm/compiles"):
+        for i, eps in enumerate(inp["ln_eps"]):
+            ctx.call(f"layer_norm/compiles/call{i}", "layer_norm", x, g, b, eps=eps)
+
+    # timing: the grader's own eager code against the student's function, on each candidate size
+    cases = {}
+    for name, baseline, group in (("fast_heavy", provided.heavy, "heavy_sizes"),
+                                  ("layer_norm", provided.layer_norm_loop, "ln_sizes")):
+        candidate = ctx.get(name)
+        if candidate is None:
+            continue
+        for label, arrays in inp[group].items():
+            placed = tuple(_put(arrays))
+            try:
+                jax.block_until_ready(candidate(*placed))  # compile before any timing
+                jax.block_until_ready(candidate(*placed))
+                jax.block_until_ready(baseline(*placed))
+            except BaseException:  # noqa: BLE001 - not attempted, or broken: no timing for it
+                continue
+            cases[f"{name}/{label}"] = (baseline, candidate, placed)
+    serve_timing(ctx, cases)
+
+
+# --------------------------------------------------------------------------- ex07
+@probe(CH, "ex07_pitfalls")
+def ex07(ctx: ProbeContext) -> None:
+    from grader.probe import FAILED
+
+    inp = ctx.inputs
+    before = purity.fingerprint_globals(ctx.module)
+    count = 0
+    for i, x in enumerate(_put(inp["count_xs"])):
+        out = ctx.call(f"normalize_and_count/call{i}", "normalize_and_count", x, count)
+        if out is FAILED or not isinstance(out, (tuple, list)) or len(out) != 2:
+            break
+        count = out[1]
+    ctx.record("normalize_and_count/globals",
+               purity.diff_globals(before, purity.fingerprint_globals(ctx.module)))
+
+    for i, x in enumerate(_put(inp["norm_xs"])):
+        with ctx.capture(f"debug_norm/printed/{i}"):
+            ctx.call(f"debug_norm/values/{i}", "debug_norm", x)
+
+    for label, x in _put(inp["abs_xs"]).items():
+        ctx.call(f"mean_abs/values/{label}", "mean_abs", x)
+
+    a, v0 = _put(inp["power"])
+    with ctx.compiles("power_iteration/compiles"):
+        for n in inp["n_steps"]:
+            ctx.call(f"power_iteration/values/{n}", "power_iteration", a, v0, n)
+    fn = ctx.get("power_iteration")
+    if fn is not None:
+        for n in (inp["n_steps"][0], inp["n_steps"][-1]):
+            ctx.record(f"power_iteration/size/{n}", structure.program_size(fn, a, v0, n))
+
+    for i, (xs, alpha) in enumerate(inp["ema"]):
+        ctx.call(f"ema/values/{i}", "ema", _put(xs), alpha)
+    fn = ctx.get("ema")
+    if fn is not None:
+        for length, xs in inp["ema_sizes"].items():
+            ctx.record(f"ema/size/{length}", structure.program_size(fn, _put(xs), 0.3))
+
+
+# --------------------------------------------------------------------------- ex08
+def hidden_functions(specs: list[dict]) -> list:
+    """Functions built from the hidden specs: nested jit, loops and conditionals."""
+    import jax
+    import jax.numpy as jnp
+
+    ops = {"sin": jnp.sin, "cos": jnp.cos, "tanh": jnp.tanh, "exp": jnp.exp, "abs": jnp.abs,
+           "relu": jax.nn.relu, "square": jnp.square, "log1p": lambda v: jnp.log1p(jnp.abs(v))}
+    built = []
+    for spec in specs:
+        op1, op2 = ops[spec["ops"][0]], ops[spec["ops"][1]]
+        scale, n = spec["scale"], spec["n"]
+        kind = spec["kind"]
+        if kind == "nested_jit":
+            inner = jax.jit(lambda v, op1=op1, op2=op2, scale=scale: op1(v) * scale + op2(v))
+            middle = jax.jit(lambda v, inner=inner: inner(v) + inner(v * 2.0))
+
+            def fn(v, middle=middle):
+                return jnp.sum(middle(v) ** 2)
+        elif kind == "fori_cond":
+            def fn(v, op1=op1, n=n, scale=scale):
+                def body(i, u):
+                    return jax.lax.cond(jnp.sum(u) > 0, lambda w: op1(w) * scale, lambda w: w * 0.5, u)
+
+                return jax.lax.fori_loop(0, n, body, v)
+        elif kind == "scan_jit":
+            step = jax.jit(lambda c, row, op1=op1, scale=scale: (c + op1(row) * scale, c * row))
+
+            def fn(v, step=step):
+                return jax.lax.scan(step, jnp.zeros(v.shape[1:], v.dtype), v)
+        elif kind == "while":
+            def fn(v, op1=op1, scale=scale):
+                return jax.lax.while_loop(lambda u: jnp.max(jnp.abs(u)) < 100.0,
+                                          lambda u: u * (1.5 + scale) + op1(u) * 0.1 + 0.1, v)
+        else:  # "dynamic_fori_cond_jit"
+            h = jax.jit(op1)
+
+            def fn(v, steps, h=h, op2=op2):
+                return jax.lax.fori_loop(0, steps, lambda i, u: jax.lax.cond(i % 2 == 0, h, op2, u), v)
+        built.append(fn)
+    return built
+
+
+def flop_functions(specs: list[dict]) -> list:
+    import jax.numpy as jnp
+
+    out = []
+    for spec in specs:
+        if spec["kind"] == "mlp":
+            def fn(x, w1, w2):
+                return jnp.tanh(x @ w1) @ w2
+        else:
+            def fn(x, y):
+                return jnp.sum(jnp.exp(x) * y + x * x)
+        out.append(fn)
+    return out
+
+
+@probe(CH, "ex08_aot_debug")
+def ex08(ctx: ProbeContext) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from grader.probe import FAILED
+
+    inp = ctx.inputs
+    plain = lambda x, y: jnp.tanh(x) @ y + 1.0  # noqa: E731
+    jitted = jax.jit(lambda x, y: jnp.sin(x) * y.sum())
+    for label, fn in (("plain", plain), ("jitted", jitted)):
+        example = _put(inp["aot"][label]["example"])
+        compiled = ctx.call(f"precompile/{label}", "precompile", fn, *example)
+        if compiled is FAILED or not callable(compiled):
+            continue
+        fresh = [_put(args) for args in inp["aot"][label]["new"]]
+        with ctx.compiles(f"precompile/{label}/compiles", fresh=False):
+            for i, args in enumerate(fresh):
+                outcome = ctx.invoke(compiled, "precompile(...)", *args)
+                outcome.pop("_result", None)
+                ctx.record(f"precompile/{label}/call{i}", outcome)
+
+    hidden = hidden_functions(inp["hidden"])
+    for i, (fn, args) in enumerate(zip(hidden, inp["hidden_args"])):
+        ctx.call(f"count_primitives/{i}", "count_primitives", fn, *_put(args))
+    for i, (fn, args) in enumerate(zip(flop_functions(inp["flops"]), inp["flops_args"])):
+        ctx.call(f"flops_of/{i}", "flops_of", fn, *_put(args))

@@ -1,0 +1,305 @@
+"""Timing: judging a student's timing harness, and measuring speed-ups fairly.
+
+Harness checks (child side): an :class:`Instrument` is a function whose behaviour
+the grader knows exactly: how long each call's work takes, whether its result is
+ready only when waited on (like JAX's asynchronous dispatch), which first calls are
+slow (like a compile), which call is an outlier. It records every call and what the
+work really took, with clocks captured before any student code was imported.
+
+Speed-ups (child side): :func:`time_batches` times the baseline and the candidate in
+alternation, each call waited on, batch after batch. Grader side:
+:func:`alternate` drives the student's and the reference's processes in turn on the
+same inputs, then :func:`speedup_stats` and :func:`expect_speedup` compare medians,
+the bar being a fraction of the reference's gain measured in the same run.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from grader.checks import Fail, GraderError
+from grader.i18n import T
+from grader.probe import TRUSTED
+
+
+# =================================================================== child side
+class Pending:
+    """A result whose work finishes only when waited on (``block_until_ready``)."""
+
+    def __init__(self, instrument: "Instrument", index: int, ready_at: float):
+        self._instrument = instrument
+        self._index = index
+        self._ready_at = ready_at
+
+    def block_until_ready(self) -> "Pending":
+        remaining = self._ready_at - TRUSTED.perf_counter()
+        if remaining > 0:
+            TRUSTED.sleep(remaining)
+        self._instrument.waited.add(self._index)
+        return self
+
+
+class Instrument:
+    """A function with known cost, for judging a timing harness.
+
+    ``duration``: seconds of work per call; ``slow_first``/``slow_duration``: the first
+    calls cost more (like tracing and compiling); ``outlier_at``/``outlier_duration``:
+    one slow call; ``asynchronous``: calls return at once with a :class:`Pending`
+    whose work runs in the background, one call after the other, like a device queue.
+    """
+
+    def __init__(self, *, duration: float, slow_first: int = 0, slow_duration: float = 0.0,
+                 outlier_at: int | None = None, outlier_duration: float = 0.0, asynchronous: bool = False,
+                 expected_args: tuple = ()):
+        self.duration = duration
+        self.slow_first = slow_first
+        self.slow_duration = slow_duration
+        self.outlier_at = outlier_at
+        self.outlier_duration = outlier_duration
+        self.asynchronous = asynchronous
+        self.expected_args = expected_args
+        self.calls = 0
+        self.bad_args = 0
+        self.waited: set[int] = set()
+        self.work: list[float] = []  # nominal work of each call
+        self.actual: list[float] = []  # measured duration of each synchronous call
+        self._queue_end = 0.0
+
+    def cost(self, index: int) -> float:
+        if index < self.slow_first:
+            return self.slow_duration
+        if self.outlier_at is not None and index == self.outlier_at:
+            return self.outlier_duration
+        return self.duration
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        index = self.calls
+        self.calls += 1
+        if len(args) != len(self.expected_args) or any(a is not b for a, b in zip(args, self.expected_args)) \
+                or kwargs:
+            self.bad_args += 1
+        cost = self.cost(index)
+        self.work.append(cost)
+        if self.asynchronous:
+            now = TRUSTED.perf_counter()
+            ready = max(now, self._queue_end) + cost
+            self._queue_end = ready
+            return Pending(self, index, ready)
+        start = TRUSTED.perf_counter()
+        TRUSTED.sleep(cost)
+        self.actual.append(TRUSTED.perf_counter() - start)
+        return None
+
+    def report(self, warmup: int, iters: int) -> dict:
+        """What the harness should have measured: the median work of the timed calls."""
+        timed = slice(warmup, warmup + iters)
+        measured = self.actual[timed] if not self.asynchronous else self.work[timed]
+        return {
+            "calls": self.calls,
+            "expected_calls": warmup + iters,
+            "bad_args": self.bad_args,
+            "waited": len(self.waited),
+            "truth": statistics.median(measured) if measured else None,
+            "warmup_cost": self.slow_duration if self.slow_first else None,
+            "outlier_cost": self.outlier_duration if self.outlier_at is not None else None,
+            "asynchronous": self.asynchronous,
+        }
+
+
+def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:
+    """The grader's own correct harness: warm-up, wait, per-call clock, median."""
+    import jax
+
+    wait = jax.block_until_ready
+    for _ in range(warmup):
+        wait(fn(*args))
+    samples = []
+    for _ in range(iters):
+        start = TRUSTED.perf_counter()
+        wait(fn(*args))
+        samples.append(TRUSTED.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
+                 batch_candidate: int) -> dict:
+    """Alternate a batch of baseline calls and a batch of candidate calls, ``reps`` times.
+
+    Every call is waited on and clocked on its own; a rep's figure is the median call
+    of its batch, so a call that the operating system preempted is one outlier, not
+    a slow batch. The batch totals travel too, for the grader's own clock to check.
+    """
+    import jax
+
+    wait = jax.block_until_ready
+    clock = TRUSTED.perf_counter
+
+    def batch(fn: Callable, n: int) -> tuple[float, float]:
+        durations = []
+        for _ in range(n):
+            start = clock()
+            wait(fn(*args))
+            durations.append(clock() - start)
+        return statistics.median(durations), sum(durations)
+
+    out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": []}
+    for _ in range(reps):
+        base, base_total = batch(baseline, batch_baseline)
+        cand, cand_total = batch(candidate, batch_candidate)
+        out["baseline"].append(base)
+        out["candidate"].append(cand)
+        out["baseline_total"].append(base_total)
+        out["candidate_total"].append(cand_total)
+    return out
+
+
+def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
+    """Answer the grader's timing requests until it says stop (the child's timing loop).
+
+    ``cases`` maps a case name to (baseline, candidate, args), all placed and warmed up.
+    """
+    ctx.record("timing/ready", {"cases": sorted(cases)})
+    while True:
+        request = ctx.request()
+        op = request.get("op")
+        if op == "stop":
+            return
+        if op == "ping":
+            ctx.reply({"op": "pong"})
+            continue
+        if op != "time" or request.get("case") not in cases:
+            ctx.reply({"op": "timed", "error": "bad request"})
+            continue
+        baseline, candidate, args = cases[request["case"]]
+        try:
+            result = time_batches(baseline, candidate, args, reps=int(request["reps"]),
+                                  batch_baseline=int(request["batch_baseline"]),
+                                  batch_candidate=int(request["batch_candidate"]))
+        except BaseException as exc:  # noqa: BLE001 - the student's function failed while timed
+            ctx.reply({"op": "timed", "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            continue
+        ctx.reply({"op": "timed", **result})
+
+
+# =================================================================== grader side
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def speedup_stats(samples: dict) -> dict:
+    """Median speed-up (baseline over candidate, per rep) with its spread."""
+    ratios = [b / c for b, c in zip(samples.get("baseline", []), samples.get("candidate", [])) if c > 0]
+    if not ratios:
+        return {"speedup": None, "reps": 0}
+    return {
+        "speedup": statistics.median(ratios),
+        "q25": quantile(ratios, 0.25),
+        "q75": quantile(ratios, 0.75),
+        "baseline_s": statistics.median(samples["baseline"]),
+        "candidate_s": statistics.median(samples["candidate"]),
+        "reps": len(ratios),
+    }
+
+
+def expect_speedup(student: dict, reference: dict, *, fraction: float, what: str) -> dict:
+    """The student's gain (speed-up − 1) must reach ``fraction`` of the reference's."""
+    measured = {
+        "student": student,
+        "reference": reference,
+        "fraction": fraction,
+    }
+    s, r = student.get("speedup"), reference.get("speedup")
+    if s is None:
+        raise Fail(T("speedup.no_measure", what=what, error=student.get("error", "?")), measured)
+    if r is None or r <= 1.0:
+        raise GraderError(f"the reference shows no speed-up for {what} on this device ({r})")
+    bar = 1.0 + fraction * (r - 1.0)
+    measured["bar"] = bar
+    if s < bar:
+        raise Fail(T("speedup.below", what=what, student=s, reference=r, bar=bar, fraction=fraction,
+                     student_ms=student["candidate_s"] * 1e3, reference_ms=reference["candidate_s"] * 1e3,
+                     baseline_ms=student["baseline_s"] * 1e3), measured)
+    return measured
+
+
+def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:
+    """One timing request to one child, checked against the grader's own clock."""
+    start = time.monotonic()
+    if not session.send({"op": "time", "case": case, "reps": reps, "batch_baseline": batches[0],
+                         "batch_candidate": batches[1]}):
+        return {"error": "the process is gone"}
+    reply = session.expect({"timed"}, deadline=deadline)
+    wall = time.monotonic() - start
+    if reply is None:
+        return {"error": session.outcome.end}
+    if "error" in reply:
+        return {"error": reply["error"]}
+    base, cand = reply.get("baseline"), reply.get("candidate")
+    totals = (reply.get("baseline_total"), reply.get("candidate_total"))
+    if not _plausible(base, cand, totals, reps, batches, wall):
+        return {"error": "implausible timings", "implausible": True}
+    return {"baseline": base, "candidate": cand, "wall": wall}
+
+
+def alternate(student: Any, reference: Any, case: str, *, rounds: int, reps: int, batches: tuple[int, int],
+              deadline: float) -> tuple[dict, dict]:
+    """Time ``case`` in both processes, alternating rounds (the grader's driver).
+
+    ``student`` and ``reference`` are job sessions whose probes serve timing requests.
+    Returns each side's samples (seconds per call, per rep) and the grader's wall
+    clock for each request; a side that fails keeps an ``error``.
+    """
+    sides = {"student": student, "reference": reference}
+    samples: dict[str, dict] = {name: {"baseline": [], "candidate": [], "wall": []} for name in sides}
+    for round_ in range(rounds):
+        order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))  # no side always first
+        for name, session in order:
+            if "error" in samples[name]:
+                continue
+            got = request_times(session, case, reps=reps, batches=batches, deadline=deadline)
+            if "error" in got:
+                samples[name].update({k: v for k, v in got.items() if k != "wall"})
+                continue
+            samples[name]["baseline"] += got["baseline"]
+            samples[name]["candidate"] += got["candidate"]
+            samples[name]["wall"].append(got["wall"])
+    return samples["student"], samples["reference"]
+
+
+def batch_sizes(samples: dict, *, target_s: float = 0.002, most: int = 200) -> tuple[int, int]:
+    """Batches that make each timed block last about ``target_s``."""
+    def size(values: list[float]) -> int:
+        per_call = statistics.median(values) if values else target_s
+        return max(1, min(most, int(round(target_s / max(per_call, 1e-7)))))
+
+    return size(samples.get("baseline", [])), size(samples.get("candidate", []))
+
+
+def _plausible(base: Any, cand: Any, totals: tuple, reps: int, batches: tuple[int, int], wall: float) -> bool:
+    """Numbers a child reports must fit the time the grader saw pass around the request.
+
+    The child's clock was captured before the student's code was imported; this
+    bound also holds if that code found a way to change it: the reported total can
+    be neither longer than the request took, nor much shorter, and no call's median
+    can exceed its batch's share.
+    """
+    lists = (base, cand, *totals)
+    if not all(isinstance(v, list) and len(v) == reps for v in lists):
+        return False
+    values = [v for lst in lists for v in lst]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return False
+    for medians, sums, n in ((base, totals[0], batches[0]), (cand, totals[1], batches[1])):
+        if any(m > s + 1e-9 for m, s in zip(medians, sums)):  # a median call cannot outlast its batch
+            return False
+        if n == 1 and any(abs(m - s) > 1e-9 for m, s in zip(medians, sums)):
+            return False
+    reported = sum(totals[0]) + sum(totals[1])
+    return 0.5 * wall - 0.005 <= reported <= 1.05 * wall + 0.002

@@ -1,0 +1,308 @@
+"""Unit tests of grader/chapter.py and of chapter 4's metadata, registry and hidden inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import grader.chapter as chapter_mod
+from grader.chapter import ChapterError, UnknownExercise, available_chapters, load_chapter
+from grader.i18n import Bilingual
+from grader.results import CATEGORIES
+
+
+@pytest.fixture(scope="module")
+def ch4():
+    return load_chapter("ch4")
+
+
+EXERCISE_IDS = [ex.id for ex in load_chapter("ch4").exercises]
+
+
+# ------------------------------------------------------------------ ch4 metadata
+def test_ch4_is_available_and_loads(ch4):
+    assert "ch4" in available_chapters()
+    assert ch4.id == "ch4"
+    assert isinstance(ch4.title, Bilingual) and ch4.title.zh != ch4.title.en
+    assert ch4.solutions.is_dir() and ch4.stubs.is_dir()
+    assert len(ch4.exercises) >= 4
+
+
+def test_ch4_exercise_ids_are_unique_and_have_files(ch4):
+    ids = [ex.id for ex in ch4.exercises]
+    assert len(set(ids)) == len(ids)
+    for ex in ch4.exercises:
+        assert (ch4.solutions / ex.filename).is_file(), ex.filename
+        assert (ch4.stubs / ex.filename).is_file(), ex.filename
+        assert ex.functions, ex.id
+        assert ex.section in ch4.sections
+        assert ex.timeout_s > 0
+
+
+def test_ch4_checks_are_well_formed(ch4):
+    for ex in ch4.exercises:
+        ids = [c.id for c in ex.checks]
+        assert ids, ex.id
+        assert len(set(ids)) == len(ids), ex.id
+        for position, check in enumerate(ex.checks):
+            assert check.points > 0, f"{ex.id}/{check.id}"
+            assert check.category in CATEGORIES
+            assert check.title.en and check.title.zh and check.hint.en and check.hint.zh
+            for dep in check.depends:
+                assert dep in ids[:position], f"{ex.id}/{check.id} depends on {dep}"
+        assert ex.max_score == pytest.approx(sum(c.points for c in ex.checks))
+
+
+def test_every_check_has_a_function_and_every_function_a_check(ch4):
+    assert ch4.checks_module.checks.missing_for(ch4.exercises) == []
+
+
+def test_missing_for_reports_both_directions(ch4):
+    from grader.checks import CheckRegistry
+
+    registry = CheckRegistry()
+    first = ch4.exercises[0]
+    for check in first.checks[1:]:
+        registry(first.id, check.id)(lambda s, r, ctx: {})
+    registry(first.id, "no.such.check")(lambda s, r, ctx: {})
+    problems = registry.missing_for((first,))
+    assert problems == [f"{first.id}/{first.checks[0].id}: no check function",
+                        f"{first.id}/no.such.check: not in chapter.toml"]
+
+
+def test_registering_a_check_twice_is_refused():
+    from grader.checks import CheckRegistry
+
+    registry = CheckRegistry()
+    registry("ex", "c")(lambda s, r, ctx: {})
+    with pytest.raises(ValueError, match="twice"):
+        registry("ex", "c")(lambda s, r, ctx: {})
+
+
+# ------------------------------------------------------------------ hidden inputs
+def _flatten(value, path=""):
+    """(path, leaf) pairs of nested inputs."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flatten(v, f"{path}/{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _flatten(v, f"{path}/{i}")
+    else:
+        yield path, value
+
+
+def _same(a, b) -> bool:
+    fa, fb = list(_flatten(a)), list(_flatten(b))
+    if [p for p, _ in fa] != [p for p, _ in fb]:
+        return False
+    for (_, x), (_, y) in zip(fa, fb):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype == y.dtype
+                    and x.shape == y.shape and np.array_equal(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def _has_arrays(value) -> bool:
+    return any(isinstance(leaf, np.ndarray) for _, leaf in _flatten(value))
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_IDS)
+def test_inputs_exist_for_every_exercise(ch4, exercise):
+    assert isinstance(ch4.checks_module.inputs(exercise, 1234), dict)
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_IDS)
+def test_inputs_are_deterministic_for_a_seed(ch4, exercise):
+    inputs = ch4.checks_module.inputs
+    assert _same(inputs(exercise, 7), inputs(exercise, 7))
+
+
+def test_same_helper_sees_a_one_element_change():
+    a = {"x": [np.arange(3.0), 1.5]}
+    b = {"x": [np.array([0.0, 1.0, 2.5]), 1.5]}
+    assert _same(a, a) and not _same(a, b)
+    assert not _same({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float64)})
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_IDS)
+def test_inputs_differ_between_seeds(ch4, exercise):
+    inputs = ch4.checks_module.inputs
+    first = inputs(exercise, 7)
+    if not _has_arrays(first):
+        pytest.skip(f"{exercise} draws no arrays")
+    assert not _same(first, inputs(exercise, 8))
+
+
+def test_the_first_four_exercises_draw_arrays(ch4):
+    for exercise in EXERCISE_IDS[:4]:
+        assert _has_arrays(ch4.checks_module.inputs(exercise, 7)), exercise
+
+
+def test_inputs_differ_between_exercises_with_one_seed(ch4):
+    """Each exercise has its own stream: ex01's arrays are not ex02's."""
+    inputs = ch4.checks_module.inputs
+    a = [v for _, v in _flatten(inputs("ex01_jit_forms", 5)) if isinstance(v, np.ndarray)]
+    b = [v for _, v in _flatten(inputs("ex02_where", 5)) if isinstance(v, np.ndarray)]
+    assert not any(x.shape == y.shape and np.array_equal(x, y) for x in a for y in b if x.size > 1)
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_IDS)
+def test_inputs_hold_only_plain_data(ch4, exercise):
+    for path, leaf in _flatten(ch4.checks_module.inputs(exercise, 3)):
+        assert leaf is None or isinstance(leaf, (np.ndarray, bool, int, float, str)), path
+
+
+def test_inputs_unknown_exercise_raises(ch4):
+    with pytest.raises(KeyError):
+        ch4.checks_module.inputs("ex99_nothing", 1)
+
+
+# ------------------------------------------------------------------ select
+@pytest.mark.parametrize("wanted", ["ex03_static_args", "ex03", "3", "03", " 3 "])
+def test_select_accepts_full_id_prefix_and_number(ch4, wanted):
+    assert [ex.id for ex in ch4.select([wanted])] == ["ex03_static_args"]
+
+
+def test_select_nothing_means_everything(ch4):
+    assert ch4.select([]) == list(ch4.exercises)
+
+
+def test_select_keeps_chapter_order_and_drops_repeats(ch4):
+    assert [ex.id for ex in ch4.select(["3", "1", "ex03"])] == ["ex01_jit_forms", "ex03_static_args"]
+
+
+@pytest.mark.parametrize("wanted", ["99", "ex99", "ex3", "static", "ex0", "", "-1"])
+def test_select_unknown_raises(ch4, wanted):
+    with pytest.raises(UnknownExercise) as info:
+        ch4.select([wanted])
+    assert info.value.item == wanted
+    assert info.value.chapter == "ch4"
+    assert "ex01_jit_forms" in info.value.known
+    assert isinstance(info.value, ChapterError)
+
+
+def test_exercise_lookup(ch4):
+    assert ch4.exercise("ex02_where").functions[0] == "piecewise"
+    with pytest.raises(KeyError):
+        ch4.exercise("ex02")
+
+
+def test_unknown_chapter():
+    with pytest.raises(ChapterError, match="ch99"):
+        load_chapter("ch99")
+
+
+# ------------------------------------------------------------------ malformed chapter files
+CHECK = """
+[[exercises.checks]]
+id = "{cid}"
+category = "{category}"
+points = {points}
+title = {{ en = "t", zh = "{title_zh}" }}
+hint = {{ en = "h", zh = "提示" }}
+{depends}
+"""
+
+
+def chapter_toml(*, title_zh="题", section="1", category="numeric", points="1", depends="", second=None,
+                 extra_exercise="", toml_tail=""):
+    checks = CHECK.format(cid="f.values", category=category, points=points, title_zh=title_zh, depends="")
+    if second is not None:
+        checks += CHECK.format(cid=second, category="numeric", points="1", title_zh="二", depends=depends)
+    return f"""
+id = "chx"
+title = {{ en = "Chapter X", zh = "第 X 章" }}
+solutions = "solutions/chx"
+stubs = "exercises/chx"
+
+[sections]
+1 = {{ en = "section 1", zh = "第一节" }}
+
+[[exercises]]
+id = "ex01_a"
+title = {{ en = "A", zh = "甲" }}
+section = "{section}"
+functions = ["f"]
+{checks}
+{extra_exercise}
+{toml_tail}
+"""
+
+
+@pytest.fixture
+def write_chapter(tmp_path, monkeypatch):
+    monkeypatch.setattr(chapter_mod, "CHAPTERS_DIR", tmp_path)
+
+    def write(text: str):
+        folder = tmp_path / "chx"
+        folder.mkdir(exist_ok=True)
+        (folder / "chapter.toml").write_text(text, encoding="utf-8")
+        return load_chapter("chx")
+
+    return write
+
+
+def test_minimal_chapter_loads(write_chapter):
+    chapter = write_chapter(chapter_toml(second="f.more", depends='depends = ["f.values"]'))
+    assert [c.id for c in chapter.exercises[0].checks] == ["f.values", "f.more"]
+    assert chapter.exercises[0].checks[1].depends == ("f.values",)
+    assert chapter.exercises[0].title == Bilingual("A", "甲")
+    assert chapter.exercises[0].timeout_s == 60.0
+
+
+def test_missing_chinese_text_is_named(write_chapter):
+    text = chapter_toml().replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
+    with pytest.raises(ChapterError, match=r"check f\.values title needs both an 'en' and a 'zh'"):
+        write_chapter(text)
+
+
+def test_unknown_category_is_named(write_chapter):
+    with pytest.raises(ChapterError, match=r"f\.values has category 'speed'"):
+        write_chapter(chapter_toml(category="speed"))
+
+
+@pytest.mark.parametrize("points", ["0", "-1"])
+def test_non_positive_points_are_refused(write_chapter, points):
+    with pytest.raises(ChapterError, match="positive points"):
+        write_chapter(chapter_toml(points=points))
+
+
+def test_unknown_section_is_named(write_chapter):
+    with pytest.raises(ChapterError, match="section '9'"):
+        write_chapter(chapter_toml(section="9"))
+
+
+def test_duplicate_check_ids_are_refused(write_chapter):
+    with pytest.raises(ChapterError, match="share an id"):
+        write_chapter(chapter_toml(second="f.values"))
+
+
+@pytest.mark.parametrize("depends", ['depends = ["f.later"]', 'depends = ["f.more"]', 'depends = ["nothing"]'])
+def test_dependency_must_be_an_earlier_check(write_chapter, depends):
+    with pytest.raises(ChapterError, match="must be an earlier check"):
+        write_chapter(chapter_toml(second="f.more", depends=depends))
+
+
+def test_missing_key_is_named(write_chapter):
+    text = chapter_toml().replace('functions = ["f"]', "")
+    with pytest.raises(ChapterError, match="has no 'functions'"):
+        write_chapter(text)
+
+
+def test_toml_syntax_error_is_a_chapter_error(write_chapter):
+    with pytest.raises(ChapterError, match="chapter.toml"):
+        write_chapter(chapter_toml() + "\nthis is = = not toml\n")
+
+
+def test_non_numeric_points_are_a_chapter_error(write_chapter):
+    with pytest.raises(ChapterError, match="points"):
+        write_chapter(chapter_toml(points='"two"'))
+
+
+def test_duplicate_exercise_ids_are_refused(write_chapter):
+    again = chapter_toml().split("[[exercises]]", 1)[1]
+    with pytest.raises(ChapterError):
+        write_chapter(chapter_toml() + "\n[[exercises]]" + again)
