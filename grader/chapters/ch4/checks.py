@@ -677,7 +677,7 @@ def speedup_value(s: Observations, r: Observations, ctx: CheckContext) -> dict:
 
 # =========================================================================== ex06
 EX06 = "ex06_speedup"
-ROUNDS, REPS = 10, 3
+ROUNDS, REPS = 12, 2
 
 
 @checks(EX06, "fast_heavy.jitted")

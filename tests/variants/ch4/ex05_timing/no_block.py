@@ -1,0 +1,22 @@
+# expect-failed: time_call.waits
+# expect-skipped: time_call.jax_async
+# why: no block_until_ready: the clock stops when the work is queued
+import statistics
+import time
+
+import jax
+
+
+def time_call(fn, *args, warmup=1, iters=20):
+    for _ in range(warmup):
+        fn(*args)
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn(*args)
+        samples.append(time.perf_counter() - start)
+    return float(statistics.median(samples))
+
+
+def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
+    return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)
