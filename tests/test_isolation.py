@@ -1,0 +1,69 @@
+"""A crash, an exit, a hang or an interrupt in one exercise costs that exercise only,
+and the report is always written."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SOLUTIONS, make_submission
+
+from grader.cli import main
+
+pytestmark = pytest.mark.slow
+
+EXIT_AT_IMPORT = "import sys\nsys.exit(3)\n"
+OS_EXIT_IN_CALL = (SOLUTIONS / "ex02_where.py").read_text(encoding="utf-8").replace(
+    '    return jnp.where(x > 0, x * x, 0.5 * x)', '    import os\n    os._exit(0)')
+INFINITE_LOOP = (SOLUTIONS / "ex03_static_args.py").read_text(encoding="utf-8").replace(
+    "    return coeff * x ** 2 + 1.0", "    while True:\n        pass")
+KEYBOARD_INTERRUPT = (SOLUTIONS / "ex04_cache_keys.py").read_text(encoding="utf-8").replace(
+    "    values = np.asarray(x, dtype=np.float32).reshape(-1)", "    raise KeyboardInterrupt")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = make_submission(tmp_path_factory.mktemp("sub"), {
+        "ex01_jit_forms": EXIT_AT_IMPORT,
+        "ex02_where": OS_EXIT_IN_CALL,
+        "ex03_static_args": INFINITE_LOOP,
+        "ex04_cache_keys": KEYBOARD_INTERRUPT,
+    })
+    out = tmp_path_factory.mktemp("report")
+    code = main([str(folder), "--report-dir", str(out), "--exercise-timeout", "8", "--seed", "5",
+                 "-k", "1", "-k", "2", "-k", "3", "-k", "4", "-k", "7", "-k", "8"])
+    assert code == 0
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    return {e["id"]: e for e in data["exercises"]}
+
+
+def test_exit_at_import(report):
+    ex = report["ex01_jit_forms"]
+    assert ex["status"] == "error" and ex["score"] == 0
+    assert "SystemExit" in ex["error"]
+
+
+def test_os_exit_in_a_call(report):
+    ex = report["ex02_where"]
+    assert ex["status"] == "error" and ex["score"] == 0
+    assert "exit code 0" in ex["error"]
+
+
+def test_infinite_loop_is_stopped(report):
+    ex = report["ex03_static_args"]
+    assert ex["status"] == "timeout"
+    assert ex["duration_s"] < 30
+
+
+def test_keyboard_interrupt_costs_only_the_calls_that_raise(report):
+    ex = report["ex04_cache_keys"]
+    statuses = {c["id"]: c["status"] for c in ex["checks"]}
+    assert statuses["bucket_length.values"] == "passed"
+    assert statuses["masked_mean_sq.values"] == "failed"
+    message = next(c["message"] for c in ex["checks"] if c["id"] == "masked_mean_sq.values")
+    assert "KeyboardInterrupt" in message
+
+
+def test_the_other_exercises_are_unaffected(report):
+    assert report["ex07_pitfalls"]["status"] == "passed"
+    assert report["ex08_aot_debug"]["status"] == "passed"
