@@ -76,21 +76,29 @@ def _lang_option(fn):
               help="Time limit for the whole submission, in seconds.")
 @click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
               help="Cap every exercise's time limit (seconds).")
+@click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096, show_default=True,
+              help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
+@click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
+              help="Sign report.json with this key file (HMAC); check it later with grade verify.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
               seed: int | None, lang: str | None, as_json: bool, fail_under: float | None, sandbox: str,
-              timeout_s: float, exercise_timeout_s: float | None, verbose: bool) -> None:
+              timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
+              verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。"""
     from grader.grading import GradeOptions, grade
-    from grader.report import render_json, render_terminal, write_reports
+    from grader.report import render_terminal, write_reports
+    from grader.runner.pool import Limits
     from grader.submission import SubmissionError
 
     lang = lang or default_lang()
     catalog = grader_catalog()
     _setup_logging(verbose)
+    key = _key(sign_key, catalog, lang) if sign_key else None
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
-                               submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s)
+                               submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
+                               limits=Limits(memory_bytes=memory_mb << 20))
         if sys.stderr.isatty() and not as_json:
             click.echo(f"grade: {path} …", err=True)
         report = grade(path, options)
@@ -99,20 +107,60 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     catalog = load_chapter(report.chapter).catalog
     target = report_dir or _default_report_dir(path)
     try:
-        written = write_reports(report, catalog, lang, target)
+        written = write_reports(report, catalog, lang, target, key=key)
     except OSError as exc:
         if report_dir is not None:
             raise UserError(catalog.render(T("error.report_dir", path=str(target), detail=exc.strerror), lang)) \
                 from None
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
-        written = write_reports(report, catalog, lang, target)
+        written = write_reports(report, catalog, lang, target, key=key)
     if as_json:
-        click.echo(render_json(report, catalog, lang), nl=False)
+        click.echo(written.read_text(encoding="utf-8"), nl=False)
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
         click.echo(catalog.render(T("ui.report_written", path=str(written)), lang))
     if fail_under is not None and report.score < fail_under:
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
+    from grader.signing import KeyError_, read_key
+
+    try:
+        return read_key(path)
+    except KeyError_ as exc:
+        raise UserError(catalog.render(T("error.key", path=str(path), detail=str(exc)), lang)) from None
+
+
+@cli.command("verify")
+@click.argument("report", type=click.Path(path_type=Path))
+@click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", required=True,
+              help="The key file the report was signed with.")
+@_lang_option
+def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
+    """Check a signed report.json: exit 0 if valid, 1 if changed or unsigned. 校验报告签名。"""
+    import json
+
+    from grader.signing import verify
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    key = _key(key_path, catalog, lang)
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("schema") != "grade-report/1":
+            raise ValueError("no grade-report/1 schema")
+    except (OSError, ValueError) as exc:
+        raise UserError(catalog.render(T("verify.bad_report", path=str(report), detail=str(exc)), lang)) from None
+    result = verify(data, key)
+    if result is None:
+        click.echo(catalog.render(T("verify.unsigned", path=str(report)), lang), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    if not result:
+        click.echo(catalog.render(T("verify.invalid", path=str(report)), lang), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    click.echo(catalog.render(T("verify.valid", path=str(report), key_id=data["signature"]["key_id"],
+                                score=data.get("score"), max_score=data.get("max_score")), lang))
 
 
 def _default_report_dir(path: Path) -> Path:

@@ -120,7 +120,7 @@ def grade(path: Path, options: GradeOptions | None = None, *,
         exercises = run.execute(progress)
         environment = run.environment()
         findings = integrity.scan(sub.module_dir, [f for f in sub.files if f.endswith(".py")] or
-                                  [ex.filename for ex in chapter.exercises])
+                                  [ex.filename for ex in chapter.exercises]) + run.runtime_findings
         return Report(
             chapter=chapter.id,
             chapter_title=chapter.title,
@@ -153,6 +153,7 @@ class _Run:
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.timings: dict[str, Any] = {}
         self.envs: list[dict] = []
+        self.runtime_findings: list[dict] = []
         self._env_lock = threading.Lock()
         probes = chapter.probes_module_name
         self.student = Host(side="student", chapter=chapter.id, probes=probes, module_dir=sub.module_dir,
@@ -266,7 +267,16 @@ class _Run:
             result.output = student.output
             return result
         termination = _termination(student, ex)
+        tampering = _tampering(student)
+        if tampering:
+            with self._env_lock:
+                self.runtime_findings.append({"file": ex.filename, "line": 0, "code": "runtime",
+                                              "detail": ex.id, "message": T("integrity.runtime", detail=tampering)})
+            result = self._unrunnable(ex, tampering, "failed")
+            result.output = student.output
+            return result
         data = dict(student.observations)
+        data["grader/arrivals"] = dict(student.arrivals)
         for name, described in student.names.items():
             data[f"names/{name}"] = {**described, "file": ex.filename}
         s = Observations("student", data, module_file=ex.filename)
@@ -312,6 +322,27 @@ def _attempted_anything(outcome: JobOutcome) -> bool:
             return True
     # a crash or a hang before any record: the checks report it, no reference needed
     return False
+
+
+def _tampering(outcome: JobOutcome) -> list[Text] | None:
+    """Why the job's records cannot be trusted, if they cannot.
+
+    The job reports on its instruments after the import and after the probe; a change,
+    a missing final report, or fewer compiles reported than XLA's own dump holds all
+    mean that the student's code reached into the grader's side of the process.
+    """
+    problems: list[Text] = []
+    changed = sorted({name for report in outcome.integrity for name in (report.get("changed") or [])
+                      if isinstance(name, str)})
+    if changed:
+        problems.append(T("integrity.tampered", names=", ".join(changed[:8]) + (" …" if len(changed) > 8 else "")))
+    final = next((r for r in outcome.integrity if r.get("stage") == "probe"), None)
+    if outcome.end == "done" and final is None:
+        problems.append(T("integrity.no_report"))
+    reported = final.get("compiles_total") if final else None
+    if type(reported) is int and outcome.xla_compiles is not None and outcome.xla_compiles > reported:
+        problems.append(T("integrity.compiles_hidden", xla=outcome.xla_compiles, reported=reported))
+    return problems or None
 
 
 def _how(outcome: JobOutcome) -> Text:

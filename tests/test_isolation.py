@@ -67,3 +67,21 @@ def test_keyboard_interrupt_costs_only_the_calls_that_raise(report):
 def test_the_other_exercises_are_unaffected(report):
     assert report["ex07_pitfalls"]["status"] == "passed"
     assert report["ex08_aot_debug"]["status"] == "passed"
+
+
+def test_a_killed_host_is_restarted_for_the_other_exercises(tmp_path):
+    """Without a sandbox a job can kill its host (same uid): the next job gets a new host.
+
+    The killer itself still reports to the grader over its own socket, so its honest
+    work is graded; it gains nothing, and costs the others nothing."""
+    from conftest import grade_to_dict
+
+    kill_host = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + (
+        SOLUTIONS / "ex01_jit_forms.py").read_text(encoding="utf-8")
+    folder = make_submission(tmp_path, {"ex01_jit_forms": kill_host})
+    report = grade_to_dict(folder, exercises=("1", "3", "4"), sandbox="process", workers=1, seed=8)
+    by_id = {e["id"]: e for e in report["exercises"]}
+    assert by_id["ex01_jit_forms"]["score"] <= 10
+    assert by_id["ex03_static_args"]["status"] == "passed"
+    assert by_id["ex04_cache_keys"]["status"] == "passed"
+    assert report["timings"]["host_restarts"] >= 1

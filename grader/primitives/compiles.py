@@ -37,6 +37,7 @@ class CompileCounter:
         self._lock = threading.Lock()
         self._windows: list[_Window] = []
         self.installed = False
+        self.total = 0  # every backend compile in this process, windows or not
 
     def install(self) -> None:
         if self.installed:
@@ -51,6 +52,7 @@ class CompileCounter:
             return
         label = str(kwargs.get("fun_name", "?"))
         with self._lock:
+            self.total += 1
             for window in self._windows:
                 window.names[label] += 1
 

@@ -108,10 +108,28 @@ class Instrument:
             "bad_args": self.bad_args,
             "waited": len(self.waited),
             "truth": statistics.median(measured) if measured else None,
+            "nominal": self.duration,
+            "slept_total": sum(self.actual),
             "warmup_cost": self.slow_duration if self.slow_first else None,
             "outlier_cost": self.outlier_duration if self.outlier_at is not None else None,
             "asynchronous": self.asynchronous,
         }
+
+
+def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
+    """What a child says its instrument measured must fit the grader's own clock.
+
+    A synchronous instrument sleeps: its calls cannot have lasted longer in total than
+    the grader saw pass, and none can have been shorter than the sleep asked for.
+    """
+    if report.get("asynchronous") or elapsed is None:
+        return
+    truth, nominal, slept = report.get("truth"), report.get("nominal"), report.get("slept_total", 0.0)
+    if truth is None or nominal is None:
+        return
+    if slept > elapsed + 0.05 or truth < 0.9 * nominal:
+        raise Fail(T("harness.implausible", what=what, slept=slept, elapsed=elapsed),
+                   {"slept_s": slept, "elapsed_s": elapsed})
 
 
 def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:

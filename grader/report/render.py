@@ -32,9 +32,15 @@ def _strict(value):
     return value
 
 
-def render_json(report: Report, catalog: Catalog, lang: str) -> str:
+def render_json(report: Report, catalog: Catalog, lang: str, *, key: bytes | None = None) -> str:
+    """The ``grade-report/1`` JSON; signed (HMAC) when an instructor's key is given."""
     data = _strict(report_to_dict(report, catalog, lang))
-    return json.dumps(data, ensure_ascii=False, indent=2, default=str, allow_nan=False) + "\n"
+    data = json.loads(json.dumps(data, default=str))  # exactly what is written is what is signed
+    if key is not None:
+        from grader.signing import sign
+
+        data = sign(data, key)
+    return json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
 def _measured_text(measured: dict, limit: int = 220) -> str:
@@ -159,10 +165,10 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_reports(report: Report, catalog: Catalog, lang: str, directory: Path) -> Path:
+def write_reports(report: Report, catalog: Catalog, lang: str, directory: Path, *, key: bytes | None = None) -> Path:
     """Write ``report.json`` and ``report.md`` atomically; returns the JSON file's path."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, text in (("report.json", render_json(report, catalog, lang)),
+    for name, text in (("report.json", render_json(report, catalog, lang, key=key)),
                        ("report.md", render_markdown(report, catalog, lang))):
         tmp = directory / f".{name}.tmp"
         tmp.write_text(text, encoding="utf-8")

@@ -46,6 +46,13 @@ def _preload(probes_module: str) -> dict:
         except ImportError:
             pass
     importlib.import_module(probes_module)
+    for name in ("grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.purity",
+                 "grader.primitives.structure", "grader.primitives.numeric", "grader.runner.guard",
+                 probes_module.rsplit(".", 1)[0] + ".provided"):
+        try:  # everything a probe may import later: the guard's snapshot must see it all
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            pass
     from grader.primitives.compiles import COUNTER
 
     COUNTER.install()
@@ -92,6 +99,9 @@ def _drop_privileges(uid: int | None, gid: int | None) -> None:
         raise RuntimeError("could not drop privileges")
 
 
+XLA_DUMP = ".xla-dump"
+
+
 def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
     """In the forked job: become the job, then hand over to the job runner. Never returns."""
     code = 70
@@ -112,6 +122,8 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         os.chdir(order["workdir"])
         os.environ["HOME"] = order["workdir"]
         os.environ["TMPDIR"] = order["workdir"]
+        # XLA writes every module it compiles here, from C++: the grader counts them itself
+        os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(order['workdir'], XLA_DUMP)}"
         from grader.runner import job
 
         job.run(order, socket.socket(fileno=job_fd))

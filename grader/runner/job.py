@@ -70,9 +70,12 @@ def run(order: dict, sock: socket.socket) -> None:
     _limit_memory(order.get("limits", {}), env["backend"])
     channel.send({"op": "hello", "env": env})
 
+    from grader.primitives.compiles import COUNTER
     from grader.probe import PROBES, ProbeContext, describe_callable, prepare
+    from grader.runner import guard
 
     prepare()
+    watch = guard.snapshot((order.get("probes", ""),))
 
     module_dir = os.path.realpath(order["module_dir"])
     sys.dont_write_bytecode = True
@@ -89,6 +92,7 @@ def run(order: dict, sock: socket.socket) -> None:
         else:
             names[name] = {"missing": True}
     channel.send({"op": "imported", "names": names})
+    channel.send({"op": "integrity", "stage": "import", "changed": watch.changes()})
 
     message = channel.recv()
     if not message or message.get("op") != "inputs":
@@ -104,4 +108,5 @@ def run(order: dict, sock: socket.socket) -> None:
             "traceback": "".join(traceback.format_exception(exc))[-4000:],
         })
         return
+    channel.send({"op": "integrity", "stage": "probe", "changed": watch.changes(), "compiles_total": COUNTER.total})
     channel.send({"op": "done"})

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader.runner import sandbox as sandboxes
+from grader.runner.host import XLA_DUMP
 from grader.wire import Channel, ProtocolError
 
 log = logging.getLogger("grader")
@@ -70,6 +71,9 @@ class JobOutcome:
     output: str = ""
     output_bytes: int = 0
     duration_s: float = 0.0
+    integrity: list[dict] = field(default_factory=list)  # the job's reports on its instruments
+    xla_compiles: int | None = None  # modules in XLA's dump, counted by the grader
+    arrivals: dict[str, float] = field(default_factory=dict)  # when each record reached the grader
 
 
 def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
@@ -291,6 +295,7 @@ class JobSession:
             "op": "fork", "job": self.name, "chapter": host.chapter, "exercise": self.exercise,
             "module": self.module, "module_dir": str(host.module_dir), "functions": list(self.functions),
             "workdir": str(self._workdir), "limits": host.limits.for_job(self.timeout_s),
+            "probes": host.probes,
         }
         if host.uids is not None and host.plan.uid_isolation:
             self.uid = host.uids.acquire()
@@ -361,6 +366,9 @@ class JobSession:
                 # "grader/..." keys are the grader's own results: a child cannot write them
                 if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
                     self.outcome.observations[key] = message.get("value")
+                    self.outcome.arrivals[key] = time.monotonic() - self._started
+            elif op == "integrity" and len(self.outcome.integrity) < 4:
+                self.outcome.integrity.append({k: message.get(k) for k in ("stage", "changed", "compiles_total")})
             if op in ops:
                 return message
             if op == "probe_error":
@@ -401,6 +409,7 @@ class JobSession:
             host.uids.release(self.uid)
         self._read_output()
         if self._workdir is not None:
+            self.outcome.xla_compiles = _count_xla_modules(self._workdir / XLA_DUMP)
             shutil.rmtree(self._workdir, ignore_errors=True)
         self.outcome.duration_s = time.monotonic() - self._started
         return self.outcome
@@ -432,6 +441,15 @@ class JobSession:
         self.outcome.output = text
         self.outcome.output_bytes = size
         self._output.unlink(missing_ok=True)
+
+
+def _count_xla_modules(folder: Path) -> int | None:
+    """Distinct modules XLA compiled (its dump names files module_NNNN.<name>.*)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    return len({name.split(".", 1)[0] for name in names if name.startswith("module_")})
 
 
 def run_job(host: Host, *, exercise: str, module: str, functions: tuple[str, ...], inputs: dict,

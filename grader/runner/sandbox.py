@@ -207,6 +207,24 @@ class UidPool:
             os.close(fd)
 
 
+def processes_in_range(low: int, high: int) -> list[int]:
+    """Processes whose real uid lies in [low, high), in one pass over /proc."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as status:
+                for line in status:
+                    if line.startswith("Uid:"):
+                        if low <= int(line.split()[1]) < high:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
 def processes_of(uid: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):

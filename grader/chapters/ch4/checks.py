@@ -11,7 +11,7 @@ import numpy as np
 
 from grader.checks import CheckContext, CheckRegistry, Fail, Observations, Pass
 from grader.i18n import T
-from grader.primitives import compiles, numeric, purity, structure
+from grader.primitives import compiles, numeric, purity, structure, timing
 
 checks = CheckRegistry()
 
@@ -594,6 +594,10 @@ def _harness_ratio(s: Observations, key: str, what: str, *, low: float, high: fl
                    count: bool = False) -> dict:
     returned = _seconds(s, f"{key}/result", what)
     truth = s.value(f"{key}/truth")
+    arrivals = s.value("grader/arrivals")
+    elapsed = arrivals[f"{key}/truth"] - arrivals[f"{key}/start"] \
+        if f"{key}/truth" in arrivals and f"{key}/start" in arrivals else None
+    timing.expect_plausible(truth, elapsed, what=what)
     real = truth["truth"]
     ratio = (returned / unit) / real if real else float("inf")
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,

@@ -168,6 +168,7 @@ def ex05(ctx: ProbeContext) -> None:
     args = (np.zeros(3, np.float32), "arg")  # passed through *args; the instrument checks identity
 
     def run(key: str, instrument: Instrument, warmup: int, iters: int) -> None:
+        ctx.record(f"{key}/start", True)  # the grader notes when each record arrives
         ctx.call(f"{key}/result", "time_call", instrument, *args, warmup=warmup, iters=iters)
         ctx.record(f"{key}/truth", instrument.report(warmup, iters))
 
