@@ -379,6 +379,9 @@ def _termination(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
         return Termination("error", T("job.crashed", how=how))
     if end == "probe_error":
         return Termination("error", T("job.probe_error", type=outcome.detail.get("type", "?")))
+    if end == "disk_limit":
+        return Termination("error", T("job.disk_limit", used=outcome.detail.get("disk_bytes", 0) >> 20,
+                                      limit=outcome.detail.get("limit", 0) >> 20))
     if end == "protocol_error":
         return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
     return Termination("error", T("job.host_lost"))

@@ -84,6 +84,13 @@ ATTACKS = [
         "    import sys\n    for _ in range(4096):  # 4 GiB if nothing stopped it\n"
         "        sys.stdout.write('x' * (1 << 20))\n    return coeff * x ** 2 + 1.0"),
            ("partial", "error"), max_score=8.0),  # stopped at the file-size limit: poly's two checks fail
+    Attack("disk_bomb", "ex04_cache_keys", '''import os
+
+_chunk = b"x" * (8 << 20)
+for _i in range(1000):  # 8 GB if nothing stopped it; each file stays under the file-size limit
+    with open(f"filler-{_i}.bin", "wb") as _f:
+        _f.write(_chunk)
+''' + solution("ex04_cache_keys"), ("error",), integrity="file"),
     Attack("keyboard_interrupt_and_system_exit", "ex04_cache_keys", solution("ex04_cache_keys").replace(
         "    length = 8\n", "    raise SystemExit(0)\n").replace(
         "    values = np.asarray(x, dtype=np.float32).reshape(-1)", "    raise KeyboardInterrupt"), ("failed",)),

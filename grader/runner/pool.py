@@ -47,6 +47,7 @@ class Limits:
     nproc: int = 256
     fsize_bytes: int = 64 << 20
     nofile: int = 512
+    disk_bytes: int = 256 << 20  # the job's scratch folder, watched by the grader
 
     def for_job(self, timeout_s: float) -> dict:
         return {
@@ -274,6 +275,7 @@ class JobSession:
         self.deadline = 0.0
         self._workdir: Path | None = None
         self._output: Path | None = None
+        self._disk_checked = 0.0
 
     # ------------------------------------------------------------- start
     def start(self) -> bool:
@@ -349,11 +351,15 @@ class JobSession:
             if remaining <= 0:
                 self._end("timeout")
                 return None
-            try:
-                message = self.channel.recv(timeout=remaining)
-            except TimeoutError:
-                self._end("timeout")
+            if self._over_disk():
                 return None
+            try:
+                message = self.channel.recv(timeout=min(remaining, DISK_POLL_S))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    self._end("timeout")
+                    return None
+                continue
             except (ProtocolError, OSError) as exc:
                 self._end("protocol_error", {"error": str(exc)})
                 return None
@@ -375,6 +381,18 @@ class JobSession:
                 self._end("probe_error", {"type": message.get("type"), "traceback": message.get("traceback")})
                 return None
 
+    def _over_disk(self) -> bool:
+        """Stop a job whose scratch folder outgrows its budget (checked about once a second)."""
+        now = time.monotonic()
+        if self._workdir is None or now - self._disk_checked < DISK_POLL_S:
+            return False
+        self._disk_checked = now
+        used = disk_usage(self._workdir)
+        if used > self.host.limits.disk_bytes:
+            self._end("disk_limit", {"disk_bytes": used, "limit": self.host.limits.disk_bytes})
+            return True
+        return False
+
     def run_to_end(self) -> None:
         if self.expect({"done"}) is not None:
             self.outcome.end = "done"
@@ -395,7 +413,7 @@ class JobSession:
         if self.channel is not None:
             self.channel.close()
         exited = None
-        if self.outcome.end in ("timeout", "protocol_error") or self.outcome.end not in ("done", "import_error", "crashed"):
+        if self.outcome.end not in ("done", "import_error", "crashed"):
             self._kill()
         exited = host._next_event(self.name, {"exited"}, time.monotonic() + 3.0)
         if exited is None:
@@ -441,6 +459,29 @@ class JobSession:
         self.outcome.output = text
         self.outcome.output_bytes = size
         self._output.unlink(missing_ok=True)
+
+
+DISK_POLL_S = 1.0
+
+
+def disk_usage(folder: Path) -> int:
+    """Bytes really used under ``folder`` (allocated blocks: a sparse file does not fool it)."""
+    total = 0
+    stack = [str(folder)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
 
 
 def _count_xla_modules(folder: Path) -> int | None:

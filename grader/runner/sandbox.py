@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+TMPFS_BYTES = 64 << 20
 UID_BASE = 61000
 UID_COUNT = 256
 LOCK_DIR = Path(os.environ.get("GRADER_LOCK_DIR", "/tmp/grader-uid-locks"))
@@ -139,7 +140,7 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
         return python_argv
     argv = [bwrap_works() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--hostname", "grader", "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp"]
+            "--size", str(TMPFS_BYTES), "--perms", "1777", "--tmpfs", "/tmp"]  # memory-backed: keep it small
     for system in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"):
         if os.path.exists(system):
             argv += ["--ro-bind", system, system] if not os.path.islink(system) else \
