@@ -63,22 +63,21 @@ ATTACKS = [
            ("error",), integrity="import"),
     Attack("infinite_loop_in_call", "ex02_where",
            solution("ex02_where").replace("    return jnp.where(x > 0, x * x, 0.5 * x)", "    while True:\n        pass"),
-           ("timeout",)),
+           ("timeout",), options=["--exercise-timeout", "4"]),
     Attack("sleep_at_import", "ex04_cache_keys", "import time\ntime.sleep(3600)\n" + solution("ex04_cache_keys"),
-           ("timeout",)),
+           ("timeout",), options=["--exercise-timeout", "4"]),
     Attack("memory_bomb", "ex01_jit_forms", solution("ex01_jit_forms").replace(
         '    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)',
-        '    hoard = []\n    for _ in range(64):  # 16 GiB if nothing stopped it\n'
-        '        hoard.append(bytearray(256 << 20))\n'
-        '    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)'), ("partial", "failed", "error", "timeout"),
-           options=["--memory-limit", "1024", "--exercise-timeout", "40"],
+        '    hoard = [bytearray(1 << 30) for _ in range(16)]  # 16 GiB if nothing stopped it\n'
+        '    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)'),
+           ("partial", "failed", "error"), options=["--memory-limit", "1024"],
            max_score=4.5),  # log_softmax and the structure checks do not call softmax_raw
     Attack("fork_storm", "ex02_where", solution("ex02_where").replace(
         "    return jnp.where(x > 0, x * x, 0.5 * x)",
         "    import os, time\n    for _ in range(20000):\n        if os.fork() == 0:\n"
         "            time.sleep(120)\n            os._exit(0)\n    return jnp.where(x > 0, x * x, 0.5 * x)"),
            ("error", "partial", "failed", "timeout"), marks=(needs_uids,), integrity="import",
-           max_score=1.0),  # the traceable checks of the two honest functions
+           max_score=1.0, options=["--exercise-timeout", "6"]),  # the traceable checks of the two honest functions
     Attack("output_flood", "ex03_static_args", solution("ex03_static_args").replace(
         "    return coeff * x ** 2 + 1.0",
         "    import sys\n    for _ in range(4096):  # 4 GiB if nothing stopped it\n"

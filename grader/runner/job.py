@@ -66,6 +66,10 @@ def _import_error(exc: BaseException, module_dir: str) -> dict:
 
 def run(order: dict, sock: socket.socket) -> None:
     channel = Channel(sock)
+    if order.get("options", {}).get("sync_cpu_dispatch"):
+        import jax  # before the backend starts: the CPU client reads it once
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
     env = _environment()
     _limit_memory(order.get("limits", {}), env["backend"])
     channel.send({"op": "hello", "env": env})

@@ -252,17 +252,19 @@ class Host:
                     return None
                 self._events_cv.wait(remaining)
 
-    def session(self, *, exercise: str, module: str, functions: tuple[str, ...], timeout_s: float) -> "JobSession":
+    def session(self, *, exercise: str, module: str, functions: tuple[str, ...], timeout_s: float,
+                options: dict | None = None) -> "JobSession":
         self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s)
+        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s, options)
 
 
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
     def __init__(self, host: Host, name: str, exercise: str, module: str, functions: tuple[str, ...],
-                 timeout_s: float):
+                 timeout_s: float, options: dict | None = None):
         self.host = host
+        self.options = options or {}
         self.name = name
         self.exercise = exercise
         self.module = module
@@ -281,12 +283,13 @@ class JobSession:
     def start(self) -> bool:
         """Fork the job and wait until it has imported the module; False if it ended."""
         host = self.host
-        self._started = time.monotonic()
-        self.deadline = self._started + self.timeout_s
-        if not host.ensure():
+        if not host.ensure():  # a host's start-up is not the exercise's time
+            self._started = time.monotonic()
             self.outcome.end = "host_lost"
             self.outcome.detail = {"log": host.log_tail()}
             return False
+        self._started = time.monotonic()
+        self.deadline = self._started + self.timeout_s
         jobs = host.scratch / "jobs"
         self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=jobs))
         output_dir = host.scratch / "output"
@@ -297,7 +300,7 @@ class JobSession:
             "op": "fork", "job": self.name, "chapter": host.chapter, "exercise": self.exercise,
             "module": self.module, "module_dir": str(host.module_dir), "functions": list(self.functions),
             "workdir": str(self._workdir), "limits": host.limits.for_job(self.timeout_s),
-            "probes": host.probes,
+            "probes": host.probes, "options": self.options,
         }
         if host.uids is not None and host.plan.uid_isolation:
             self.uid = host.uids.acquire()
@@ -392,6 +395,10 @@ class JobSession:
             self._end("disk_limit", {"disk_bytes": used, "limit": self.host.limits.disk_bytes})
             return True
         return False
+
+    def abandon(self) -> None:
+        """The grader no longer needs this job: :meth:`finish` kills it without waiting."""
+        self._end("abandoned")
 
     def run_to_end(self) -> None:
         if self.expect({"done"}) is not None:
