@@ -119,8 +119,7 @@ def grade(path: Path, options: GradeOptions | None = None, *,
         run = _Run(chapter, selected, sub, seed, options, scratch)
         exercises = run.execute(progress)
         environment = run.environment()
-        findings = integrity.scan(sub.module_dir, [f for f in sub.files if f.endswith(".py")] or
-                                  [ex.filename for ex in chapter.exercises]) + run.runtime_findings
+        findings = _scan(sub, chapter) + run.runtime_findings
         return Report(
             chapter=chapter.id,
             chapter_title=chapter.title,
@@ -136,6 +135,20 @@ def grade(path: Path, options: GradeOptions | None = None, *,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scan(sub: submissions.Submission, chapter: Chapter) -> list[dict]:
+    """The static integrity scan; a notebook's code is scanned once, under its own name."""
+    if "notebook" in sub.kind:
+        findings = integrity.scan(sub.module_dir, [chapter.exercises[0].filename])
+        for item in findings:  # the line of the generated module, back to the notebook's cell and line
+            if sub.notebook_cells and 0 < item["line"] <= len(sub.notebook_cells):
+                cell, line = sub.notebook_cells[item["line"] - 1]
+                item["file"], item["line"] = f"{sub.files[0]} (cell {cell})", line
+            else:
+                item["file"] = sub.files[0]
+        return findings
+    return integrity.scan(sub.module_dir, [f for f in sub.files if f.endswith(".py")])
 
 
 class _Run:
@@ -204,6 +217,14 @@ class _Run:
         return self.deadline - time.monotonic()
 
     def _grade_exercise(self, ex: ExerciseSpec) -> ExerciseResult:
+        """One exercise, whatever happens: a grader bug here costs this exercise only."""
+        try:
+            return self._grade_exercise_unguarded(ex)
+        except Exception as exc:  # noqa: BLE001 - logged in full; the student sees one line
+            log.exception("grading %s failed", ex.id)
+            return self._unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"), "error")
+
+    def _grade_exercise_unguarded(self, ex: ExerciseSpec) -> ExerciseResult:
         t0 = time.monotonic()
         try:
             inputs = self.chapter.checks_module.inputs(ex.id, self.seed)
@@ -217,6 +238,10 @@ class _Run:
         driver = getattr(self.chapter.checks_module, "DRIVERS", {}).get(ex.id)
         if driver is not None:
             student_out, reference_out = driver(self, ex, inputs, budget)
+            for side, outcome in (("student", student_out), ("reference", reference_out)):
+                if outcome is not None and outcome.env:
+                    with self._env_lock:
+                        self.envs.append({"side": side, **outcome.env})
         else:
             student_out = self._job(self.student, ex, inputs, budget)
             reference_out = None

@@ -414,3 +414,27 @@ def test_expect_traceable_other_errors(kind):
     failure = fail_of(structure.expect_traceable, record, name="piecewise")
     assert failure.message.key == "structure.trace.other"
     assert failure.message.args == {"name": "piecewise", "type": "ZeroDivisionError", "where": "?"}
+
+
+def test_compare_calls_with_expected_values_of_the_graders_own():
+    """expected(key) replaces the reference's record, and is only asked after the student's."""
+    got = {"f/0": arr([1.0, 2.0]), "f/1": arr([3.0])}
+    asked = []
+
+    def expected(key):
+        asked.append(key)
+        return {"f/0": np.array([1.0, 2.0], np.float64), "f/1": np.array([3.5])}[key]
+
+    empty_reference = Observations("reference", {})
+    failure = fail_of(numeric.compare_calls, _calls(got, "student"), empty_reference, [("f/0", "a"), ("f/1", "b")],
+                      expected=expected, dtype="float32")
+    assert asked == ["f/0", "f/1"]
+    assert [m.key for m in failure.message] == ["numeric.values"]
+    assert failure.measured["cases"] == 1
+
+
+def test_compare_calls_with_expected_reads_the_student_first():
+    stub = Observations("student", {"f/0": {"status": "not_attempted", "function": "f"}})
+    with pytest.raises(NotAttempted):
+        numeric.compare_calls(stub, Observations("reference", {}), [("f/0", "a")],
+                              expected=lambda key: pytest.fail("the expected value was read first"))

@@ -227,20 +227,7 @@ def processes_in_range(low: int, high: int) -> list[int]:
 
 
 def processes_of(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as status:
-                for line in status:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return pids
+    return processes_in_range(uid, uid + 1)
 
 
 def kill_uid(uid: int, *, rounds: int = 50) -> int:
