@@ -150,7 +150,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "duration_s": round(report.duration_s, 3),
         "submission": report.submission,
         "environment": report.environment,
-        "sandbox": report.sandbox,
+        "sandbox": {**report.sandbox, "notes": [words(n) for n in report.sandbox.get("notes", [])]},
         "exercises": exercises,
         "integrity": [
             {**{k: v for k, v in item.items() if k != "message"}, "message": words(item.get("message"))}

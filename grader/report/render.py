@@ -115,6 +115,8 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
                                  device=env.get("device_kind") or "?", jax=env.get("jax") or "?",
                                  python=env.get("python") or "?", sandbox=_sandbox_word(report),
                                  duration=report.duration_s)), dim=True))
+    for note in report.sandbox.get("notes", []) if report.sandbox.get("kind") != "bwrap" else []:
+        lines.append(style(words(note), dim=True))
     lines.append(style(words(T("ui.seed", seed=report.seed)), dim=True))
     return "\n".join(lines) + "\n"
 

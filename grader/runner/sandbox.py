@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+
+from grader.i18n import T, Text
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,7 +38,7 @@ LOCK_DIR = Path(os.environ.get("GRADER_LOCK_DIR", "/tmp/grader-uid-locks"))
 class SandboxPlan:
     kind: str  # "bwrap" or "process"
     uid_isolation: bool
-    notes: list[str] = field(default_factory=list)
+    notes: list[Text] = field(default_factory=list)
 
     def describe(self) -> dict:
         return {
@@ -117,7 +119,7 @@ def plan(requested: str = "auto") -> SandboxPlan:
         if bwrap_works():
             use_bwrap = True
         else:
-            notes.append("bubblewrap unavailable: install it (apt-get install bubblewrap) for the strongest sandbox")
+            notes.append(T("sandbox.no_bwrap"))
             if requested == "bwrap":
                 raise RuntimeError("bubblewrap (bwrap) is not installed or cannot create namespaces here")
     uid_isolation = False
@@ -127,9 +129,9 @@ def plan(requested: str = "auto") -> SandboxPlan:
         elif all(_readable_by_others(p) for p in python_roots() if p.exists()):
             uid_isolation = True
         else:
-            notes.append("jobs keep the grader's uid: the Python installation is not readable by other users")
+            notes.append(T("sandbox.python_unreadable"))
     else:
-        notes.append("not running as root: jobs keep the user's uid (RLIMIT_NPROC still applies)")
+        notes.append(T("sandbox.not_root"))
     return SandboxPlan("bwrap" if use_bwrap else "process", uid_isolation, notes)
 
 
