@@ -66,7 +66,7 @@ def main() -> None:
     finally:
         for hog in hogs:
             hog.terminate()
-    print(f"| submission | run | wall s | score | ex06 speed-ups (student / reference) | sandbox |")
+    print("| submission | run | wall s | score | ex06 speed-ups (student / reference) | sandbox |")
     print("|---|---:|---:|---:|---|---|")
     for label, run, wall, report in rows:
         sp = "; ".join(f"{k}: {s:.1f}× / {r:.1f}× ({st})" for k, (s, r, st) in speedups(report).items()) or "-"

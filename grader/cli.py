@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from grader import __version__
-from grader.chapter import ChapterError, available_chapters, load_chapter
+from grader.chapter import ChapterError, load_chapter
 from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
 
 log = logging.getLogger("grader")

@@ -11,7 +11,6 @@ available; the report then says which sandbox ran.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 

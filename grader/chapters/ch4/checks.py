@@ -778,7 +778,6 @@ def drive_ex06(run, ex, inputs: dict, budget: float):
     """
     import time as _time
 
-    from grader.primitives import timing
 
     deadline = _time.monotonic() + budget
     options = {"sync_cpu_dispatch": bool(ex.params.get("sync_cpu_dispatch"))}

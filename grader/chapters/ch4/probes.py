@@ -161,7 +161,7 @@ def ex04(ctx: ProbeContext) -> None:
 # --------------------------------------------------------------------------- ex05
 @probe(CH, "ex05_timing")
 def ex05(ctx: ProbeContext) -> None:
-    from grader.primitives.timing import Instrument, trusted_median
+    from grader.primitives.timing import Instrument
 
     inp = ctx.inputs
     duration = inp["duration"]
