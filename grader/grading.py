@@ -245,7 +245,7 @@ class _Run:
         else:
             student_out = self._job(self.student, ex, inputs, budget)
             reference_out = None
-            if ex.needs_reference and _attempted_anything(student_out):
+            if ex.needs_reference and student_out.attempted():
                 reference_out = self._reference_job(ex, inputs)
         result = self._judge(ex, inputs, student_out, reference_out)
         result.duration_s = time.monotonic() - t0
@@ -333,20 +333,8 @@ class _Run:
         if not env:
             env = {"python": None, "jax": self.student.versions.get("jax") or self.reference.versions.get("jax"),
                    "jaxlib": None, "backend": None, "device_kind": None}
-        env.setdefault("cpu_count", os.cpu_count())
         env["cpu_count"] = os.cpu_count()
         return env
-
-
-def _attempted_anything(outcome: JobOutcome) -> bool:
-    """Whether the reference needs to run: some call of the student's got past NotImplementedError."""
-    if outcome.end == "import_error":
-        return False
-    for value in outcome.observations.values():
-        if isinstance(value, dict) and value.get("status") in ("ok", "raised"):
-            return True
-    # a crash or a hang before any record: the checks report it, no reference needed
-    return False
 
 
 def _tampering(outcome: JobOutcome) -> list[Text] | None:

@@ -76,6 +76,15 @@ class JobOutcome:
     xla_compiles: int | None = None  # modules in XLA's dump, counted by the grader
     arrivals: dict[str, float] = field(default_factory=dict)  # when each record reached the grader
 
+    def attempted(self) -> bool:
+        """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
+
+        A stub records only "not attempted" calls, and then no reference run is needed; nor
+        after an import error, or a crash before any record (the checks report those).
+        """
+        return self.end != "import_error" and any(
+            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
+
 
 def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
     """The only environment a host (and its jobs) gets."""

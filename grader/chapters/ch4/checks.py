@@ -793,7 +793,7 @@ def drive_ex06(run, ex, inputs: dict, budget: float):
         started = {name: session.start() and session.send_inputs(inputs)  # both prepare at once
                    for name, session in (("student", student), ("reference", reference))}
         for name, session in (("student", student), ("reference", reference)):
-            if name == "reference" and not (ready["student"] or _attempted_any(student.outcome.observations)):
+            if name == "reference" and not (ready["student"] or student.outcome.attempted()):
                 ready[name] = None  # nothing to time or to compare: stop the reference now
                 break
             got = _await_record(session, "timing/ready", deadline) if started[name] else None
@@ -819,10 +819,6 @@ def drive_ex06(run, ex, inputs: dict, budget: float):
     results["phases"] = phases
     student_out.observations["grader/timing"] = results
     return student_out, (reference_out if ready.get("reference") is not None else None)
-
-
-def _attempted_any(observations: dict) -> bool:
-    return any(isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in observations.values())
 
 
 def _await_record(session, key: str, deadline: float):
