@@ -278,7 +278,7 @@ class _Run:
     # ------------------------------------------------------------------ judging
     def _unrunnable(self, ex: ExerciseSpec, reason: Text, status: str = "error") -> ExerciseResult:
         checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
-                              status=status, message=reason, hint=c.hint) for c in ex.checks]
+                              status=status, message=reason, hint=None, hint_id="none") for c in ex.checks]
         return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
                               error=reason)
 

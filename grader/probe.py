@@ -139,8 +139,11 @@ def classify(exc: BaseException) -> str | None:
     for name, kind in _ERROR_KINDS:
         if name in names:
             return kind
-    if isinstance(exc, TypeError) and "not a valid JAX type" in _safe_str(exc):
+    text = _safe_str(exc)
+    if isinstance(exc, TypeError) and ("not a valid JAX type" in text or "as an abstract array" in text):
         return "static_needed"
+    if isinstance(exc, ValueError) and "truth value of an array" in text:
+        return "tracer_bool"  # a Python if on an array of more than one element (traced or not)
     return None
 
 
@@ -273,9 +276,21 @@ class ProbeContext:
                 sink.seek(0, os.SEEK_END)
                 size = sink.tell()
                 sink.seek(0)
-                text = sink.read(MAX_TEXT).decode("utf-8", errors="replace")
+                raw = sink.read(MAX_TEXT)
+                text = raw.decode("utf-8", errors="replace")
+                _echo(raw, size)
         box.update(text=text, bytes=size)
         self.record(key, box)
+
+
+def _echo(raw: bytes, size: int) -> None:
+    """Copy captured text to the job's own output too: everything printed reaches the student."""
+    try:
+        os.write(1, raw)
+        if size > len(raw):
+            os.write(1, f"\n[… {size - len(raw)} more bytes …]\n".encode())
+    except OSError:
+        pass
 
 
 class _Failed:

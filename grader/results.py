@@ -37,6 +37,10 @@ class CheckResult:
     message: Any = None
     hint: Any = None
     measured: dict = field(default_factory=dict)
+    #: which hint ``hint`` is: ``check`` (the check's own), ``check:<name>`` (one of its
+    #: named hints, for the mistake the records show), or a grader message key (for
+    #: example ``hint.exception``: an exception that is not the mistake the check looks for)
+    hint_id: str = "check"
 
 
 @dataclass
@@ -133,6 +137,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
                     "status": c.status,
                     "message": words(c.message),
                     "hint": words(c.hint),
+                    "hint_id": c.hint_id,
                     "measured": c.measured,
                 }
                 for c in ex.checks
