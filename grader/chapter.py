@@ -73,6 +73,8 @@ class ExerciseSpec:
     functions: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
     timeout_s: float = 60.0
+    #: the limit for importing the student's module (code at the top level of the file)
+    import_timeout_s: float = 20.0
     #: timed exercises run alone, with the student's and the reference's processes
     #: alive together so the grader can alternate between them
     timed: bool = False
@@ -171,7 +173,8 @@ def _bilingual(value: Any, where: str) -> Bilingual:
     return Bilingual(en=value["en"], zh=value["zh"])
 
 
-_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "timed", "reference"}
+_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "import_timeout_s", "timed",
+                  "reference"}
 
 
 def _parse(data: dict, folder: Path, path: Path) -> Chapter:
@@ -230,6 +233,7 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
             functions=tuple(need(raw, "functions", f"exercise {ex_id}")),
             checks=tuple(checks),
             timeout_s=float(raw.get("timeout_s", 60)),
+            import_timeout_s=float(raw.get("import_timeout_s", 20)),
             timed=bool(raw.get("timed", False)),
             needs_reference=bool(raw.get("reference", True)),
             params={k: v for k, v in raw.items() if k not in _EXERCISE_KEYS},

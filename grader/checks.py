@@ -229,9 +229,10 @@ def run_checks(
             result.hint, result.hint_id = check.resolve_hint(_placed(failure.hint, spec))
         except NotAttempted as na:
             result.status, result.message = "not_attempted", T("check.not_attempted", function=na.function)
-        except Missing:
+        except Missing:  # the job ended first: the exercise's line says why; no hint about another mistake
             result.status = termination.kind or "error"
             result.message = termination.reason or T("check.missing")
+            result.hint, result.hint_id = None, "none"
         except GraderError as exc:
             log.error("grader error in %s/%s: %s", spec.id, check.id, exc)
             result.status, result.message = "error", T("check.grader_error", detail=str(exc))

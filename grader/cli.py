@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -86,7 +87,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
               timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
               verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。"""
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, Interrupted, grade
     from grader.report import render_terminal, write_reports
     from grader.runner.pool import Limits
     from grader.submission import SubmissionError
@@ -99,11 +100,19 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
-        if sys.stderr.isatty() and not as_json:
+        live = sys.stderr.isatty() and not as_json
+        if live:
             click.echo(f"grade: {path} …", err=True)
-        report = grade(path, options)
+        report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
     except SubmissionError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
+    except Interrupted as stop:  # Ctrl-C: every process is gone; keep what was graded
+        report = stop.report
+        catalog = load_chapter(report.chapter).catalog
+        written = write_reports(report, catalog, lang, report_dir or _default_report_dir(path), key=key)
+        click.echo(catalog.render(T("ui.interrupted", done=len(report.exercises), total=len(report.exercises)
+                                    + len(stop.pending), path=str(written)), lang), err=True)
+        sys.exit(130)
     catalog = load_chapter(report.chapter).catalog
     target = report_dir or _default_report_dir(path)
     try:
@@ -121,6 +130,17 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         click.echo(catalog.render(T("ui.report_written", path=str(written)), lang))
     if fail_under is not None and report.score < fail_under:
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _grade_live(path: Path, options, catalog: Catalog, lang: str):
+    """Grade with a status line on the terminal saying what is graded now."""
+    from grader.grading import grade
+    from grader.report.live import LiveStatus
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 160) - 1
+    with LiveStatus(sys.stderr, catalog, lang, width=width) as status:
+        options.on_progress = status
+        return grade(path, options)
 
 
 def _key(path: Path, catalog: Catalog, lang: str) -> bytes:

@@ -170,6 +170,7 @@ class ProbeContext:
         self.student_dir = student_dir
         self.workdir = workdir
         self.recorded: set[str] = set()
+        self._calling: str | None = None
 
     # ---- recording
     def record(self, key: str, value: Any) -> None:
@@ -209,6 +210,7 @@ class ProbeContext:
         """Call ``fn``, describing its result or its exception (``_result`` holds the raw one)."""
         if fn is None:
             return {"status": "missing", "function": name}
+        self.announce(name)
         try:
             result = fn(*args, **kwargs)
         except NotImplementedError:
@@ -227,6 +229,12 @@ class ProbeContext:
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
         return {"status": "ok", "function": name, "value": value, "_result": result}
+
+    def announce(self, name: str) -> None:
+        """Tell the grader which of the student's functions runs next (it says so if it hangs)."""
+        if name != self._calling:
+            self._calling = name
+            self.channel.send({"op": "calling", "function": name})
 
     def attempted(self, name: str, *args: Any, **kwargs: Any) -> bool:
         """Whether calling ``name`` gets past ``NotImplementedError`` (not recorded)."""

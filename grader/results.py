@@ -80,6 +80,8 @@ class Report:
     integrity: list[dict] = field(default_factory=list)
     sandbox: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    #: grading was interrupted (Ctrl-C): ``exercises`` holds only those graded before
+    interrupted: bool = False
 
     @property
     def score(self) -> float:
@@ -162,4 +164,5 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
             for item in report.integrity
         ],
         "timings": report.timings,
+        "interrupted": report.interrupted,
     }

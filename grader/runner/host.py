@@ -191,6 +191,13 @@ def main(argv: list[str]) -> int:
                     os.close(fd)
                 jobs[pid] = message["job"]
                 control.send({"op": "started", "job": message["job"], "pid": pid})
+            elif op == "dump":  # where is the job now? (it ran past its limit)
+                for pid, name in list(jobs.items()):
+                    if name == message["job"]:
+                        try:
+                            os.kill(pid, signal.SIGUSR1)
+                        except (ProcessLookupError, PermissionError):
+                            pass
             elif op == "kill":
                 for pid, name in list(jobs.items()):
                     if name == message["job"]:

@@ -839,7 +839,7 @@ def drive_ex06(run, ex, inputs: dict, budget: float):
     deadline = _time.monotonic() + budget
     options = {"sync_cpu_dispatch": bool(ex.params.get("sync_cpu_dispatch"))}
     student = run.student.session(exercise=ex.id, module=ex.module, functions=ex.functions, timeout_s=budget,
-                                  options=options)
+                                  options=options, import_timeout_s=min(ex.import_timeout_s, budget))
     reference = run.reference.session(exercise=ex.id, module=ex.module, functions=ex.functions,
                                       timeout_s=max(budget, ex.timeout_s), options=options)
     results: dict = {}
