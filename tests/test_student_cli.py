@@ -264,6 +264,18 @@ def test_signed_partial_report_verifies_as_partial_and_its_flag_is_signed(partia
     assert code == 1 and "INVALID" in err
 
 
+def test_a_partial_report_signed_before_the_flag_existed_verifies_as_partial(capsys, tmp_path):
+    from grader.signing import sign
+
+    key = tmp_path / "grading.key"
+    key.write_text("k" * 32, encoding="utf-8")
+    old = {"schema": "grade-report/1", "chapter": "ch4", "score": 10, "max_score": 10,
+           "exercises": [{"id": "ex02_where", "score": 10, "max_score": 10}]}
+    (tmp_path / "report.json").write_text(json.dumps(sign(old, b"k" * 32)), encoding="utf-8")
+    code, out, err = run(capsys, "verify", tmp_path / "report.json", "--key", key)
+    assert code == 0 and "PARTIAL" in out and "1 of 8 exercises (ex02_where)" in out
+
+
 # ------------------------------------------------------------------ 8: names, help and --fail-under
 def make_zip(path: Path, members: dict[str, Path]) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
