@@ -43,8 +43,26 @@ class CheckSpec:
     category: str
     points: float
     title: Bilingual
+    #: the check's own hint, for a failure that is this check's one mistake
     hint: Bilingual
     depends: tuple[str, ...] = ()
+    #: named hints for the different mistakes the check tells apart (``Fail(hint=name)``)
+    hints: dict[str, Bilingual] = field(default_factory=dict)
+
+    def resolve_hint(self, hint: Any) -> tuple[Any, str]:
+        """The hint to show for ``Fail(hint=...)``, and its id for the report (``hint_id``).
+
+        ``None`` is the check's own hint (id ``check``); a name, one of its named hints
+        (id ``check:<name>``); a :class:`~grader.i18n.Text`, a hint of the grader's own
+        (id: its message key).
+        """
+        if hint is None:
+            return self.hint, "check"
+        if isinstance(hint, str):
+            if hint not in self.hints:
+                raise KeyError(f"check {self.id} has no hint named {hint!r} in chapter.toml")
+            return self.hints[hint], f"check:{hint}"
+        return hint, getattr(hint, "key", "text")
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,8 @@ class ExerciseSpec:
     functions: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
     timeout_s: float = 60.0
+    #: the limit for importing the student's module (code at the top level of the file)
+    import_timeout_s: float = 20.0
     #: timed exercises run alone, with the student's and the reference's processes
     #: alive together so the grader can alternate between them
     timed: bool = False
@@ -62,6 +82,9 @@ class ExerciseSpec:
     needs_reference: bool = True
     #: the chapter's own settings for this exercise (other keys of its table)
     params: dict = field(default_factory=dict)
+    #: where the chapter teaches each kind of JAX error (``tracer_bool``, ...; ``""``: any
+    #: other exception), for hints about exceptions; from the chapter's ``[error_sections]``
+    error_sections: dict[str, Bilingual] = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -150,7 +173,8 @@ def _bilingual(value: Any, where: str) -> Bilingual:
     return Bilingual(en=value["en"], zh=value["zh"])
 
 
-_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "timed", "reference"}
+_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "import_timeout_s", "timed",
+                  "reference"}
 
 
 def _parse(data: dict, folder: Path, path: Path) -> Chapter:
@@ -162,6 +186,12 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
     sections = {
         str(k): _bilingual(v, f"{path}: section {k}") for k, v in need(data, "sections", "the chapter").items()
     }
+    error_sections = {}
+    for kind, section in data.get("error_sections", {}).items():
+        if str(section) not in sections:
+            raise ChapterError(f"{path}: [error_sections] {kind} names section {section!r}, which is not among "
+                               f"the chapter's sections")
+        error_sections[str(kind)] = sections[str(section)]
     exercises = []
     for raw in need(data, "exercises", "the chapter"):
         ex_id = need(raw, "id", "an exercise")
@@ -186,6 +216,8 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
                 title=_bilingual(need(c, "title", f"check {cid}"), f"{where}: check {cid} title"),
                 hint=_bilingual(need(c, "hint", f"check {cid}"), f"{where}: check {cid} hint"),
                 depends=tuple(c.get("depends", ())),
+                hints={str(name): _bilingual(text, f"{where}: check {cid} hint {name!r}")
+                       for name, text in c.get("hints", {}).items()},
             ))
         ids = [c.id for c in checks]
         if len(set(ids)) != len(ids):
@@ -201,9 +233,11 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
             functions=tuple(need(raw, "functions", f"exercise {ex_id}")),
             checks=tuple(checks),
             timeout_s=float(raw.get("timeout_s", 60)),
+            import_timeout_s=float(raw.get("import_timeout_s", 20)),
             timed=bool(raw.get("timed", False)),
             needs_reference=bool(raw.get("reference", True)),
             params={k: v for k, v in raw.items() if k not in _EXERCISE_KEYS},
+            error_sections={"": sections[section], **error_sections},
         ))
     ids = [ex.id for ex in exercises]
     if len(set(ids)) != len(ids):

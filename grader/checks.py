@@ -32,12 +32,23 @@ log = logging.getLogger("grader")
 
 # ----------------------------------------------------------------- check outcomes
 class Fail(Exception):
-    """The student's code did something wrong; ``message`` says what was seen."""
+    """The student's code did something wrong; ``message`` says what was seen.
 
-    def __init__(self, message: Text | list, measured: dict | None = None):
+    ``hint`` says what to do about this very mistake:
+
+    * ``None``: the check's own hint (``hint`` of its entry in ``chapter.toml``), for a
+      check that fails in one way only;
+    * a name: one of the check's named hints (its ``hints`` table in ``chapter.toml``),
+      chosen by what the records show, e.g. ``"zero_sum_divides"``;
+    * a :class:`Text`: a hint of the grader's own, e.g. about an exception that is not
+      the mistake the check looks for (:func:`exception_hint`).
+    """
+
+    def __init__(self, message: Text | list, measured: dict | None = None, *, hint: str | Text | None = None):
         super().__init__(message)
         self.message = message
         self.measured = measured or {}
+        self.hint = hint
 
 
 class NotAttempted(Exception):
@@ -101,7 +112,7 @@ class Observations:
         """The described return value of a call that must have returned normally."""
         obs = self.call(key)
         if obs["status"] == "raised":
-            raise Fail(raised_text(obs), {"exception": obs.get("type")})
+            raise Fail(raised_text(obs), {"exception": obs.get("type")}, hint=exception_hint(obs))
         return obs["value"]
 
     def value(self, key: str) -> Any:
@@ -116,6 +127,29 @@ def raised_text(obs: dict) -> Text:
     key = f"call.raised.{kind}" if kind else "call.raised"
     return T(key, function=obs.get("function", "?"), type=obs.get("type", "?"),
              message=obs.get("message", ""), where=where)
+
+
+def exception_hint(record: dict) -> Text:
+    """The hint for an exception: about that exception, never about another mistake.
+
+    An error JAX raises for a known misuse (a Python ``if`` on a traced value, ``.item()``,
+    ...) gets the hint for that misuse (the chapter may say where it teaches it, see
+    :meth:`grader.chapter.Chapter.exception_hint`); any other exception (``NameError``,
+    ``TypeError``, ...) gets "fix the line it names", with that line.
+    """
+    kind = record.get("kind_of_error")
+    if kind:
+        return T(f"hint.exception.{kind}", where=record.get("where") or "?")
+    return T("hint.exception", type=record.get("type", "?"), where=record.get("where") or "?")
+
+
+def _placed(hint: Any, spec: ExerciseSpec) -> Any:
+    """An exception hint with the chapter's section for that kind of error filled in."""
+    if isinstance(hint, Text) and hint.key.startswith("hint.") and "section" not in hint.args:
+        kind = hint.key.rsplit(".", 1)[1] if hint.key.startswith("hint.exception.") else ""
+        section = spec.error_sections.get(kind) or spec.error_sections.get("") or T("hint.section_unknown")
+        return Text(hint.key, {**hint.args, "section": section})
+    return hint
 
 
 # ----------------------------------------------------------------- registry
@@ -176,7 +210,7 @@ def run_checks(
     for check in spec.checks:
         result = CheckResult(
             id=check.id, title=check.title, category=check.category, points=0.0,
-            max_points=check.points, status="failed", hint=check.hint,
+            max_points=check.points, status="failed", hint=check.hint, hint_id="check",
         )
         results[check.id] = result
         blocking = [results[d] for d in check.depends if results[d].status != "passed"]
@@ -192,11 +226,13 @@ def run_checks(
             outcome = fn(student, reference, ctx)
         except Fail as failure:
             result.message, result.measured = failure.message, failure.measured
+            result.hint, result.hint_id = check.resolve_hint(_placed(failure.hint, spec))
         except NotAttempted as na:
             result.status, result.message = "not_attempted", T("check.not_attempted", function=na.function)
-        except Missing:
+        except Missing:  # the job ended first: the exercise's line says why; no hint about another mistake
             result.status = termination.kind or "error"
             result.message = termination.reason or T("check.missing")
+            result.hint, result.hint_id = None, "none"
         except GraderError as exc:
             log.error("grader error in %s/%s: %s", spec.id, check.id, exc)
             result.status, result.message = "error", T("check.grader_error", detail=str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -143,10 +144,10 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
 
     With -k only some exercises are graded: that partial report goes to
     report.partial.json and report.partial.md, and the full report is left as it is.
+    So does the report of a run stopped with Ctrl-C before its end.
     """
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, Interrupted, grade
     from grader.report import render_terminal, write_reports
-    from grader.results import mark_selection
     from grader.runner.pool import Limits
     from grader.submission import SubmissionError
 
@@ -158,15 +159,20 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
-        if sys.stderr.isatty() and not as_json:
+        live = sys.stderr.isatty() and not as_json
+        if live:
             click.echo(f"grade: {path} …", err=True)
-        report = grade(path, options)
+        report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
     except SubmissionError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
-    chapter_spec = load_chapter(report.chapter)
-    if not report.chapter_exercises:  # grading did not say whether the run was partial
-        mark_selection(report, [ex.id for ex in chapter_spec.exercises])
-    catalog = chapter_spec.catalog
+    except Interrupted as stop:  # Ctrl-C: every process is gone; keep what was graded
+        report = stop.report
+        catalog = _chapter_of(report).catalog
+        written = write_reports(report, catalog, lang, report_dir or _default_report_dir(path), key=key)
+        click.echo(catalog.render(T("ui.interrupted", done=len(report.exercises), total=len(report.exercises)
+                                    + len(stop.pending), path=str(written)), lang), err=True)
+        sys.exit(130)
+    catalog = _chapter_of(report).catalog
     target = report_dir or _default_report_dir(path)
     try:
         written = write_reports(report, catalog, lang, target, key=key)
@@ -193,6 +199,27 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
                   bar=fail_under.describe(report.max_score))
         click.echo(f"grade: {catalog.render(below, lang)}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _chapter_of(report):
+    """The report's chapter, once the report records whether it covers every exercise of it."""
+    from grader.results import mark_selection
+
+    chapter = load_chapter(report.chapter)
+    if not report.chapter_exercises:  # grading did not say whether the run was partial
+        mark_selection(report, [ex.id for ex in chapter.exercises])
+    return chapter
+
+
+def _grade_live(path: Path, options, catalog: Catalog, lang: str):
+    """Grade with a status line on the terminal saying what is graded now."""
+    from grader.grading import grade
+    from grader.report.live import LiveStatus
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 160) - 1
+    with LiveStatus(sys.stderr, catalog, lang, width=width) as status:
+        options.on_progress = status
+        return grade(path, options)
 
 
 def _key(path: Path, catalog: Catalog, lang: str) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -46,6 +47,34 @@ class GradeOptions:
     workers: int | None = None
     reference_dir: Path | None = None
     scratch_root: Path | None = None
+    #: told what the run is doing, for a live display (called from grading threads)
+    on_progress: Callable[["Progress"], None] | None = None
+
+
+@dataclass
+class Progress:
+    """One step of a grading run, for a display: an exercise starts, moves on, or is done."""
+
+    exercise: str
+    #: ``running`` (its jobs are at work) or ``done`` (``result`` holds its verdict)
+    state: str
+    #: the student's job: ``starting``, ``importing``, ``running``, ``calling`` (``function``), ``ended``
+    phase: str = "starting"
+    function: str | None = None
+    #: exercises graded so far, and how many the run grades
+    done: int = 0
+    total: int = 0
+    result: ExerciseResult | None = None
+
+
+class Interrupted(Exception):
+    """Grading was interrupted (Ctrl-C); ``report`` holds the exercises graded before it,
+    ``pending`` the ids of those it did not finish."""
+
+    def __init__(self, report: "Report", pending: list[str]):
+        super().__init__("interrupted")
+        self.report = report
+        self.pending = pending
 
 
 class ReferenceCache:
@@ -94,9 +123,13 @@ def new_seed() -> int:
     return secrets.randbelow(2**31 - 1) + 1
 
 
-def grade(path: Path, options: GradeOptions | None = None, *,
-          progress: Callable[[ExerciseResult], None] | None = None) -> Report:
-    """Grade the submission at ``path``. Raises only :class:`SubmissionError` (nothing gradable)."""
+def grade(path: Path, options: GradeOptions | None = None) -> Report:
+    """Grade the submission at ``path``.
+
+    Raises :class:`SubmissionError` when nothing can be graded, and :class:`Interrupted`
+    (holding the report of what was graded) on Ctrl-C, after every process it started
+    has been stopped.
+    """
     options = options or GradeOptions()
     started = time.monotonic()
     started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -117,10 +150,14 @@ def grade(path: Path, options: GradeOptions | None = None, *,
             os.chmod(file, 0o644)
         os.chmod(sub.module_dir, 0o755)
         run = _Run(chapter, selected, sub, seed, options, scratch)
-        exercises = run.execute(progress)
+        interrupted = False
+        try:
+            exercises = run.execute()
+        except KeyboardInterrupt:
+            exercises, interrupted = run.finished(), True
         environment = run.environment()
         findings = _scan(sub, chapter) + run.runtime_findings
-        return Report(
+        report = Report(
             chapter=chapter.id,
             chapter_title=chapter.title,
             seed=seed,
@@ -132,7 +169,11 @@ def grade(path: Path, options: GradeOptions | None = None, *,
             integrity=findings,
             sandbox=run.plan.describe(),
             timings=run.timings,
+            interrupted=interrupted,
         )
+        if interrupted:
+            raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
+        return report
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -167,6 +208,8 @@ class _Run:
         self.timings: dict[str, Any] = {}
         self.envs: list[dict] = []
         self.runtime_findings: list[dict] = []
+        self.results: dict[str, ExerciseResult] = {}
+        self.cancelled = False
         self._env_lock = threading.Lock()
         probes = chapter.probes_module_name
         self.student = Host(side="student", chapter=chapter.id, probes=probes, module_dir=sub.module_dir,
@@ -179,35 +222,60 @@ class _Run:
                               limits=options.limits)
 
     # ------------------------------------------------------------------ running
-    def execute(self, progress: Callable[[ExerciseResult], None] | None) -> list[ExerciseResult]:
+    def execute(self) -> list[ExerciseResult]:
+        """Grade every selected exercise; on Ctrl-C stop every process at once, then re-raise."""
         runnable = [ex for ex in self.selected if ex.id not in self.sub.problems]
-        results: dict[str, ExerciseResult] = {}
         for ex in self.selected:
             if ex.id in self.sub.problems:
-                results[ex.id] = self._unrunnable(ex, self.sub.problems[ex.id])
+                self._done(ex, self._unrunnable(ex, self.sub.problems[ex.id]))
         if runnable:
             t0 = time.monotonic()
+            self.student.listener = self._on_phase
             self.student.start()
             self.reference.start()
+            pool = ThreadPoolExecutor(max_workers=self.options.workers or max(1, min(2, os.cpu_count() or 1)))
             try:
                 plain = [ex for ex in runnable if not ex.timed]
                 timed = [ex for ex in runnable if ex.timed]
-                workers = self.options.workers or max(1, min(2, os.cpu_count() or 1))
-                with ThreadPoolExecutor(max_workers=workers) as pool:
-                    for ex, result in zip(plain, pool.map(self._grade_exercise, plain)):
-                        results[ex.id] = result
+                for ex, result in zip(plain, pool.map(self._grade_exercise, plain)):
+                    self._done(ex, result)
                 for ex in timed:  # alone on the machine
-                    results[ex.id] = self._grade_exercise(ex)
+                    self._done(ex, self._grade_exercise(ex))
+            except KeyboardInterrupt:
+                self.cancel()
+                raise
             finally:
+                pool.shutdown(wait=True, cancel_futures=True)
                 self.student.stop()
                 self.reference.stop()
             self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
             self.timings["host_restarts"] = self.student.restarts
-        ordered = [results[ex.id] for ex in self.selected]
-        if progress:
-            for result in ordered:
-                progress(result)
-        return ordered
+        return self.finished()
+
+    def finished(self) -> list[ExerciseResult]:
+        """The exercises graded so far, in chapter order."""
+        return [self.results[ex.id] for ex in self.selected if ex.id in self.results]
+
+    def cancel(self) -> None:
+        """Stop grading now: no new job starts, every running one (and what it started) is killed."""
+        self.cancelled = True
+        for host in (self.student, self.reference):
+            host.close()
+
+    def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
+        self.results[ex.id] = result
+        self._progress(Progress(ex.id, "done", "ended", result=result))
+
+    def _on_phase(self, session: JobSession) -> None:
+        self._progress(Progress(session.exercise, "running", session.phase, session.calling))
+
+    def _progress(self, event: Progress) -> None:
+        if self.options.on_progress is not None:
+            event.done, event.total = len(self.results), len(self.selected)
+            try:
+                self.options.on_progress(event)
+            except Exception:  # noqa: BLE001 - a display never stops grading
+                log.exception("progress display failed")
 
     def _timeout(self, ex: ExerciseSpec) -> float:
         cap = self.options.exercise_timeout_s
@@ -226,6 +294,7 @@ class _Run:
 
     def _grade_exercise_unguarded(self, ex: ExerciseSpec) -> ExerciseResult:
         t0 = time.monotonic()
+        self._progress(Progress(ex.id, "running"))
         try:
             inputs = self.chapter.checks_module.inputs(ex.id, self.seed)
         except Exception as exc:  # a bug in the chapter's input code
@@ -256,7 +325,8 @@ class _Run:
     def _job(self, host: Host, ex: ExerciseSpec, inputs: dict, timeout_s: float,
              driver: Callable[[JobSession], None] | None = None) -> JobOutcome:
         outcome = run_job(host, exercise=ex.id, module=ex.module, functions=ex.functions, inputs=inputs,
-                          timeout_s=timeout_s, driver=driver)
+                          timeout_s=timeout_s, driver=driver,
+                          import_timeout_s=min(ex.import_timeout_s, timeout_s) if host.side == "student" else None)
         if outcome.env:
             with self._env_lock:
                 self.envs.append({"side": host.side, **outcome.env})
@@ -278,7 +348,7 @@ class _Run:
     # ------------------------------------------------------------------ judging
     def _unrunnable(self, ex: ExerciseSpec, reason: Text, status: str = "error") -> ExerciseResult:
         checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
-                              status=status, message=reason, hint=c.hint) for c in ex.checks]
+                              status=status, message=reason, hint=None, hint_id="none") for c in ex.checks]
         return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
                               error=reason)
 
@@ -330,11 +400,20 @@ class _Run:
         for candidate in sorted(self.envs, key=lambda e: e.get("side") != "reference"):
             env = {k: v for k, v in candidate.items() if k != "side"}
             break
-        if not env:
-            env = {"python": None, "jax": self.student.versions.get("jax") or self.reference.versions.get("jax"),
-                   "jaxlib": None, "backend": None, "device_kind": None}
+        if not env:  # no job ran (every module missing or broken): what the grader's own install says
+            env = {"python": platform.python_version(), "jax": _version("jax"), "jaxlib": _version("jaxlib"),
+                   "backend": None, "device_kind": None}
         env["cpu_count"] = os.cpu_count()
         return env
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _tampering(outcome: JobOutcome) -> list[Text] | None:
@@ -381,7 +460,7 @@ def _termination(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
     if end == "done":
         return Termination()
     if end == "timeout":
-        return Termination("timeout", T("job.timeout", seconds=round(outcome.duration_s, 1)))
+        return Termination("timeout", _timeout_text(outcome, ex))
     if end == "crashed":
         exit_info = outcome.detail.get("exit", {})
         if exit_info.get("signal") == signal.SIGXCPU:
@@ -398,6 +477,17 @@ def _termination(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
     if end == "protocol_error":
         return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
     return Termination("error", T("job.host_lost"))
+
+
+def _timeout_text(outcome: JobOutcome, ex: ExerciseSpec) -> Text:
+    """What ran past its limit: the import or a call, and the student's line when known."""
+    hung = outcome.detail.get("hung") or {}
+    at = T("job.stuck_at", where=hung["where"]) if hung.get("where") else ""
+    if hung.get("phase") == "importing":
+        return T("job.hung_import", file=ex.filename, seconds=round(outcome.duration_s), at=at)
+    if hung.get("phase") == "calling" and hung.get("function"):
+        return T("job.hung_call", function=hung["function"], seconds=round(outcome.duration_s, 1), at=at)
+    return T("job.timeout", seconds=round(outcome.duration_s, 1))
 
 
 def _where(where: str | None, sub: submissions.Submission) -> str:

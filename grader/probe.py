@@ -139,8 +139,11 @@ def classify(exc: BaseException) -> str | None:
     for name, kind in _ERROR_KINDS:
         if name in names:
             return kind
-    if isinstance(exc, TypeError) and "not a valid JAX type" in _safe_str(exc):
+    text = _safe_str(exc)
+    if isinstance(exc, TypeError) and ("not a valid JAX type" in text or "as an abstract array" in text):
         return "static_needed"
+    if isinstance(exc, ValueError) and "truth value of an array" in text:
+        return "tracer_bool"  # a Python if on an array of more than one element (traced or not)
     return None
 
 
@@ -167,6 +170,7 @@ class ProbeContext:
         self.student_dir = student_dir
         self.workdir = workdir
         self.recorded: set[str] = set()
+        self._calling: str | None = None
 
     # ---- recording
     def record(self, key: str, value: Any) -> None:
@@ -206,6 +210,7 @@ class ProbeContext:
         """Call ``fn``, describing its result or its exception (``_result`` holds the raw one)."""
         if fn is None:
             return {"status": "missing", "function": name}
+        self.announce(name)
         try:
             result = fn(*args, **kwargs)
         except NotImplementedError:
@@ -224,6 +229,12 @@ class ProbeContext:
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
         return {"status": "ok", "function": name, "value": value, "_result": result}
+
+    def announce(self, name: str) -> None:
+        """Tell the grader which of the student's functions runs next (it says so if it hangs)."""
+        if name != self._calling:
+            self._calling = name
+            self.channel.send({"op": "calling", "function": name})
 
     def attempted(self, name: str, *args: Any, **kwargs: Any) -> bool:
         """Whether calling ``name`` gets past ``NotImplementedError`` (not recorded)."""
@@ -273,9 +284,21 @@ class ProbeContext:
                 sink.seek(0, os.SEEK_END)
                 size = sink.tell()
                 sink.seek(0)
-                text = sink.read(MAX_TEXT).decode("utf-8", errors="replace")
+                raw = sink.read(MAX_TEXT)
+                text = raw.decode("utf-8", errors="replace")
+                _echo(raw, size)
         box.update(text=text, bytes=size)
         self.record(key, box)
+
+
+def _echo(raw: bytes, size: int) -> None:
+    """Copy captured text to the job's own output too: everything printed reaches the student."""
+    try:
+        os.write(1, raw)
+        if size > len(raw):
+            os.write(1, f"\n[… {size - len(raw)} more bytes …]\n".encode())
+    except OSError:
+        pass
 
 
 class _Failed:

@@ -37,6 +37,10 @@ class CheckResult:
     message: Any = None
     hint: Any = None
     measured: dict = field(default_factory=dict)
+    #: which hint ``hint`` is: ``check`` (the check's own), ``check:<name>`` (one of its
+    #: named hints, for the mistake the records show), or a grader message key (for
+    #: example ``hint.exception``: an exception that is not the mistake the check looks for)
+    hint_id: str = "check"
 
 
 @dataclass
@@ -84,10 +88,12 @@ class Report:
     sandbox: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     #: the ids of the exercises graded when a run graded only some of the chapter's
-    #: (``grade PATH -k ...``); empty for a run of every exercise
+    #: (``grade PATH -k ...``, or a run interrupted); empty for a run of every exercise
     selected: list[str] = field(default_factory=list)
     #: how many exercises the chapter has; 0 when not known
     chapter_exercises: int = 0
+    #: grading was interrupted (Ctrl-C): ``exercises`` holds only those graded before
+    interrupted: bool = False
 
     @property
     def score(self) -> float:
@@ -180,6 +186,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
                     "status": c.status,
                     "message": words(c.message),
                     "hint": words(c.hint),
+                    "hint_id": c.hint_id,
                     "measured": c.measured,
                 }
                 for c in ex.checks
@@ -208,4 +215,5 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
             for item in report.integrity
         ],
         "timings": report.timings,
+        "interrupted": report.interrupted,
     }

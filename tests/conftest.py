@@ -24,6 +24,8 @@ class Variant:
     failed: set[str] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
     why: str = ""
+    #: the hint each failed check must show (``hint_id`` in the report); ``check`` when not named
+    hints: dict[str, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -44,8 +46,10 @@ def load_variants(folder: Path = VARIANTS) -> list[Variant]:
         if "# expect-failed:" not in text:
             raise ValueError(f"{path}: no '# expect-failed:' header")
         why = re.search(r"^# why:(.*)$", text, re.M)
+        hints = dict(item.split("=", 1) for item in _header_set(text, "expect-hint"))
         variants.append(Variant(path.parent.name, path.stem, path, _header_set(text, "expect-failed"),
-                                _header_set(text, "expect-skipped"), why.group(1).strip() if why else ""))
+                                _header_set(text, "expect-skipped"), why.group(1).strip() if why else "",
+                                {k.strip(): v.strip() for k, v in hints.items()}))
     return variants
 
 

@@ -101,6 +101,8 @@ def test_every_literal_call_passes_the_template_placeholders(catalog):
         if not isinstance(arg, ast.Constant) or None in names or arg.value not in catalog.keys():
             continue
         wanted = placeholders(catalog.template(arg.value, "en"))
+        if arg.value.startswith("hint."):
+            wanted.discard("section")  # filled in when the check's result is made (grader.checks._placed)
         if not wanted <= names:
             mismatched.append(f"{path.relative_to(GRADER)}:{line} {arg.value}: passes {sorted(names)}, "
                               f"template uses {sorted(wanted)}")
@@ -148,7 +150,20 @@ def test_f_string_keys_have_their_expansions():
             assert isinstance(head, ast.Constant), ast.unparse(arg)
             prefixes.add(head.value)
     # a new family of computed keys needs its own expansion test below
-    assert prefixes == {"ui.status.", "structure.trace."}
+    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live."}
+
+
+def test_every_kind_of_error_has_its_hint(catalog):
+    from grader.probe import _ERROR_KINDS
+
+    kinds = {kind for _, kind in _ERROR_KINDS} | {"static_needed"}
+    assert sorted(k for k in kinds if f"hint.exception.{k}" not in catalog.keys()) == []
+
+
+def test_every_job_phase_has_its_words(catalog):
+    from grader.runner.pool import PHASES
+
+    assert sorted(p for p in PHASES if p != "ended" and f"ui.live.{p}" not in catalog.keys()) == []
 
 
 def test_status_words_exist_for_every_status(catalog):

@@ -70,7 +70,8 @@ def test_compare_nan_where_finite_expected():
     failure = fail_of(numeric.compare, got, want, what="f(x)")
     assert failure.message.key == "numeric.non_finite"
     assert failure.message.args["count"] == 2 and failure.message.args["total"] == 4
-    assert failure.measured == {"non_finite": 2}
+    assert failure.measured["non_finite"] == 2
+    assert failure.measured["max_abs_err"] == 0.0  # over the elements both sides have finite
 
 
 def test_compare_nan_where_nan_expected_passes():
@@ -82,7 +83,7 @@ def test_compare_nan_where_nan_expected_passes():
 def test_compare_finite_where_nan_expected_fails():
     failure = fail_of(numeric.compare, arr([0.0, 1.0]), np.array([np.nan, 1.0], np.float32), what="f(x)")
     assert failure.message.key == "numeric.values"
-    assert failure.message.args["index"] == [0]
+    assert failure.message.args["first"].args["index"] == "0"
 
 
 def test_compare_values_out_of_tolerance_measures_errors():
@@ -92,7 +93,9 @@ def test_compare_values_out_of_tolerance_measures_errors():
     args = failure.message.args
     assert failure.message.key == "numeric.values"
     assert args["bad"] == 2 and args["total"] == 3
-    assert args["index"] == [1] and args["got"] == 2.5 and args["expected"] == 2.0
+    first = args["first"]
+    assert first.key == "numeric.first_at"
+    assert first.args == {"index": "1", "got": 2.5, "expected": 2.0}
     assert failure.measured["max_abs_err"] == pytest.approx(0.5)
     assert failure.measured["max_rel_err"] == pytest.approx(0.25)
     assert args["max_abs"] == failure.measured["max_abs_err"]
@@ -103,7 +106,13 @@ def test_compare_reports_first_bad_index_in_2d():
     got = np.zeros((2, 3), np.float32)
     got[1, 2] = 1.0
     failure = fail_of(numeric.compare, arr(got), want, what="f(x)")
-    assert failure.message.args["index"] == [1, 2]
+    assert failure.message.args["first"].args["index"] == "1, 2"  # read as got[1, 2]
+
+
+def test_compare_a_scalar_names_no_index():
+    failure = fail_of(numeric.compare, arr(np.float32(2.0)), np.float32(1.0), what="f(x)")
+    assert failure.message.args["first"].key == "numeric.first_scalar"
+    assert "index" not in failure.message.args["first"].args
 
 
 def test_compare_respects_given_tolerance():
@@ -226,7 +235,7 @@ def test_compare_calls_collects_failures_into_one():
                       [(k, f"label {k}") for k in want])
     assert [m.key for m in failure.message] == ["numeric.shape", "numeric.dtype"]
     assert failure.message[0].args["what"] == "label f/1"
-    assert failure.measured["failed_cases"] == 2 and failure.measured["cases"] == 1
+    assert failure.measured["failed_cases"] == 2 and failure.measured["cases"] == 3  # every case counts
 
 
 def test_compare_calls_caps_messages_with_and_n_more():
@@ -413,7 +422,8 @@ def test_expect_traceable_other_errors(kind):
     record = {"status": "raised", "type": "ZeroDivisionError", "kind_of_error": kind, "where": None}
     failure = fail_of(structure.expect_traceable, record, name="piecewise")
     assert failure.message.key == "structure.trace.other"
-    assert failure.message.args == {"name": "piecewise", "type": "ZeroDivisionError", "where": "?"}
+    assert failure.message.args == {"name": "piecewise", "type": "ZeroDivisionError", "where": "?", "message": ""}
+    assert failure.hint.key.startswith("hint.exception")  # a hint about that exception, not about Python ifs
 
 
 def test_compare_calls_with_expected_values_of_the_graders_own():
@@ -430,7 +440,8 @@ def test_compare_calls_with_expected_values_of_the_graders_own():
                       expected=expected, dtype="float32")
     assert asked == ["f/0", "f/1"]
     assert [m.key for m in failure.message] == ["numeric.values"]
-    assert failure.measured["cases"] == 1
+    assert failure.measured["cases"] == 2 and failure.measured["failed_cases"] == 1
+    assert failure.measured["max_abs_err"] == pytest.approx(0.5)  # the failed case's error is measured too
 
 
 def test_compare_calls_with_expected_reads_the_student_first():

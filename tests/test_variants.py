@@ -4,7 +4,9 @@ written differently from the reference score full marks.
 Each file under ``variants/ch4/<exercise>/`` is one submission module whose header
 declares the checks it must fail (``# expect-failed:``) and those that must be
 skipped because of it (``# expect-skipped:``); every other check must pass. An empty
-``expect-failed`` is a correct answer. Variants are graded in rounds: one grading
+``expect-failed`` is a correct answer. ``# expect-hint: CHECK=HINT_ID`` names the hint
+a failed check must show for this mistake (the check's own hint, ``check``, when not
+named): every hint is checked against a variant that makes the mistake it names. Variants are graded in rounds: one grading
 run takes one variant of every exercise, the rest of the submission being the
 reference's.
 """
@@ -52,6 +54,22 @@ def test_every_check_has_a_variant_failing_it():
     assert not unknown, f"variants name unknown checks: {unknown}"
 
 
+def test_every_named_hint_has_a_variant_that_triggers_it():
+    """Each mistake-specific hint (chapter.toml's ``hints`` tables, the grader's ``hint.*``) is shown
+    to a variant that makes that mistake: no hint exists that no test has checked."""
+    from grader.i18n import grader_catalog
+
+    expected = {(v.exercise, check, hint) for v in VARIANT_LIST for check, hint in v.hints.items()}
+    named = {(ex.id, c.id, f"check:{name}") for ex in CHAPTER.exercises for c in ex.checks for name in c.hints}
+    missing = sorted(f"{e}/{c} {h}" for e, c, h in named - expected)
+    assert not missing, f"named hints no variant triggers: {missing}"
+    grader_hints = {k for k in grader_catalog().keys() if k.startswith("hint.") and k != "hint.section_unknown"}
+    untriggered = sorted(grader_hints - {h for _, _, h in expected})
+    assert not untriggered, f"grader hints no variant triggers: {untriggered}"
+    for v in VARIANT_LIST:
+        assert set(v.hints) <= v.failed, f"{v.id}: a hint is declared for a check it does not fail"
+
+
 def test_every_exercise_has_a_correct_alternative():
     alternatives = {v.exercise for v in VARIANT_LIST if not v.failed}
     assert alternatives == {v.exercise for v in VARIANT_LIST}
@@ -76,3 +94,7 @@ def test_variant_verdict(variant, verdicts):
         for check in ex["checks"]:
             if check["status"] == "failed":
                 assert check["message"] and check["hint"], check
+                expected_hint = variant.hints.get(check["id"], "check")
+                assert check["hint_id"] == expected_hint, \
+                    f"{variant.why}: {check['id']} shows hint {check['hint_id']} ({check['hint']}), " \
+                    f"expected {expected_hint}"

@@ -33,18 +33,19 @@ def count_equations(jaxpr: Any) -> collections.Counter:
     return counts
 
 
-def program_size(fn: Callable, *args: Any, **kwargs: Any) -> dict:
+def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any) -> dict:
     """The traced program's equation count (all levels), or how tracing failed."""
     import jax
 
-    from grader.probe import classify
+    from grader.probe import _safe_str, classify, student_frame
 
     try:
         closed = jax.make_jaxpr(fn, static_argnums=())(*args, **kwargs)
     except NotImplementedError:
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
-        return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc)}
+        return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
+                "message": _safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
     counts = count_equations(closed.jaxpr)
     return {"status": "ok", "equations": sum(counts.values()), "primitives": dict(counts)}
 
@@ -53,7 +54,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
     """Trace ``fn`` (the Python function under a jit, if any) with abstract inputs only."""
     import jax
 
-    from grader.probe import classify, student_frame
+    from grader.probe import _safe_str, classify, student_frame
 
     target = getattr(fn, "__wrapped__", fn)
     shaped = [jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a for a in args]
@@ -63,7 +64,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
         return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
-                "where": student_frame(exc.__traceback__, student_dir)}
+                "message": _safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
     return {"status": "ok"}
 
 
@@ -78,15 +79,24 @@ def expect_jitted(described: dict, *, name: str, jitted: bool = True) -> dict:
 
 
 def expect_traceable(record: dict, *, name: str) -> dict:
-    """A function must trace on abstract inputs: no Python branch on traced values."""
+    """A function must trace on abstract inputs: no Python branch on traced values.
+
+    A failure of the kind the check looks for (a traced value in a Python ``if``, ...)
+    gets the check's own hint; any other exception is reported as what it is, with its
+    message and line, and a hint about that exception.
+    """
+    from grader.checks import exception_hint
+
     status = record.get("status")
     if status == "raised":
         kind = record.get("kind_of_error")
         where = record.get("where") or "?"
         if kind in ("tracer_bool", "concretization", "tracer_int", "tracer_array"):
             raise Fail(T(f"structure.trace.{kind}", name=name, where=where), {"error": record.get("type")})
-        raise Fail(T("structure.trace.other", name=name, type=record.get("type"), where=where),
-                   {"error": record.get("type")})
+        raise Fail(T("structure.trace.other", name=name, type=record.get("type"), where=where,
+                     message=record.get("message", "")), {"error": record.get("type")},
+                   hint=exception_hint(record))
     if status != "ok":
-        raise Fail(T("structure.trace.other", name=name, type=str(status), where="?"), {"status": status})
+        raise Fail(T("structure.trace.other", name=name, type=str(status), where="?", message=""),
+                   {"status": status})
     return {"traced": True}

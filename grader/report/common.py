@@ -41,10 +41,11 @@ def sandbox_word(report: Report) -> str:
 
 
 def environment_text(report: Report) -> Text:
-    """Device, versions, sandbox and duration; when no exercise ran, says the first two are unknown."""
+    """Device, versions, sandbox and duration; when no exercise ran, says the device is unknown."""
     env = report.environment
-    if not any(env.get(k) for k in ("backend", "device_kind", "python")):
-        return T("ui.environment_unknown", sandbox=sandbox_word(report), duration=report.duration_s)
+    if not env.get("backend"):
+        return T("ui.environment_unknown", jax=env.get("jax") or "?", python=env.get("python") or "?",
+                 sandbox=sandbox_word(report), duration=report.duration_s)
     return T("ui.environment", backend=env.get("backend") or "?", device=env.get("device_kind") or "?",
              jax=env.get("jax") or "?", python=env.get("python") or "?", sandbox=sandbox_word(report),
              duration=report.duration_s)

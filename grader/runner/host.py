@@ -115,6 +115,7 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         for fd in (devnull, out_fd):
             if fd > 2:
                 os.close(fd)
+        _unbuffered_output()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         _apply_limits(order.get("limits", {}))
@@ -137,7 +138,31 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         except BaseException:  # noqa: BLE001
             pass
     finally:
+        _flush_output()
         os._exit(code)
+
+
+def _unbuffered_output() -> None:
+    """Python's streams write straight to the job's output file, so nothing printed is lost.
+
+    A job ends with ``os._exit`` (and a student's code may call it, or crash): anything
+    left in a buffer would be lost, and with it what a student needs to see.
+    """
+    import io
+
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=True, write_through=True)
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - a closed or replaced stream
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -166,6 +191,13 @@ def main(argv: list[str]) -> int:
                     os.close(fd)
                 jobs[pid] = message["job"]
                 control.send({"op": "started", "job": message["job"], "pid": pid})
+            elif op == "dump":  # where is the job now? (it ran past its limit)
+                for pid, name in list(jobs.items()):
+                    if name == message["job"]:
+                        try:
+                            os.kill(pid, signal.SIGUSR1)
+                        except (ProcessLookupError, PermissionError):
+                            pass
             elif op == "kill":
                 for pid, name in list(jobs.items()):
                     if name == message["job"]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,7 @@ from typing import Any, Callable
 
 from grader.runner import sandbox as sandboxes
 from grader.runner.host import XLA_DUMP
+from grader.runner.job import STACK_FILE
 from grader.wire import Channel, ProtocolError
 
 log = logging.getLogger("grader")
@@ -64,7 +66,10 @@ class Limits:
 class JobOutcome:
     """How one job ended, and what it recorded before that."""
 
-    end: str  # done | import_error | timeout | crashed | probe_error | protocol_error | host_lost | not_started
+    #: how the job ended: ``done``, ``import_error``, ``timeout``, ``crashed``, ``probe_error``,
+    #: ``protocol_error``, ``disk_limit``, ``host_lost``, ``abandoned`` (the grader no longer
+    #: needed it), ``cancelled`` (grading was interrupted) or ``not_started``
+    end: str
     observations: dict[str, Any] = field(default_factory=dict)
     names: dict[str, dict] = field(default_factory=dict)
     env: dict | None = None
@@ -134,6 +139,9 @@ class Host:
         self._events_cv = threading.Condition()
         self._counter = 0
         self.restarts = 0
+        self.closed = False
+        #: told of every job's progress: ``listener(session)`` after its phase changes
+        self.listener: Callable[["JobSession"], None] | None = None
 
     # ------------------------------------------------------------- life cycle
     def start(self) -> None:
@@ -201,7 +209,9 @@ class Host:
         return self._proc is not None and self._proc.poll() is None and self._failed is None
 
     def ensure(self) -> bool:
-        """Make sure a host is running and ready, restarting a dead one."""
+        """Make sure a host is running and ready, restarting a dead one (never once closed)."""
+        if self.closed:
+            return False
         if not self.alive():
             if self._proc is not None:
                 self.restarts += 1
@@ -209,9 +219,18 @@ class Host:
             self.start()
         return self.wait_ready()
 
-    def stop(self) -> None:
+    def close(self) -> None:
+        """Stop for good, at once: the host and every job it runs are killed, none starts again."""
+        self.closed = True
+        self.stop(grace_s=0.5)
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Ask the host to end (it kills its jobs); kill it after ``grace_s``."""
         proc, control = self._proc, self._control
         self._control = None
+        with self._events_cv:  # sessions waiting on this host give up at once
+            self._failed = self._failed or "host stopped"
+            self._events_cv.notify_all()
         if control is not None:
             try:
                 with self._send_lock:
@@ -220,7 +239,7 @@ class Host:
                 pass
         if proc is not None:
             try:
-                proc.wait(timeout=3)
+                proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 pass
             if proc.poll() is None:
@@ -262,17 +281,22 @@ class Host:
                 self._events_cv.wait(remaining)
 
     def session(self, *, exercise: str, module: str, functions: tuple[str, ...], timeout_s: float,
-                options: dict | None = None) -> "JobSession":
+                options: dict | None = None, import_timeout_s: float | None = None) -> "JobSession":
         self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s, options)
+        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s, options,
+                          import_timeout_s)
 
 
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
     def __init__(self, host: Host, name: str, exercise: str, module: str, functions: tuple[str, ...],
-                 timeout_s: float, options: dict | None = None):
+                 timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None):
         self.host = host
+        self.import_timeout_s = import_timeout_s
+        #: where the job is, one of :data:`PHASES`
+        self.phase = "starting"
+        self.calling: str | None = None
         self.options = options or {}
         self.name = name
         self.exercise = exercise
@@ -329,9 +353,12 @@ class JobSession:
         if hello is None:
             return False
         self.outcome.env = hello.get("env")
-        imported = self.expect({"imported", "import_error"})
+        self._set_phase("importing")
+        limit = time.monotonic() + self.import_timeout_s if self.import_timeout_s else None
+        imported = self.expect({"imported", "import_error"}, deadline=limit)
         if imported is None:
             return False
+        self._set_phase("running")
         if imported["op"] == "import_error":
             self.outcome.end = "import_error"
             self.outcome.detail = {k: v for k, v in imported.items() if k != "op"}
@@ -361,15 +388,18 @@ class JobSession:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self._end("timeout")
+                self._timed_out()
                 return None
             if self._over_disk():
+                return None
+            if self.host.closed:  # grading was cancelled
+                self._end("cancelled")
                 return None
             try:
                 message = self.channel.recv(timeout=min(remaining, DISK_POLL_S))
             except TimeoutError:
                 if time.monotonic() >= deadline:
-                    self._end("timeout")
+                    self._timed_out()
                     return None
                 continue
             except (ProtocolError, OSError) as exc:
@@ -385,6 +415,9 @@ class JobSession:
                 if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
                     self.outcome.observations[key] = message.get("value")
                     self.outcome.arrivals[key] = time.monotonic() - self._started
+            elif op == "calling":
+                self.calling = str(message.get("function", "?"))[:80]
+                self._set_phase("calling")
             elif op == "integrity" and len(self.outcome.integrity) < 4:
                 self.outcome.integrity.append({k: message.get(k) for k in ("stage", "changed", "compiles_total")})
             if op in ops:
@@ -392,6 +425,44 @@ class JobSession:
             if op == "probe_error":
                 self._end("probe_error", {"type": message.get("type"), "traceback": message.get("traceback")})
                 return None
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        listener = self.host.listener
+        if listener is not None:
+            try:
+                listener(self)
+            except Exception:  # noqa: BLE001 - a display must never stop grading
+                log.exception("progress listener failed")
+
+    def _timed_out(self) -> None:
+        """The job ran past a limit: note where it was (phase, function, the student's line)."""
+        if self.outcome.end == "not_started":
+            self.outcome.detail["hung"] = {"phase": self.phase, "function": self.calling,
+                                           "where": self._stack_line()}
+        self._end("timeout")
+
+    def _stack_line(self) -> str | None:
+        """The innermost line of the student's module in the job's stack, dumped on request."""
+        if self._workdir is None:
+            return None
+        try:
+            self.host._send({"op": "dump", "job": self.name})
+        except OSError:
+            return None
+        stack = self._workdir / STACK_FILE
+        module_dir = os.path.realpath(str(self.host.module_dir))
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            try:
+                text = stack.read_text(errors="replace")
+            except OSError:
+                text = ""
+            if text.strip():
+                time.sleep(0.05)  # let faulthandler finish writing every thread
+                return student_line(stack.read_text(errors="replace"), module_dir)
+            time.sleep(0.02)
+        return None
 
     def _over_disk(self) -> bool:
         """Stop a job whose scratch folder outgrows its budget (checked about once a second)."""
@@ -418,6 +489,7 @@ class JobSession:
         if self.outcome.end == "not_started":
             self.outcome.end = end
             self.outcome.detail.update(detail or {})
+            self._set_phase("ended")
 
     def finish(self) -> JobOutcome:
         """Make sure the job and everything it started are gone; return the outcome."""
@@ -478,6 +550,24 @@ class JobSession:
 
 
 DISK_POLL_S = 1.0
+#: where a job can be: ``starting`` (forked, JAX's backend starting), ``importing`` (the
+#: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
+#: student's functions, named by ``JobSession.calling``), ``ended``
+PHASES = ("starting", "importing", "running", "calling", "ended")
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
+
+
+def student_line(dump: str, module_dir: str) -> str | None:
+    """``file:line`` of the innermost frame of the student's module in a faulthandler dump.
+
+    The dump lists each thread's frames innermost first; the first frame whose file is
+    in the submission's folder is where the student's code was.
+    """
+    for line in dump.splitlines():
+        match = _FRAME.match(line)
+        if match and os.path.dirname(os.path.realpath(match["file"])) == module_dir:
+            return f"{os.path.basename(match['file'])}:{match['line']}"
+    return None
 
 
 def disk_usage(folder: Path) -> int:
@@ -510,9 +600,11 @@ def _count_xla_modules(folder: Path) -> int | None:
 
 
 def run_job(host: Host, *, exercise: str, module: str, functions: tuple[str, ...], inputs: dict,
-            timeout_s: float, driver: Callable[[JobSession], None] | None = None) -> JobOutcome:
+            timeout_s: float, driver: Callable[[JobSession], None] | None = None,
+            import_timeout_s: float | None = None) -> JobOutcome:
     """Fork, import, send the inputs, let the probe run to the end (or ``driver`` drive it)."""
-    session = host.session(exercise=exercise, module=module, functions=functions, timeout_s=timeout_s)
+    session = host.session(exercise=exercise, module=module, functions=functions, timeout_s=timeout_s,
+                           import_timeout_s=import_timeout_s)
     try:
         if session.start() and session.send_inputs(inputs):
             if driver is None:

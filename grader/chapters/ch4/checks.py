@@ -30,12 +30,17 @@ def _shape(rng: np.random.Generator, ndim: int, low: int = 2, high: int = 9) -> 
     return tuple(int(n) for n in rng.integers(low, high, size=ndim))
 
 
-def label(name: str, x) -> str:
-    """``softmax(x: f32[4,9])``: how a case is named in feedback."""
+def label(name: str, x, case: str | None = None) -> str:
+    """``softmax(x: f32[4,9]) [large_2d]``: how a case is named in feedback."""
     arr = np.asarray(x)
     dims = ",".join(str(n) for n in arr.shape)
     short = {"float32": "f32", "float64": "f64", "int32": "i32"}.get(arr.dtype.name, arr.dtype.name)
-    return f"{name}(x: {short}[{dims}])"
+    return f"{name}(x: {short}[{dims}])" + (f" [{case}]" if case else "")
+
+
+def failed_kinds(failures: list[numeric.CaseFailure], *, cases: tuple[str, ...] | None = None) -> set[str]:
+    """The kinds of mistake among ``failures`` (only those of keys ending in one of ``cases``)."""
+    return {f.kind for f in failures if cases is None or f.key.rsplit("/", 1)[1] in cases}
 
 
 # =========================================================================== inputs
@@ -281,15 +286,21 @@ EX01 = "ex01_jit_forms"
 @checks(EX01, "softmax.values")
 def softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     cases = ctx.inputs["cases"]
-    keys = [(f"{name}/values/{k}", label(name, x)) for name in ("softmax_raw", "softmax") for k, x in cases.items()]
-    return numeric.compare_calls(s, r, keys, dtype="float32")
+    keys = [(f"{name}/values/{k}", label(name, x, k)) for name in ("softmax_raw", "softmax")
+            for k, x in cases.items()]
+    return numeric.compare_calls(s, r, keys, dtype="float32", diagnose=_softmax_mistake)
+
+
+def _softmax_mistake(failures: list[numeric.CaseFailure]) -> str | None:
+    """Overflow on large inputs (the check's own hint), or a wrong formula."""
+    return None if "non_finite" in failed_kinds(failures) else "formula"
 
 
 @checks(EX01, "log_softmax.values")
 def log_softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     cases = ctx.inputs["cases"]
-    keys = [(f"log_softmax/values/{k}", label("log_softmax", x)) for k, x in cases.items()]
-    return numeric.compare_calls(s, r, keys, dtype="float32", rtol=1e-5, atol=1e-5)
+    keys = [(f"log_softmax/values/{k}", label("log_softmax", x, k)) for k, x in cases.items()]
+    return numeric.compare_calls(s, r, keys, dtype="float32", rtol=1e-5, atol=1e-5, diagnose=_softmax_mistake)
 
 
 def _structure(s: Observations, name: str, *, jitted: bool) -> dict:
@@ -336,24 +347,26 @@ def softmax_raw_pure(s: Observations, r: Observations, ctx: CheckContext) -> dic
     first = s.result("softmax_raw/purity/first")
     second = s.result("softmax_raw/purity/second")
     measured = {}
-    problems = []
-    for judge in (
-        lambda: purity.expect_silent(s.value("softmax_raw/purity/printed"), what=what),
-        lambda: purity.expect_globals_unchanged(s.value("softmax_raw/purity/globals"), what=what),
-        lambda: purity.expect_no_tracers(s.value("softmax_raw/purity/tracers"), what=what),
-        lambda: purity.expect_same(first, second, what=what),
+    problems, mistakes = [], []
+    for mistake, judge in (
+        ("printed", lambda: purity.expect_silent(s.value("softmax_raw/purity/printed"), what=what)),
+        ("globals", lambda: purity.expect_globals_unchanged(s.value("softmax_raw/purity/globals"), what=what)),
+        ("tracers", lambda: purity.expect_no_tracers(s.value("softmax_raw/purity/tracers"), what=what)),
+        ("not_same", lambda: purity.expect_same(first, second, what=what)),
     ):
         try:
             measured.update(judge())
         except Fail as failure:
             problems.append(failure.message)
+            mistakes.append(mistake)
             measured.update(failure.measured)
     unchanged = s.value("softmax_raw/purity/input_unchanged")
     measured["input_unchanged"] = unchanged
     if not unchanged:
         problems.append(T("purity.input_mutated", what=what))
+        mistakes.append("mutated")
     if problems:
-        raise Fail(problems, measured)
+        raise Fail(problems, measured, hint=mistakes[0])
     return measured
 
 
@@ -375,21 +388,31 @@ def _traceable(name: str):
     return check
 
 
-def _values(name: str, group: str, *, arity: int = 1):
+def _values(name: str, group: str, *, arity: int = 1, diagnose=None):
     def check(s: Observations, r: Observations, ctx: CheckContext) -> dict:
         cases = []
         for key, item in ctx.inputs[group].items():
             x = item[0] if arity == 2 else item
-            cases.append((f"{name}/values/{key}", f"{label(name, x)[:-1]}) [{key}]"))
-        return numeric.compare_calls(s, r, cases, dtype="float32")
+            cases.append((f"{name}/values/{key}", label(name, x, key)))
+        return numeric.compare_calls(s, r, cases, dtype="float32", diagnose=diagnose)
 
     return check
 
 
-for _name, _group, _arity in (("piecewise", "piecewise", 1), ("normalize_if_positive", "normalize", 1),
-                              ("clip_by_norm", "clip", 2)):
+def _divides_by_zero(*zero_cases: str):
+    """NaN or inf exactly on the inputs whose sum or norm is 0: the division was chosen there."""
+    def diagnose(failures: list[numeric.CaseFailure]) -> str | None:
+        return "divides_by_zero" if "non_finite" in failed_kinds(failures, cases=zero_cases) else None
+
+    return diagnose
+
+
+for _name, _group, _arity, _diagnose in (
+        ("piecewise", "piecewise", 1, None),
+        ("normalize_if_positive", "normalize", 1, _divides_by_zero("zero_sum", "all_zero")),
+        ("clip_by_norm", "clip", 2, _divides_by_zero("zero"))):
     checks(EX02, f"{_name}.traceable")(_traceable(_name))
-    checks(EX02, f"{_name}.values")(_values(_name, _group, arity=_arity))
+    checks(EX02, f"{_name}.values")(_values(_name, _group, arity=_arity, diagnose=_diagnose))
 
 
 @checks(EX02, "jitted")
@@ -424,7 +447,7 @@ def ex02_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     groups = (("piecewise", "piecewise_same", "ch4.ex02.branches"),
               ("normalize_if_positive", "normalize_same", "ch4.ex02.branches"),
               ("clip_by_norm", "clip_same", "ch4.ex02.norms"))
-    measured, problems = {}, []
+    measured, problems, mistakes = {}, [], []
     for name, group, what in groups:
         n = len(ctx.inputs[group])
         _returned(s, *(f"{name}/compiles/call{i}" for i in range(n)))
@@ -432,9 +455,10 @@ def ex02_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
             measured[name] = compiles.expect(s.value(f"{name}/compiles"), what=T(what, name=name, n=n), exactly=1)
         except Fail as failure:
             problems.append(failure.message)
+            mistakes.append("static_max_norm" if name == "clip_by_norm" else None)
             measured[name] = failure.measured
     if problems:
-        raise Fail(problems, measured)
+        raise Fail(problems, measured, hint=mistakes[0])
     return measured
 
 
@@ -469,12 +493,13 @@ def activate_values(s: Observations, r: Observations, ctx: CheckContext) -> dict
     mode = ctx.inputs["unknown_mode"]
     if unknown["status"] != "raised" or unknown.get("type") != "ValueError":
         got = unknown.get("type") if unknown["status"] == "raised" else T("ch4.ex03.returned")
-        raise Fail(T("ch4.ex03.unknown_mode", mode=mode, got=got), measured)
+        raise Fail(T("ch4.ex03.unknown_mode", mode=mode, got=got), measured, hint="unknown_mode")
     measured["unknown_mode"] = "ValueError"
     return measured
 
 
-def _compile_check(name: str, expected, what_key: str):
+def _compile_check(name: str, expected, what_key: str, *, too_few: bool = False):
+    """A compile-count check; ``too_few``: fewer compiles than expected has a hint of its own."""
     def check(s: Observations, r: Observations, ctx: CheckContext) -> dict:
         inp = ctx.inputs
         n_calls = {"poly": len(inp["coeffs"]), "repeat_scale": len(inp["n_steps_compile"]),
@@ -483,8 +508,13 @@ def _compile_check(name: str, expected, what_key: str):
         _returned(s, *(f"{name}/compiles/call{i}" for i in range(n_calls)))
         _require_jitted(s, name)
         exactly = expected(inp)
-        return compiles.expect(s.value(f"{name}/compiles"), what=T(what_key, **_what_args(name, inp)),
-                               exactly=exactly)
+        try:
+            return compiles.expect(s.value(f"{name}/compiles"), what=T(what_key, **_what_args(name, inp)),
+                                   exactly=exactly)
+        except Fail as failure:
+            if too_few and failure.measured.get("compiles", exactly) < exactly:
+                failure.hint = "too_few"  # fewer compiles than static values: the argument is not static
+            raise
 
     return check
 
@@ -500,7 +530,7 @@ def _what_args(name: str, inp: dict) -> dict:
 
 checks(EX03, "poly.compiles")(_compile_check("poly", lambda inp: 1, "ch4.ex03.poly"))
 checks(EX03, "repeat_scale.compiles")(_compile_check(
-    "repeat_scale", lambda inp: len(set(inp["n_steps_compile"])), "ch4.ex03.repeat_scale"))
+    "repeat_scale", lambda inp: len(set(inp["n_steps_compile"])), "ch4.ex03.repeat_scale", too_few=True))
 checks(EX03, "reduce_along.compiles")(_compile_check(
     "reduce_along", lambda inp: len(set(inp["axes_compile"])), "ch4.ex03.reduce_along"))
 checks(EX03, "activate.compiles")(_compile_check(
@@ -552,9 +582,14 @@ def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext)
     if raised:
         raise Fail(T("ch4.ex04.calls_raised", n=len(raised), total=len(calls)), {"raised": len(raised)})
     kinds = sorted({c["kind"] for c in calls})
-    measured = compiles.expect(
-        s.value("masked_mean_sq/compiles"),
-        what=T("ch4.ex04.calls", n=len(calls), kinds=", ".join(kinds)), at_most=len(BUCKETS))
+    observed = s.value("masked_mean_sq/compiles")
+    try:
+        measured = compiles.expect(observed, what=T("ch4.ex04.calls", n=len(calls), kinds=", ".join(kinds)),
+                                   at_most=len(BUCKETS))
+    except Fail as failure:
+        if len(observed.get("names", {})) == 1:  # only the jitted core compiled, once per length or dtype
+            failure.hint = "core_recompiles"
+        raise
     measured["calls"] = len(calls)
     return measured
 
@@ -656,6 +691,11 @@ def time_call_call_count(s: Observations, r: Observations, ctx: CheckContext) ->
 @checks(EX05, "time_call.jax_async")
 def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     what = "time_call(jax.jit(f), a)"
+    call = s.call("jax/result")
+    if call["status"] == "raised" and "block_until_ready" in str(call.get("message", "")):
+        from grader.checks import raised_text  # out.block_until_ready() on a pytree: the mistake itself
+
+        raise Fail(raised_text(call), {"exception": call.get("type")})
     returned = _seconds(s, "jax/result", what) / _unit_factor(s)
     truth = s.value("jax/truth")
     grader = float(np.sqrt(truth["before"] * truth["after"]))
@@ -695,8 +735,17 @@ def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> di
     """Against the eager heavy, run by the grader's copy in the reference's process."""
     cases = [(f"fast_heavy/values/{i}", f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)")
              for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"])]
+
+    def provided_changed(failures: list[numeric.CaseFailure]) -> str | None:
+        """The student's own ``heavy`` no longer computes what the provided code does."""
+        try:
+            mine = numeric.as_array(s.result("heavy/student/0"), what="heavy")
+            return None if np.allclose(mine, r.value("heavy/eager/0"), rtol=2e-5, atol=1e-6) else "provided_changed"
+        except Exception:  # noqa: BLE001 - no heavy of the student's to compare: not this mistake
+            return None
+
     return numeric.compare_calls(s, r, cases, expected=lambda key: r.value("heavy/eager/" + key.rsplit("/", 1)[1]),
-                                 dtype="float32", rtol=2e-5, atol=1e-6)
+                                 dtype="float32", rtol=2e-5, atol=1e-6, diagnose=provided_changed)
 
 
 def layer_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
@@ -749,8 +798,16 @@ def _speedup_check(name: str):
 
             raise GraderError(f"the reference could not be timed: {result['reference']['error']}")
         what = f"{name} [{result['case']}]"
-        measured = timing.expect_speedup(result["student"], result["reference"],
-                                         fraction=ctx.exercise.params.get("speedup_fraction", 0.5), what=what)
+        try:
+            measured = timing.expect_speedup(result["student"], result["reference"],
+                                             fraction=ctx.exercise.params.get("speedup_fraction", 0.5), what=what)
+        except Fail as failure:
+            program = s.value(f"{name}/program") if s.has(f"{name}/program") else {}
+            callbacks = sorted(p for p in program.get("primitives", {}) if "callback" in p)
+            if callbacks:
+                failure.measured["callbacks"] = callbacks
+                failure.hint = "callback"
+            raise
         measured["case"] = result["case"]
         measured["calibration"] = result.get("calibration")
         measured["phases_s"] = results.get("phases")
@@ -782,7 +839,7 @@ def drive_ex06(run, ex, inputs: dict, budget: float):
     deadline = _time.monotonic() + budget
     options = {"sync_cpu_dispatch": bool(ex.params.get("sync_cpu_dispatch"))}
     student = run.student.session(exercise=ex.id, module=ex.module, functions=ex.functions, timeout_s=budget,
-                                  options=options)
+                                  options=options, import_timeout_s=min(ex.import_timeout_s, budget))
     reference = run.reference.session(exercise=ex.id, module=ex.module, functions=ex.functions,
                                       timeout_s=max(budget, ex.timeout_s), options=options)
     results: dict = {}
@@ -961,7 +1018,9 @@ def mean_abs_values(s: Observations, r: Observations, ctx: CheckContext) -> dict
 @checks(EX07, "power_iteration.values")
 def power_iteration_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     cases = [(f"power_iteration/values/{n}", f"power_iteration(A, v0, {n})") for n in ctx.inputs["n_steps"]]
-    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5)
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5,
+                                 diagnose=lambda failures: "overflow" if "non_finite" in failed_kinds(failures)
+                                 else None)
 
 
 def _program_sizes(s: Observations, r: Observations, key: str, small: str, large: str, what: str) -> dict:
@@ -972,7 +1031,11 @@ def _program_sizes(s: Observations, r: Observations, key: str, small: str, large
 
             raise NotAttempted(key)
         if record.get("status") != "ok":
-            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?")))
+            from grader.checks import exception_hint
+
+            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?"),
+                         message=record.get("message", ""), where=record.get("where") or "?"),
+                       hint=exception_hint(record) if record.get("status") == "raised" else None)
     ref = r.value(f"{key}/size/{large}")["equations"]
     measured = {f"equations@{small}": got_small["equations"], f"equations@{large}": got_large["equations"],
                 "reference": ref}
@@ -1022,31 +1085,40 @@ def precompile_compiled(s: Observations, r: Observations, ctx: CheckContext) -> 
         kind = got.get("type") or got.get("t")
         measured[label] = kind
         if kind not in COMPILED_TYPES:
-            raise Fail(T("ch4.ex08.not_compiled", label=label, type=kind), measured)
+            lazy = "Pjit" in str(kind) or "jit" in str(kind).rsplit(".", 1)[-1].lower()
+            raise Fail(T("ch4.ex08.not_compiled", label=label, type=kind), measured,
+                       hint="compiles_lazily" if lazy else None)
     return measured
 
 
 @checks(EX08, "precompile.calls")
 def precompile_calls(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    measured, failures = {}, []
+    measured, failures, hints = {}, [], []
     for label in ("plain", "jitted"):
         n = len(ctx.inputs["aot"][label]["new"])
         for i in range(n):
             key = f"precompile/{label}/call{i}"
             try:
+                call = s.call(key)
+                if call["status"] == "raised" and "compiled with" in str(call.get("message", "")):
+                    from grader.checks import raised_text  # compiled for other shapes: the check's own mistake
+
+                    raise Fail(raised_text(call))
                 got = s.result(key)
                 numeric.compare(got, numeric.as_array(r.result(key), what="ref"),
                                 what=f"precompile({label} fn)(new values #{i + 1})", dtype="float32")
             except Fail as failure:
                 failures.append(failure.message)
+                hints.append(failure.hint)
         try:
             measured[label] = compiles.expect(s.value(f"precompile/{label}/compiles"),
                                               what=T("ch4.ex08.calls", label=label, n=n), exactly=0)
         except Fail as failure:
             failures.append(failure.message)
+            hints.append(None)
             measured[label] = failure.measured
     if failures:
-        raise Fail(failures, measured)
+        raise Fail(failures, measured, hint=hints[0])
     return measured
 
 

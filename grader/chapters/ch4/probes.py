@@ -67,6 +67,7 @@ def ex02(ctx: ProbeContext) -> None:
             ctx.record(f"{name}/trace", {"status": "missing"})
             continue
         record = {"status": "ok"}
+        ctx.announce(name)
         for args in arg_list:
             record = structure.trace_abstractly(fn, *args, student_dir=ctx.student_dir)
             if record["status"] != "ok":
@@ -232,6 +233,7 @@ def ex06(ctx: ProbeContext) -> None:
         x, w, b = _put(case)
         ctx.call(f"fast_heavy/values/{i}", "fast_heavy", x, w, b)
         ctx.record(f"heavy/eager/{i}", np.asarray(provided.heavy(x, w, b)))  # used from the reference's run
+    ctx.call("heavy/student/0", "heavy", *_put(inp["heavy_values"][0]))  # the module's own copy, unchanged?
     for i, case in enumerate(inp["ln_values"]):
         x, g, b = _put(case["args"])
         ctx.call(f"layer_norm/values/{i}", "layer_norm", x, g, b, eps=case["eps"])
@@ -239,6 +241,12 @@ def ex06(ctx: ProbeContext) -> None:
     with ctx.compiles("layer_norm/compiles"):
         for i, eps in enumerate(inp["ln_eps"]):
             ctx.call(f"layer_norm/compiles/call{i}", "layer_norm", x, g, b, eps=eps)
+    # what the jitted programs hold (host callbacks, say), for the feedback of a slow one
+    for name, args in (("fast_heavy", inp["heavy_values"][0]), ("layer_norm", inp["ln_values"][0]["args"])):
+        fn = ctx.get(name)
+        if fn is not None:
+            ctx.announce(name)
+            ctx.record(f"{name}/program", structure.program_size(fn, *_put(args)))
 
     # timing: the grader's own eager code against the student's function, on each candidate size
     cases = {}
@@ -291,14 +299,18 @@ def ex07(ctx: ProbeContext) -> None:
         for n in (inp["n_steps"][0], inp["n_steps"][-1]):
             # n_steps closed over as a Python int, so a static and a dynamic n_steps trace alike
             traced = lambda a_, v_, fn=fn, n=n: fn(a_, v_, n)  # noqa: E731
-            ctx.record(f"power_iteration/size/{n}", structure.program_size(traced, a, v0))
+            ctx.announce("power_iteration")
+            ctx.record(f"power_iteration/size/{n}", structure.program_size(traced, a, v0,
+                                                                          student_dir=ctx.student_dir))
 
     for i, (xs, alpha) in enumerate(inp["ema"]):
         ctx.call(f"ema/values/{i}", "ema", _put(xs), alpha)
     fn = ctx.get("ema")
     if fn is not None:
+        ctx.announce("ema")
         for length, xs in inp["ema_sizes"].items():
-            ctx.record(f"ema/size/{length}", structure.program_size(fn, _put(xs), 0.3))
+            ctx.record(f"ema/size/{length}", structure.program_size(fn, _put(xs), 0.3,
+                                                                    student_dir=ctx.student_dir))
 
 
 # --------------------------------------------------------------------------- ex08

@@ -1,4 +1,5 @@
 # expect-failed: softmax_raw.pure
+# expect-hint: softmax_raw.pure=check:globals
 # why: records every input in a module-level list
 import jax
 import jax.numpy as jnp

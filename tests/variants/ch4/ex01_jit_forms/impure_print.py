@@ -1,4 +1,5 @@
 # expect-failed: softmax_raw.pure
+# expect-hint: softmax_raw.pure=check:printed
 # why: prints on every call
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,5 @@
 # expect-failed: normalize_if_positive.values
+# expect-hint: normalize_if_positive.values=check:divides_by_zero
 # why: >= instead of >: a zero sum divides by zero
 import jax
 import jax.numpy as jnp

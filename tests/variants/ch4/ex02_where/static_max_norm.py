@@ -1,4 +1,5 @@
 # expect-failed: compiles
+# expect-hint: compiles=check:static_max_norm
 # why: max_norm made static: every new value compiles again
 import jax
 import jax.numpy as jnp

@@ -1,5 +1,6 @@
 # expect-failed: activate.values
 # expect-skipped: activate.compiles
+# expect-hint: activate.values=hint.exception.static_needed
 # why: mode left dynamic: a string is not a valid JAX type
 from functools import partial
 

@@ -1,5 +1,6 @@
 # expect-failed: repeat_scale.values
 # expect-skipped: repeat_scale.compiles
+# expect-hint: repeat_scale.values=hint.exception.tracer_int
 # why: n_steps left dynamic: range() of a traced value
 from functools import partial
 

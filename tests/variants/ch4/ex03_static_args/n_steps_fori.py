@@ -1,4 +1,5 @@
 # expect-failed: repeat_scale.compiles
+# expect-hint: repeat_scale.compiles=check:too_few
 # why: a fori_loop with a dynamic n_steps compiles once; the exercise asks for a static n_steps
 from functools import partial
 

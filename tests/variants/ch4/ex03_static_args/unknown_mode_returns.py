@@ -1,5 +1,6 @@
 # expect-failed: activate.values
 # expect-skipped: activate.compiles
+# expect-hint: activate.values=check:unknown_mode
 # why: an unknown mode silently returns x instead of raising ValueError
 from functools import partial
 

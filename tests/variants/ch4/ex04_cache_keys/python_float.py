@@ -1,4 +1,5 @@
 # expect-failed: masked_mean_sq.values
+# expect-hint: masked_mean_sq.values=hint.return_type
 # why: returns a Python float instead of a float32 0-d JAX array
 import jax
 import jax.numpy as jnp

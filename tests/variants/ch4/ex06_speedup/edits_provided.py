@@ -1,5 +1,6 @@
 # expect-failed: fast_heavy.values
 # expect-skipped: fast_heavy.speedup
+# expect-hint: fast_heavy.values=check:provided_changed
 # why: "optimises" the provided heavy itself; the grader compares with and times its own copy
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,5 @@
 # expect-failed: fast_heavy.speedup
+# expect-hint: fast_heavy.speedup=check:callback
 # why: jitted, but the work goes back to the host through a callback to NumPy on every call
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,5 @@
 # expect-failed: mean_abs.values
+# expect-hint: mean_abs.values=hint.exception.concretization
 # why: .item() on a traced value
 from functools import partial
 

@@ -1,4 +1,5 @@
 # expect-failed: power_iteration.values
+# expect-hint: power_iteration.values=check:overflow
 # why: normalises once at the end: A^n v0 overflows float32 for large n
 import jax
 import jax.numpy as jnp

@@ -1,5 +1,6 @@
 # expect-failed: precompile.compiled
 # expect-skipped: precompile.calls
+# expect-hint: precompile.compiled=check:compiles_lazily
 # why: returns the jitted function: it compiles on its first call, not ahead of time
 import collections
 
