@@ -80,12 +80,23 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
 
 def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], problem: str | None) -> list[str]:
     """An exercise's lines: its head (id and status padded to ``widths``); when it could not
-    run, the problem on the same line; else its failed checks."""
+    run, the problem on the same line, else its failed checks; then what its code printed."""
     status_word = textwidth.pad(screen.words(T(f"ui.status.{ex.status}")), widths[1])
     head = f"{ICONS.get(ex.status, ' ')} {ex.id.ljust(widths[0])}  {num(ex.score) + '/' + num(ex.max_score):>9}  "
-    if problem is not None:  # what, where and what to do, instead of the checks' hints
-        return [screen.style(line, ex.status) for line in
-                screen.wrap(f"{head}{status_word}  {problem}", " ", EXERCISE_MORE)]
+    if problem is not None:  # what, where and what to do, instead of the checks and their hints
+        lines = [screen.style(line, ex.status) for line in
+                 screen.wrap(f"{head}{status_word}  {problem}", " ", EXERCISE_MORE)]
+    else:
+        lines = _head_and_checks(screen, ex, head, status_word)
+    if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
+        lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
+        lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)
+                  for line in ex.output.strip().splitlines()[-6:]]
+    return lines
+
+
+def _head_and_checks(screen: _Screen, ex: ExerciseResult, head: str, status_word: str) -> list[str]:
+    """The exercise's line with its title, its error if any, and the checks that did not pass."""
     lines = screen.wrap(f"{head}{status_word}  {screen.words(ex.title)}", " ", EXERCISE_MORE)
     if screen.color:  # the head in the status's colour, the title dimmed
         cut = min(len(head) + len(status_word) + 1, len(lines[0]))
@@ -100,10 +111,6 @@ def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], prob
     for check in ex.checks:
         if check.status != "passed":
             lines += _check(screen, check, shown_error)
-    if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
-        lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
-        lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)
-                  for line in ex.output.strip().splitlines()[-6:]]
     return lines
 
 
