@@ -7,11 +7,13 @@ one line on standard error and exit status 2; ``--fail-under`` alone gives 1.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import sys
 import tempfile
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -31,7 +33,11 @@ class UserError(click.ClickException):
 
 
 class _GradeGroup(click.Group):
-    """``grade PATH ...`` runs the hidden ``check`` command; known verbs run themselves."""
+    """``grade PATH ...`` runs the ``check`` command; known verbs run themselves.
+
+    ``grade --help`` lists the grading options too, since ``grade PATH`` is the command
+    a student runs and the one its errors refer to.
+    """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
@@ -41,6 +47,16 @@ class _GradeGroup(click.Group):
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage("grade", "PATH [OPTIONS]  |  grade COMMAND [ARGS]...")
 
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The grading options (``grade PATH [OPTIONS]``), then the group's own and its commands."""
+        check = self.commands["check"]
+        rows = [record for param in check.get_params(ctx)
+                if isinstance(param, click.Option) and "--help" not in param.opts
+                for record in [param.get_help_record(ctx)] if record]
+        with formatter.section("Grading options (grade PATH [OPTIONS]) / 评测选项"):
+            formatter.write_dl(rows)
+        super().format_options(ctx, formatter)
+
 
 @click.group(cls=_GradeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="grade")
@@ -49,9 +65,45 @@ def cli() -> None:
 
     评测 JAX 练习：grade exercises/ch4
 
-    PATH is a folder with the chapter's modules, a notebook, or a .zip of either.
-    Run `grade check --help` for the options of grading.
+    PATH is a folder with the chapter's modules, a notebook (.ipynb), or a .zip of
+    either; the report goes to .grade/ inside it (report.json, report.md).
     """
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A ``--fail-under`` bar: points, or a percentage of the maximum score."""
+
+    value: float
+    percent: bool
+
+    def points(self, max_score: float) -> float:
+        return max_score * self.value / 100 if self.percent else self.value
+
+    def describe(self, max_score: float) -> str:
+        """``60`` or ``60% (48 / 80)``."""
+        if not self.percent:
+            return f"{self.value:g}"
+        return f"{self.value:g}% ({self.points(max_score):g} / {max_score:g})"
+
+
+class BarType(click.ParamType):
+    """Points (``60``) or a percentage of the maximum score (``75%``)."""
+
+    name = "POINTS|PERCENT%"
+
+    def convert(self, value, param, ctx) -> Bar:
+        if isinstance(value, Bar):
+            return value
+        text = str(value).strip()
+        percent = text.endswith("%")
+        try:
+            number = float(text[:-1] if percent else text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (percent and number > 100):
+            self.fail(grader_catalog().render(T("error.fail_under", value=text), default_lang()), param, ctx)
+        return Bar(number, percent)
 
 
 def _lang_option(fn):
@@ -59,9 +111,9 @@ def _lang_option(fn):
                         help="Report language (default: from the locale). 报告语言。")(fn)
 
 
-@cli.command("check", hidden=False)
+@cli.command("check", short_help="Grade one submission (the same as grade PATH).")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--chapter", help="Chapter id (default: the folder's name, e.g. ch4).")
+@click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
 @click.option("--report-dir", type=click.Path(path_type=Path),
               help="Where report.json and report.md go (default: .grade/ inside the submission).")
 @click.option("-k", "--exercise", "exercises", multiple=True,
@@ -70,7 +122,9 @@ def _lang_option(fn):
               help="Replay the hidden inputs of an earlier run (its seed is in the report).")
 @_lang_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the table.")
-@click.option("--fail-under", type=float, default=None, help="Exit with status 1 when the score is below this.")
+@click.option("--fail-under", type=BarType(), default=None,
+              help="Exit with status 1 when the score is below this: points (e.g. 60) or a percentage of the "
+                   "maximum score (e.g. 75%).")
 @click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
               help="Isolation of the student's code.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
@@ -80,13 +134,18 @@ def _lang_option(fn):
 @click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096, show_default=True,
               help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
 @click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
-              help="Sign report.json with this key file (HMAC); check it later with grade verify.")
+              help="Sign the JSON report with this key file (HMAC); check it later with grade verify.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
-              seed: int | None, lang: str | None, as_json: bool, fail_under: float | None, sandbox: str,
+              seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
               timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
               verbose: bool) -> None:
-    """Grade one submission and write its report. 评测一份作业并写出报告。"""
+    """Grade one submission and write its report. 评测一份作业并写出报告。
+
+    With -k only some exercises are graded: that partial report goes to
+    report.partial.json and report.partial.md, and the full report is left as it is.
+    So does the report of a run stopped with Ctrl-C before its end.
+    """
     from grader.grading import GradeOptions, Interrupted, grade
     from grader.report import render_terminal, write_reports
     from grader.runner.pool import Limits
@@ -108,12 +167,12 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         raise UserError(catalog.render(exc.text, lang)) from None
     except Interrupted as stop:  # Ctrl-C: every process is gone; keep what was graded
         report = stop.report
-        catalog = load_chapter(report.chapter).catalog
+        catalog = _chapter_of(report).catalog
         written = write_reports(report, catalog, lang, report_dir or _default_report_dir(path), key=key)
         click.echo(catalog.render(T("ui.interrupted", done=len(report.exercises), total=len(report.exercises)
                                     + len(stop.pending), path=str(written)), lang), err=True)
         sys.exit(130)
-    catalog = load_chapter(report.chapter).catalog
+    catalog = _chapter_of(report).catalog
     target = report_dir or _default_report_dir(path)
     try:
         written = write_reports(report, catalog, lang, target, key=key)
@@ -127,9 +186,29 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         click.echo(written.read_text(encoding="utf-8"), nl=False)
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
-        click.echo(catalog.render(T("ui.report_written", path=str(written)), lang))
-    if fail_under is not None and report.score < fail_under:
+        written_key = "ui.partial_written" if report.partial else "ui.report_written"
+        click.echo(catalog.render(T(written_key, json=str(written), md=str(written.with_suffix(".md"))), lang))
+    if key is not None:
+        from grader.signing import ALGORITHM, key_id
+
+        click.echo(catalog.render(T("ui.signed", algorithm=ALGORITHM, key_id=key_id(key), path=str(written),
+                                    key_file=str(sign_key)), lang),
+                   err=as_json)
+    if fail_under is not None and report.score < fail_under.points(report.max_score) - 1e-9:
+        below = T("ui.below_bar", score=f"{report.score:g}", max_score=f"{report.max_score:g}",
+                  bar=fail_under.describe(report.max_score))
+        click.echo(f"grade: {catalog.render(below, lang)}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _chapter_of(report):
+    """The report's chapter, once the report records whether it covers every exercise of it."""
+    from grader.results import mark_selection
+
+    chapter = load_chapter(report.chapter)
+    if not report.chapter_exercises:  # grading did not say whether the run was partial
+        mark_selection(report, [ex.id for ex in chapter.exercises])
+    return chapter
 
 
 def _grade_live(path: Path, options, catalog: Catalog, lang: str):
@@ -152,13 +231,17 @@ def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
         raise UserError(catalog.render(T("error.key", path=str(path), detail=str(exc)), lang)) from None
 
 
-@cli.command("verify")
+@cli.command("verify", short_help="Check a signed report's signature (exit 0: valid).")
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", required=True,
               help="The key file the report was signed with.")
 @_lang_option
 def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
-    """Check a signed report.json: exit 0 if valid, 1 if changed or unsigned. 校验报告签名。"""
+    """Check a signed report.json: exit 0 if valid, 1 if changed or unsigned. 校验报告签名。
+
+    A valid report of a partial run (grade PATH -k ...) is said to be partial, with
+    the score of its exercises only.
+    """
     import json
 
     from grader.signing import verify
@@ -179,8 +262,26 @@ def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
     if not result:
         click.echo(catalog.render(T("verify.invalid", path=str(report)), lang), err=True)
         sys.exit(EXIT_FAIL_UNDER)
-    click.echo(catalog.render(T("verify.valid", path=str(report), key_id=data["signature"]["key_id"],
-                                score=data.get("score"), max_score=data.get("max_score")), lang))
+    fields = dict(path=str(report), key_id=data["signature"]["key_id"], score=data.get("score"),
+                  max_score=data.get("max_score"))
+    graded = [str(e.get("id")) for e in data.get("exercises") or [] if isinstance(e, dict)]
+    total = _chapter_size(data)
+    if data.get("partial") is True or ("partial" not in data and total and len(set(graded)) < total):
+        click.echo(catalog.render(T("verify.valid_partial", n=len(graded), total=total or "?",
+                                    ids=", ".join(graded), **fields), lang))
+    else:
+        click.echo(catalog.render(T("verify.valid", **fields), lang))
+
+
+def _chapter_size(data: dict) -> int:
+    """How many exercises the report's chapter has: from the report, else from the chapter installed."""
+    size = data.get("chapter_exercises")
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size
+    try:
+        return len(load_chapter(str(data.get("chapter"))).exercises)
+    except ChapterError:
+        return 0
 
 
 def _default_report_dir(path: Path) -> Path:
@@ -194,35 +295,57 @@ def _setup_logging(verbose: bool) -> None:
 
 
 # ------------------------------------------------------------------ course authors
-@cli.group("dev")
+@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation.")
 def dev() -> None:
     """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
 
 
-@dev.command("stubs")
+@dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
 @click.argument("chapter", required=False, default="ch4")
-@click.option("--check", "check_only", is_flag=True, help="Only report stubs that differ from their solutions.")
-def dev_stubs(chapter: str, check_only: bool) -> None:
-    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers)."""
-    from grader.authoring.stubs import StubFormatError, generate
+@click.option("--check", "check_only", is_flag=True,
+              help="Only list the stubs that differ from their solutions (exit 1 if any); write nothing.")
+@click.option("--force", is_flag=True,
+              help="Also replace stub files that hold work of their own, keeping a backup copy beside each.")
+@_lang_option
+def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> None:
+    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers).
 
+    A stub file that differs from what would be written is replaced only when it is an
+    old stub, the one generated from its solution as committed at git HEAD. Any other
+    file is someone's work: nothing is written (exit 1) unless --force, and then a
+    backup copy of it is kept beside it. 重新生成练习文件；不会覆盖学生的作答。
+    """
+    from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
     spec = _chapter(chapter)
     try:
-        diffs = generate(spec.solutions, spec.stubs, write=not check_only)
+        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force)
     except StubFormatError as exc:
         raise UserError(str(exc)) from None
+    except StubsInTheWay as exc:
+        for diff in exc.diffs:
+            click.echo(words(T("stubs.edited", path=str(spec.stubs / diff.name))), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    line_key = "stubs.out_of_date" if check_only else "stubs.wrote"
     for diff in diffs:
-        click.echo(f"{'out of date' if check_only else 'wrote'}: {spec.stubs / diff.name} ({diff.reason})")
+        reason = T("stubs.reason_missing") if diff.reason == "missing" else T("stubs.reason_differs")
+        click.echo(words(T(line_key, path=str(spec.stubs / diff.name), reason=reason)))
+        if diff.backup is not None:
+            click.echo(words(T("stubs.backup", path=diff.name, backup=str(diff.backup))))
     if check_only and diffs:
-        click.echo("run `grade dev stubs` to regenerate them", err=True)
+        click.echo(words(T("stubs.regenerate")), err=True)
         sys.exit(EXIT_FAIL_UNDER)
     if not diffs:
-        click.echo(f"{spec.id}: stubs match their solutions")
+        click.echo(words(T("stubs.up_to_date", chapter=spec.id)))
 
 
-@dev.command("validate")
+@dev.command("validate", short_help="Validate a chapter end to end.")
 @click.argument("chapter", required=False, default="ch4")
-@click.option("--seed", type=int, default=None)
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="Seed of the hidden inputs for both gradings (default: a fresh one, printed).")
 @_lang_option
 def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
     """Validate a chapter: metadata, stubs, reference full marks, stubs zero."""

@@ -7,9 +7,9 @@ can be rendered in either language; :func:`report_to_dict` renders them into the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-from grader.i18n import Catalog
+from grader.i18n import Catalog, T, Text
 
 SCHEMA = "grade-report/1"
 
@@ -55,6 +55,13 @@ class ExerciseResult:
     error: Any = None  # why the exercise could not be graded fully (Text)
     output: str = ""  # what the student's code printed, an excerpt
     duration_s: float = 0.0
+    #: True when the exercise's module could not be run at all: its file is missing,
+    #: has a syntax error or failed to import, the run was out of time before it
+    #: started, or the grader failed before any call. Every check then carries
+    #: ``error`` as its message and a report shows one line (what, where, what to do)
+    #: instead of the checks. Set by grading; :func:`is_unrunnable` also recognises
+    #: such a result by its checks.
+    unrunnable: bool = False
 
     @property
     def score(self) -> float:
@@ -80,6 +87,11 @@ class Report:
     integrity: list[dict] = field(default_factory=list)
     sandbox: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    #: the ids of the exercises graded when a run graded only some of the chapter's
+    #: (``grade PATH -k ...``, or a run interrupted); empty for a run of every exercise
+    selected: list[str] = field(default_factory=list)
+    #: how many exercises the chapter has; 0 when not known
+    chapter_exercises: int = 0
     #: grading was interrupted (Ctrl-C): ``exercises`` holds only those graded before
     interrupted: bool = False
 
@@ -88,8 +100,43 @@ class Report:
         return round(sum(e.score for e in self.exercises), 6)
 
     @property
+    def partial(self) -> bool:
+        """Whether only some of the chapter's exercises were graded."""
+        return bool(self.selected)
+
+    @property
     def max_score(self) -> float:
         return round(sum(e.max_score for e in self.exercises), 6)
+
+
+def mark_selection(report: Report, chapter_ids: Sequence[str]) -> Report:
+    """Record in ``report`` whether it covers every one of ``chapter_ids`` (the chapter's exercises)."""
+    graded = [e.id for e in report.exercises]
+    report.chapter_exercises = len(chapter_ids)
+    report.selected = graded if set(graded) != set(chapter_ids) else []
+    return report
+
+
+def is_unrunnable(ex: ExerciseResult) -> bool:
+    """Whether ``ex`` could not be run at all (see :attr:`ExerciseResult.unrunnable`).
+
+    Besides the flag, an ``error`` is recognised by its checks: every one is an error
+    with the exercise's ``error`` as its message.
+    """
+    if ex.unrunnable:
+        return True
+    return (ex.status == "error" and ex.error is not None and bool(ex.checks)
+            and all(c.status == "error" and c.message == ex.error for c in ex.checks))
+
+
+def headline(report: Report) -> Text:
+    """The report's first line: chapter, score, and whether the run was partial."""
+    if report.partial:
+        return T("ui.title_partial", chapter=report.chapter_title, score=_number(report.score),
+                 max_score=_number(report.max_score), n=len(report.exercises),
+                 total=report.chapter_exercises or "?", ids=", ".join(report.selected))
+    return T("ui.title", chapter=report.chapter_title, score=_number(report.score),
+             max_score=_number(report.max_score))
 
 
 def exercise_status(checks: list[CheckResult], termination: str | None) -> str:
@@ -147,6 +194,10 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         })
     return {
         "schema": SCHEMA,
+        "title": words(headline(report)),
+        "partial": report.partial,
+        "selected": [e.id for e in report.exercises],
+        "chapter_exercises": report.chapter_exercises or None,
         "chapter": report.chapter,
         "chapter_title": words(report.chapter_title),
         "lang": lang,

@@ -47,7 +47,9 @@ class Submission:
 
 # ------------------------------------------------------------------ the chapter
 def resolve_chapter(path: Path, requested: str | None) -> Chapter:
-    """The chapter from ``--chapter``, else the folder's (or file's) name, else the file names."""
+    """The chapter from ``--chapter``, else the folder's (or file's) name, else the
+    contents (file names, or the functions a notebook defines), else the only chapter
+    installed."""
     if not path.exists():
         raise SubmissionError(T("error.no_such_path", path=str(path)))
     try:
@@ -57,14 +59,86 @@ def resolve_chapter(path: Path, requested: str | None) -> Chapter:
         for candidate in (path.name, path.stem, path.parent.name if path.is_file() else ""):
             if candidate in known:
                 return load_chapter(candidate)
-        if path.is_dir():
-            names = {p.name for p in path.iterdir()}
-            matching = [c for c in known if any(ex.filename in names for ex in load_chapter(c).exercises)]
-            if len(matching) == 1:
-                return load_chapter(matching[0])
+        matching = chapters_in(path, [load_chapter(c) for c in known])
+        if len(matching) == 1:
+            return matching[0]
+        if len(known) == 1:
+            return load_chapter(known[0])
     except ChapterError as exc:
         raise SubmissionError(T("error.chapter", detail=str(exc))) from None
-    raise SubmissionError(T("error.which_chapter", name=path.name, known=", ".join(available_chapters())))
+    key = "error.which_chapter_file" if path.is_file() else "error.which_chapter"
+    raise SubmissionError(T(key, name=path.name, known=", ".join(available_chapters())))
+
+
+def chapters_in(path: Path, chapters: list[Chapter]) -> list[Chapter]:
+    """The chapters whose exercises ``path`` holds, told from its contents alone.
+
+    A folder or a zip is told by its exercise file names (``ex01_jit_forms.py``), or
+    else by its single notebook; a notebook by the chapter's function names its code
+    cells define. The chapters that match best are returned (several on a tie, none
+    when nothing matches).
+    """
+    names, notebook = _contents(path)
+    scores = {c.id: sum(ex.filename in names for ex in c.exercises) for c in chapters}
+    if not any(scores.values()) and notebook is not None:
+        defined = _defined_names(notebook)
+        scores = {c.id: len(defined & {f for ex in c.exercises for f in ex.functions}) for c in chapters}
+    best = max(scores.values(), default=0)
+    return [c for c in chapters if best and scores[c.id] == best]
+
+
+def _contents(path: Path) -> tuple[set[str], bytes | None]:
+    """The file names ``path`` holds and the text of its single notebook, if it has one."""
+    try:
+        if path.is_dir():
+            files = [p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")]
+            notebooks = [p for p in files if p.suffix == ".ipynb"]
+            one = notebooks[0].read_bytes() if len(notebooks) == 1 and notebooks[0].stat().st_size <= MAX_TOTAL_BYTES \
+                else None
+            return {p.name for p in files}, one
+        if path.suffix.lower() == ".ipynb":
+            return set(), path.read_bytes() if path.stat().st_size <= MAX_TOTAL_BYTES else None
+        if path.suffix.lower() == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                members = [m for m in archive.infolist() if not m.is_dir() and "__MACOSX" not in m.filename]
+                notebooks = [m for m in members if m.filename.endswith(".ipynb")]
+                one = None
+                if len(notebooks) == 1:
+                    with archive.open(notebooks[0]) as member:
+                        one = member.read(MAX_TOTAL_BYTES)
+                return {PurePosixPath(m.filename).name for m in members}, one
+    except (OSError, zipfile.BadZipFile, RuntimeError):
+        pass  # unreadable: load() says so in its own words
+    return set(), None
+
+
+def _defined_names(notebook: bytes) -> set[str]:
+    """The top-level names (functions, classes, assignments) a notebook's code cells define;
+    a cell that does not parse is skipped."""
+    import json
+
+    try:
+        cells = json.loads(notebook.decode("utf-8")).get("cells", [])
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return set()
+    names: set[str] = set()
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        lines = ["# " + line if _looks_like_magic(line.lstrip()) else line for line in source.splitlines()]
+        try:
+            tree = ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
 # ------------------------------------------------------------------ loading

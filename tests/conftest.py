@@ -99,3 +99,30 @@ def grade_cache(tmp_path_factory):
         return cache[key]
 
     return run
+
+
+@pytest.fixture
+def two_chapters(monkeypatch):
+    """A second chapter installed beside ch4 (``ch5``, one exercise of other names), so
+    that the chapter of a submission must be told from its name or its contents."""
+    import dataclasses
+
+    import grader.cli
+    import grader.submission
+    from grader.chapter import ChapterError, load_chapter
+
+    ch4 = load_chapter("ch4")
+    ex = dataclasses.replace(ch4.exercises[0], id="ex01_vmap_basics", functions=("batched_dot", "per_example"))
+    ch5 = dataclasses.replace(ch4, id="ch5", exercises=(ex,))
+
+    def load(chapter_id: str):
+        if chapter_id == "ch5":
+            return ch5
+        if chapter_id == "ch4":
+            return ch4
+        raise ChapterError(f"unknown chapter {chapter_id!r} (known chapters: ch4, ch5)")
+
+    monkeypatch.setattr(grader.submission, "available_chapters", lambda: ["ch4", "ch5"])
+    monkeypatch.setattr(grader.submission, "load_chapter", load)
+    monkeypatch.setattr(grader.cli, "load_chapter", load)
+    return ch4, ch5

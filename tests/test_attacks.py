@@ -123,7 +123,8 @@ import sys
 
 _fake = {"schema": "grade-report/1", "score": 80, "max_score": 80, "exercises": []}
 for _target in ("report.json", os.path.join(os.path.dirname(__file__), ".grade", "report.json"),
-                os.environ.get("FAKE_REPORT_DIR", "/nonexistent") + "/report.json"):
+                os.environ.get("FAKE_REPORT_DIR", "/nonexistent") + "/report.json",
+                os.environ.get("FAKE_REPORT_DIR", "/nonexistent") + "/report.partial.json"):
     try:
         os.makedirs(os.path.dirname(_target) or ".", exist_ok=True)
         with open(_target, "w") as _f:
@@ -266,7 +267,7 @@ def _run(attack: Attack, tmp_path: Path) -> tuple[dict, Path]:
     code = main([str(alice), "--report-dir", str(out), "--seed", "3", "--exercise-timeout", "10",
                  "-k", attack.exercise, "-k", clean, "--lang", "en", *attack.options])
     assert code == 0
-    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))  # -k: a partial run
     return report, bob
 
 
@@ -314,7 +315,7 @@ def test_printed_fake_report_never_reaches_the_graders_output(tmp_path, capsys):
     code = main([str(alice), "--json", "--report-dir", str(tmp_path / "out"), "-k", "1", "--seed", "3"])
     printed = json.loads(capsys.readouterr().out)  # exactly one JSON document: the grader's
     assert code == 0 and printed["score"] == 0 and printed["exercises"][0]["status"] == "not_attempted"
-    written = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    written = json.loads((tmp_path / "out" / "report.partial.json").read_text(encoding="utf-8"))
     assert written == printed
 
 

@@ -72,15 +72,15 @@ def test_fail_under_and_default_report_dir(capsys, tmp_path):
     shutil.copytree(STUBS, sub)
     code, out, err = run_cli(capsys, sub, "-k", "ex04", "--fail-under", "1")
     assert code == 1
-    assert (sub / ".grade" / "report.json").exists()  # the default: inside the submission
-    assert str(sub / ".grade" / "report.json") in out
+    assert (sub / ".grade" / "report.partial.json").exists()  # the default: inside the submission
+    assert str(sub / ".grade" / "report.partial.json") in out
 
 
 def test_chinese_report(capsys, tmp_path):
     code, out, err = run_cli(capsys, STUBS, "-k", "1", "--lang", "zh", "--report-dir", tmp_path)
     assert code == 0
     assert "未作答" in out and "第 4 章" in out
-    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((tmp_path / "report.partial.json").read_text(encoding="utf-8"))
     assert report["lang"] == "zh" and "尚未作答" in report["exercises"][0]["checks"][0]["message"]
 
 

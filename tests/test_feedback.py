@@ -48,7 +48,7 @@ GREATER_EQUAL = (SOLUTIONS / "ex02_where.py").read_text(encoding="utf-8").replac
 
 def _grade(folder: Path, out: Path, *args: str) -> dict:
     assert main([str(folder), "--report-dir", str(out), "--lang", "en", "--seed", "11", *args]) == 0
-    return json.loads((out / "report.json").read_text(encoding="utf-8"))
+    return json.loads((out / "report.partial.json").read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------ 1. output kept
@@ -75,7 +75,7 @@ def ex02_reports(tmp_path_factory):
         folder = make_submission(tmp_path_factory.mktemp(name), {"ex02_where": source})
         out = tmp_path_factory.mktemp(f"{name}-report")
         assert main([str(folder), "--report-dir", str(out), "--lang", "en", "--seed", "5", "-k", "2"]) == 0
-        reports[name] = json.loads((out / "report.json").read_text(encoding="utf-8"))["exercises"][0]
+        reports[name] = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))["exercises"][0]
     return reports
 
 
@@ -195,7 +195,7 @@ def test_a_hang_says_where_it_was_and_the_terminal_shows_what_is_graded(tmp_path
     assert code == 0, shown
     assert "importing ex01_jit_forms.py" in shown  # the live line, while it waits
     assert "calling poly" in shown
-    report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((tmp_path / "out" / "report.partial.json").read_text(encoding="utf-8"))
     errors = {e["id"]: e["error"] for e in report["exercises"]}
     assert "importing ex01_jit_forms.py did not finish" in errors["ex01_jit_forms"]
     assert "stuck at ex01_jit_forms.py:3" in errors["ex01_jit_forms"] or \

@@ -81,11 +81,12 @@ def test_unknown_chapter(capsys):
     assert "ch99" in one_error_line(capsys)
 
 
-def test_folder_of_no_chapter(capsys, tmp_path):
+def test_folder_of_no_chapter(capsys, tmp_path, two_chapters):
     bob = tmp_path / "bob"
     bob.mkdir()
     assert main([str(bob)]) == 2
-    assert "cannot tell which chapter 'bob' is" in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert "cannot tell which chapter the folder 'bob' is for" in line and "pass --chapter" in line
 
 
 def test_dev_unknown_chapter(capsys):

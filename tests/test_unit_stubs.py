@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.authoring.stubs import StubFormatError, generate, make_stub
+from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate, make_stub
 from grader.chapter import load_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,17 +70,25 @@ def test_stub_holds_no_solution_line(name):
     assert leaked == set()
 
 
-def test_generate_writes_missing_and_outdated_stubs(tmp_path):
+def test_generate_writes_missing_stubs_and_keeps_edited_ones(tmp_path):
     solutions = tmp_path / "solutions"
     shutil.copytree(SOLUTIONS, solutions)
     stubs = tmp_path / "exercises"
     shutil.copytree(STUBS, stubs)
     (stubs / SOLUTION_FILES[0]).unlink()
-    (stubs / SOLUTION_FILES[1]).write_text("# old\n", encoding="utf-8")
+    (stubs / SOLUTION_FILES[1]).write_text("# old\n", encoding="utf-8")  # not a git checkout: someone's work
     diffs = generate(solutions, stubs, write=False)
-    assert [(d.name, d.reason) for d in diffs] == [(SOLUTION_FILES[0], "missing"), (SOLUTION_FILES[1], "differs")]
+    assert [(d.name, d.reason, d.edited) for d in diffs] == [(SOLUTION_FILES[0], "missing", False),
+                                                             (SOLUTION_FILES[1], "differs", True)]
     assert not (stubs / SOLUTION_FILES[0]).exists()  # write=False only reports
-    assert len(generate(solutions, stubs, write=True)) == 2
+    with pytest.raises(StubsInTheWay) as info:
+        generate(solutions, stubs, write=True)
+    assert [d.name for d in info.value.diffs] == [SOLUTION_FILES[1]]
+    assert not (stubs / SOLUTION_FILES[0]).exists()  # nothing at all was written
+    written = generate(solutions, stubs, write=True, force=True)
+    assert len(written) == 2 and written[0].backup is None
+    assert written[1].backup.read_text(encoding="utf-8") == "# old\n"
+    assert written[1].backup.parent == stubs and written[1].backup.name.startswith(SOLUTION_FILES[1] + ".bak-")
     assert generate(solutions, stubs, write=False) == []
     assert (stubs / SOLUTION_FILES[1]).read_text(encoding="utf-8") == (STUBS / SOLUTION_FILES[1]).read_text(
         encoding="utf-8")

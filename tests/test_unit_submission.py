@@ -308,7 +308,7 @@ def test_resolve_chapter_unknown_requested(folder):
     assert "ch99" in info.value.text.args["detail"]
 
 
-def test_resolve_chapter_cannot_tell(tmp_path):
+def test_resolve_chapter_cannot_tell(tmp_path, two_chapters):
     bob = tmp_path / "bob"
     bob.mkdir()
     (bob / "homework.py").write_text("x = 1\n")
@@ -316,6 +316,13 @@ def test_resolve_chapter_cannot_tell(tmp_path):
         resolve_chapter(bob, None)
     assert info.value.text.key == "error.which_chapter"
     assert info.value.text.args["name"] == "bob"
+
+
+def test_resolve_chapter_with_one_chapter_installed_is_that_chapter(tmp_path):
+    bob = tmp_path / "bob"
+    bob.mkdir()
+    (bob / "homework.py").write_text("x = 1\n")
+    assert resolve_chapter(bob, None).id == "ch4"
 
 
 def test_resolve_chapter_missing_path(tmp_path):

@@ -15,11 +15,19 @@ STUB block (each of its lines starts with ``#|`` after the indentation). In the
 solution module the STUB blocks are comments, so the solution runs as written.
 Every SOLUTION block must be followed by a STUB block (it may be empty), so that no
 answer disappears without an instruction in its place.
+
+Writing stubs never destroys work: a stub file that differs from what would be
+written is replaced only when it is an old stub (what the solution as committed at
+git HEAD generates); any other file is someone's work, replaced only when forced, and
+then copied to a backup beside it first.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 _MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|STUB)\s*$")
@@ -35,7 +43,21 @@ class StubDiff:
     """One stub file that differs from what its solution generates."""
 
     name: str
+    #: ``missing`` (no such file) or ``differs`` (the file holds something else)
     reason: str
+    #: True when the file that differs is not an old stub (the one generated from its
+    #: solution as committed at git HEAD), so it may hold someone's work
+    edited: bool = False
+    #: where the file was copied before it was replaced (only for an edited file, forced)
+    backup: Path | None = None
+
+
+class StubsInTheWay(Exception):
+    """Stub files hold work of their own and were not forced: nothing was written."""
+
+    def __init__(self, diffs: list[StubDiff]):
+        super().__init__(", ".join(d.name for d in diffs))
+        self.diffs = diffs
 
 
 def make_stub(source: str, *, filename: str = "<solution>") -> str:
@@ -82,17 +104,75 @@ def make_stub(source: str, *, filename: str = "<solution>") -> str:
     return "".join(out)
 
 
-def generate(solutions: Path, exercises: Path, *, write: bool) -> list[StubDiff]:
-    """Compare (or, with ``write``, rewrite) every stub of a chapter with its solution."""
+def committed_text(path: Path) -> str | None:
+    """The text of ``path`` as committed at git HEAD; None without git, outside a
+    repository, or when the file is not committed."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(path.parent), *args], capture_output=True, timeout=30, check=False)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0:
+            return None
+        relative = path.resolve().relative_to(Path(top.stdout.decode().strip()).resolve())
+        shown = git("show", f"HEAD:{relative.as_posix()}")
+        return shown.stdout.decode("utf-8") if shown.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _old_stub(solution: Path) -> str | None:
+    """The stub the solution as committed at git HEAD generates, if there is one."""
+    committed = committed_text(solution)
+    if committed is None:
+        return None
+    try:
+        return make_stub(committed, filename=f"HEAD:{solution.name}")
+    except StubFormatError:
+        return None
+
+
+def _backup(target: Path, stamp: str) -> Path:
+    """Copy ``target`` to ``<name>.bak-<stamp>`` beside it (never over an earlier backup)."""
+    backup = target.with_name(f"{target.name}.bak-{stamp}")
+    number = 1
+    while backup.exists():
+        number += 1
+        backup = target.with_name(f"{target.name}.bak-{stamp}-{number}")
+    shutil.copy2(target, backup)
+    return backup
+
+
+def generate(solutions: Path, exercises: Path, *, write: bool, force: bool = False) -> list[StubDiff]:
+    """Compare (or, with ``write``, rewrite) every stub of a chapter with its solution.
+
+    Every stub is generated before anything is written, so a format error writes
+    nothing. With ``write``, a file that holds work of its own (``edited``) stops the
+    whole write with :class:`StubsInTheWay`, unless ``force``: then it is copied to a
+    backup beside it (``<name>.bak-<date>-<time>``) and replaced.
+    """
     diffs: list[StubDiff] = []
+    texts: dict[str, str] = {}
     for solution in sorted(solutions.glob("*.py")):
         stub_text = make_stub(solution.read_text(encoding="utf-8"), filename=str(solution))
         target = exercises / solution.name
         current = target.read_text(encoding="utf-8") if target.exists() else None
         if current == stub_text:
             continue
-        diffs.append(StubDiff(solution.name, "missing" if current is None else "differs"))
-        if write:
-            exercises.mkdir(parents=True, exist_ok=True)
-            target.write_text(stub_text, encoding="utf-8")
-    return diffs
+        edited = current is not None and current != _old_stub(solution)
+        diffs.append(StubDiff(solution.name, "missing" if current is None else "differs", edited))
+        texts[solution.name] = stub_text
+    if not write:
+        return diffs
+    in_the_way = [d for d in diffs if d.edited]
+    if in_the_way and not force:
+        raise StubsInTheWay(in_the_way)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    exercises.mkdir(parents=True, exist_ok=True)
+    written = []
+    for diff in diffs:
+        target = exercises / diff.name
+        backup = _backup(target, stamp) if diff.edited else None
+        target.write_text(texts[diff.name], encoding="utf-8")
+        written.append(replace(diff, backup=backup))
+    return written

@@ -1,0 +1,51 @@
+"""``report.md``: the report as a Markdown page, one table per exercise."""
+from __future__ import annotations
+
+from grader.i18n import Catalog, T
+from grader.report.common import ICONS, environment_text, measured_text, num, problem_lines
+from grader.results import Report, headline
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
+    """The report as Markdown, in ``lang``; its first line is the headline (partial runs say so)."""
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    out = [f"# {words(headline(report))}", ""]
+    out.append("> " + words(environment_text(report)) + " · " + words(T("ui.seed", seed=report.seed)))
+    out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]
+    for ex in report.exercises:
+        out.append(f"| {ICONS.get(ex.status, '')} `{ex.id}` {_escape(words(ex.title))} | "
+                   f"{num(ex.score)} / {num(ex.max_score)} | {words(T(f'ui.status.{ex.status}'))} |")
+    problems = problem_lines(report, words)
+    for ex in report.exercises:
+        out += ["", f"## {ICONS.get(ex.status, '')} {ex.id}: {words(ex.title)} ({num(ex.score)} / {num(ex.max_score)})",
+                ""]
+        if ex.id in problems:  # could not run: one line, not its checks
+            out.append(f"**{_escape(problems[ex.id])}**")
+        else:
+            out += _checks(ex, words)
+        if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
+            out += ["", f"<details><summary>{words(T('ui.output'))}</summary>", "", "```text",
+                    ex.output.strip()[-3000:].replace("```", "``\u200b`"), "```", "</details>"]
+    if report.integrity:
+        out += ["", f"## {words(T('ui.integrity'))}", ""]
+        out += [f"- `{i['file']}:{i['line']}` {words(i['message'])}" for i in report.integrity]
+    return "\n".join(out) + "\n"
+
+
+def _checks(ex, words) -> list[str]:
+    """An exercise's error line, its table of checks, and the details of the failed ones."""
+    out = [f"**{_escape(words(ex.error))}**", ""] if ex.error else []
+    out += [f"| {words(T('ui.check'))} | {words(T('ui.score'))} | {words(T('ui.status'))} | {words(T('ui.seen'))} |",
+            "|---|---:|---|---|"]
+    for c in ex.checks:
+        out.append(f"| {ICONS.get(c.status, '')} `{c.id}` {_escape(words(c.title))} | {num(c.points)} / "
+                   f"{num(c.max_points)} | {words(T(f'ui.status.{c.status}'))} | {_escape(words(c.message))} |")
+    for c in (c for c in ex.checks if c.status in ("failed", "error", "timeout")):
+        out += ["", f"- **{c.id}**: {words(c.message)}", f"  - {words(T('ui.hint'))}: {words(c.hint)}"]
+        if c.measured:
+            out.append(f"  - {words(T('ui.measured'))}: `{measured_text(c.measured, 600)}`")
+    return out
