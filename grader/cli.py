@@ -202,13 +202,8 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
 
 
 def _chapter_of(report):
-    """The report's chapter, once the report records whether it covers every exercise of it."""
-    from grader.results import mark_selection
-
-    chapter = load_chapter(report.chapter)
-    if not report.chapter_exercises:  # grading did not say whether the run was partial
-        mark_selection(report, [ex.id for ex in chapter.exercises])
-    return chapter
+    """The report's chapter."""
+    return load_chapter(report.chapter)
 
 
 def _grade_live(path: Path, options, catalog: Catalog, lang: str):

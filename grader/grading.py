@@ -28,7 +28,7 @@ from grader import integrity, submission as submissions
 from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
 from grader.checks import CheckContext, Observations, Termination, run_checks
 from grader.i18n import T, Text
-from grader.results import CheckResult, ExerciseResult, Report, exercise_status
+from grader.results import CheckResult, ExerciseResult, Report, exercise_status, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.pool import Host, JobOutcome, JobSession, Limits, run_job
 
@@ -171,6 +171,7 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
             timings=run.timings,
             interrupted=interrupted,
         )
+        mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
         return report
@@ -350,7 +351,7 @@ class _Run:
         checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
                               status=status, message=reason, hint=None, hint_id="none") for c in ex.checks]
         return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
-                              error=reason)
+                              error=reason, unrunnable=True)
 
     def _judge(self, ex: ExerciseSpec, inputs: dict, student: JobOutcome,
                reference: JobOutcome | None) -> ExerciseResult:
@@ -362,6 +363,10 @@ class _Run:
             result.output = student.output
             return result
         termination = _termination(student, ex)
+        if student.end == "timeout" and (student.detail.get("hung") or {}).get("phase") == "importing":
+            result = self._unrunnable(ex, termination.reason, "timeout")  # the module never finished importing
+            result.output = student.output
+            return result
         tampering = _tampering(student)
         if tampering:
             with self._env_lock:

@@ -28,7 +28,7 @@ SUSPICIOUS_ATTRIBUTES = {
     "__subclasses__", "__globals__", "__builtins__", "__code__", "__closure__", "__dict__", "modules",
     "monitoring", "clear_caches", "_src", "__wrapped__", "_cache_size", "_clear_cache",
 }
-REPORT_WORDS = ("report.json", "report.md", ".grade")
+REPORT_WORDS = ("report.json", "report.md", "report.partial", ".grade")
 
 
 def scan(folder: Path, files: list[str]) -> list[dict]:

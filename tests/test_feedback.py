@@ -202,6 +202,10 @@ def test_a_hang_says_where_it_was_and_the_terminal_shows_what_is_graded(tmp_path
         "stuck at ex01_jit_forms.py:4" in errors["ex01_jit_forms"]
     assert "poly did not return" in errors["ex03_static_args"]
     assert re.search(r"stuck at ex03_static_args\.py:\d+", errors["ex03_static_args"])
+    # what ran past its limit is said once; the checks it cut short are counted, not each given a hint
+    assert "more check(s) have no result" in shown
+    hang_import = next(e for e in report["exercises"] if e["id"] == "ex01_jit_forms")
+    assert hang_import["status"] == "timeout" and all(not c["hint"] for c in hang_import["checks"])
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)

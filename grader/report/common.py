@@ -20,6 +20,10 @@ _TODO = {
     "check.grader_error": "todo.grader",
     "job.reference_failed": "todo.grader",
     "job.submission_timeout": "todo.submission_timeout",
+    "job.hung_import": "todo.hung_import",
+    "integrity.tampered": "todo.tampered",
+    "integrity.no_report": "todo.tampered",
+    "integrity.compiles_hidden": "todo.tampered",
 }
 
 

@@ -29,7 +29,7 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
             out += _checks(ex, words)
         if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
             out += ["", f"<details><summary>{words(T('ui.output'))}</summary>", "", "```text",
-                    ex.output.strip()[-3000:].replace("```", "``\u200b`"), "```", "</details>"]
+                    ex.output.strip().replace("```", "``\u200b`"), "```", "</details>"]
     if report.integrity:
         out += ["", f"## {words(T('ui.integrity'))}", ""]
         out += [f"- `{i['file']}:{i['line']}` {words(i['message'])}" for i in report.integrity]

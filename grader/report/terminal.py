@@ -91,8 +91,15 @@ def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], prob
     if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
         lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
         lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)
-                  for line in ex.output.strip().splitlines()[-6:]]
+                  for line in _excerpt(ex.output.strip().splitlines(), screen)]
     return lines
+
+
+def _excerpt(lines: list[str], screen: _Screen, head: int = 4, tail: int = 6) -> list[str]:
+    """The first and the last lines of what the student's code printed (the rest is in report.md)."""
+    if len(lines) <= head + tail + 1:
+        return lines
+    return lines[:head] + [screen.words(T("ui.output_more", n=len(lines) - head - tail))] + lines[-tail:]
 
 
 def _head_and_checks(screen: _Screen, ex: ExerciseResult, head: str, status_word: str) -> list[str]:
@@ -108,9 +115,17 @@ def _head_and_checks(screen: _Screen, ex: ExerciseResult, head: str, status_word
     if ex.status in ("not_attempted", "passed"):
         return lines
     shown_error = screen.words(ex.error) if ex.error else None
+    untold = 0
     for check in ex.checks:
-        if check.status != "passed":
-            lines += _check(screen, check, shown_error)
+        if check.status == "passed":
+            continue
+        if ex.status in ("error", "timeout") and check.status != "failed":
+            untold += 1  # no result of its own: the exercise's line above says why
+            continue
+        lines += _check(screen, check, shown_error)
+    if untold:
+        lines += [screen.style(line, dim=True) for line in
+                  screen.wrap(screen.words(T("ui.no_result", n=untold)), CHECK_INDENT, CHECK_MORE)]
     return lines
 
 
@@ -125,7 +140,7 @@ def _check(screen: _Screen, check: CheckResult, shown_error: str | None) -> list
     if check.status == "failed" and check.measured:
         lines += [screen.style(line, dim=True) for line in screen.wrap(
             f"{screen.words(T('ui.measured'))}: {measured_text(check.measured)}", DETAIL_INDENT, DETAIL_MORE)[:3]]
-    if check.status in ("failed", "error", "timeout"):
+    if check.status in ("failed", "error", "timeout") and check.hint:
         lines += screen.labelled("ui.hint", screen.words(check.hint), DETAIL_INDENT, DETAIL_MORE,
                                  fg="cyan", bold=True)
     return lines
