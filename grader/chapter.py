@@ -1,34 +1,41 @@
-"""A chapter: its metadata file read into typed structures, and where its code lives.
+"""A chapter: its metadata file read into typed structures, and its exercise modules.
 
-A chapter is a folder ``grader/chapters/<id>/`` holding
+A chapter is a folder ``<id>/`` (built in under ``grader/chapters/``, or elsewhere on
+``GRADER_CHAPTERS``, see :mod:`grader.chapters`) holding
 
-* ``chapter.toml``: titles, sections, exercises, and each check's category, points,
-  title and hint, in English and Chinese (read here);
+* ``chapter.toml``: titles, sections, exercises and their settings, and each check's
+  category, points, title and hints, in English and Chinese (read here);
 * ``messages.toml``: the chapter's own feedback sentences (see :mod:`grader.i18n`);
-* ``checks.py``: the hidden checks, run by the grader on plain data, and the hidden
-  inputs (imported in the grader's process, never in a child);
-* ``probes.py``: what runs next to the student's code in the child process.
+* one module per exercise, named by its id (``ex02_where.py``): its hidden inputs
+  (``inputs(rng)``), what its child process records (``probe(ctx)``), its checks
+  (declared with :func:`grader.checks.check`) and, for a timed exercise, its driver
+  (``drive(sides, inputs, budget)``); shared helpers in modules of their own.
 
-Adding chapter 5 adds such a folder; nothing in the grader's core changes.
+The core knows no chapter: adding one adds such a folder. :func:`load_chapter` holds
+the file and the modules to each other: a check in one and not the other is an error
+naming the file, the id and the fix.
 """
 from __future__ import annotations
 
 import importlib
 import tomllib
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Callable
 
+import numpy as np
+
+from grader import chapters as chapter_folders
+from grader.checks import declared_checks
 from grader.i18n import Bilingual, Catalog, grader_catalog
 from grader.results import CATEGORIES
 
-CHAPTERS_DIR = Path(__file__).with_name("chapters")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
 
 class ChapterError(Exception):
-    """A chapter folder or metadata file that cannot be used; the message says why."""
+    """A chapter folder, metadata file or exercise module that cannot be used; the message says why."""
 
 
 class UnknownExercise(ChapterError):
@@ -39,15 +46,23 @@ class UnknownExercise(ChapterError):
 
 @dataclass(frozen=True)
 class CheckSpec:
+    """One hidden check: its entry in ``chapter.toml`` joined to the function that judges it."""
+
     id: str
+    #: one of :data:`grader.results.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
+    #: ``speedup``, ``harness`` or ``structure``
     category: str
+    #: what the check is worth (positive)
     points: float
     title: Bilingual
     #: the check's own hint, for a failure that is this check's one mistake
     hint: Bilingual
+    #: checks of the same exercise that must pass first (from ``@check(..., depends=...)``)
     depends: tuple[str, ...] = ()
     #: named hints for the different mistakes the check tells apart (``Fail(hint=name)``)
     hints: dict[str, Bilingual] = field(default_factory=dict)
+    #: the function that judges, ``(student, reference, ctx) -> measured`` (raises ``Fail``)
+    function: Callable | None = None
 
     def resolve_hint(self, hint: Any) -> tuple[Any, str]:
         """The hint to show for ``Fail(hint=...)``, and its id for the report (``hint_id``).
@@ -67,27 +82,41 @@ class CheckSpec:
 
 @dataclass(frozen=True)
 class ExerciseSpec:
+    """One exercise: what ``chapter.toml`` says of it, and its module."""
+
     id: str
     title: Bilingual
+    #: the section of the course text it practises (a key of the chapter's ``sections``)
     section: str
+    #: the module-level names the student writes
     functions: tuple[str, ...]
     checks: tuple[CheckSpec, ...]
+    #: the exercise's module (inputs, probe, checks, driver), imported in the grader
+    code: ModuleType
+    #: the wall-clock limit for the student's job, in seconds
     timeout_s: float = 60.0
     #: the limit for importing the student's module (code at the top level of the file)
     import_timeout_s: float = 20.0
-    #: timed exercises run alone, with the student's and the reference's processes
-    #: alive together so the grader can alternate between them
+    #: timed exercises run alone, with the student's and the reference's processes alive
+    #: together so that the driver can alternate between them
     timed: bool = False
-    #: False when the checks judge against the grader's own measurements only
+    #: ``False`` when the checks judge against the grader's own measurements only
     needs_reference: bool = True
-    #: the chapter's own settings for this exercise (other keys of its table)
-    params: dict = field(default_factory=dict)
+    #: mixed with the run's seed to draw this exercise's hidden inputs
+    seed_salt: int = 0
+    #: modules of the chapter the child imports before the student's (provided code)
+    preload: tuple[str, ...] = ()
+    #: run JAX's CPU client with synchronous dispatch in this exercise's jobs (timing)
+    sync_cpu_dispatch: bool = False
+    #: the bar of a speed-up check: this fraction of the reference's gain (``speedup - 1``)
+    speedup_fraction: float = 0.5
     #: where the chapter teaches each kind of JAX error (``tracer_bool``, ...; ``""``: any
     #: other exception), for hints about exceptions; from the chapter's ``[error_sections]``
     error_sections: dict[str, Bilingual] = field(default_factory=dict)
 
     @property
-    def module(self) -> str:
+    def student_module(self) -> str:
+        """The student's module for this exercise (``ex02_where``)."""
         return self.id
 
     @property
@@ -98,6 +127,20 @@ class ExerciseSpec:
     def max_score(self) -> float:
         return sum(c.points for c in self.checks)
 
+    @property
+    def code_name(self) -> str:
+        """The import name of the exercise's module, for the child process."""
+        return self.code.__name__
+
+    def inputs(self, seed: int) -> dict:
+        """The hidden inputs of this exercise for a run's seed (the same for both sides)."""
+        return self.code.inputs(np.random.default_rng([seed, self.seed_salt]))
+
+    @property
+    def driver(self) -> Callable | None:
+        """The timing driver of a timed exercise (``drive(sides, inputs, budget)``), if any."""
+        return getattr(self.code, "drive", None)
+
 
 @dataclass(frozen=True)
 class Chapter:
@@ -105,7 +148,9 @@ class Chapter:
     title: Bilingual
     sections: dict[str, Bilingual]
     exercises: tuple[ExerciseSpec, ...]
+    #: the chapter's folder (``chapter.toml``, ``messages.toml``, its modules)
     folder: Path
+    #: the reference solutions and the student's stubs (``solutions``/``stubs`` in the toml)
     solutions: Path
     stubs: Path
 
@@ -140,115 +185,182 @@ class Chapter:
             catalog.load(messages)
         return catalog
 
-    @cached_property
-    def checks_module(self) -> Any:
-        return importlib.import_module(f"grader.chapters.{self.id}.checks")
+    @property
+    def child_modules(self) -> list[str]:
+        """What the child imports before any student code: every exercise module and its preloads."""
+        names: list[str] = []
+        for ex in self.exercises:
+            for name in (ex.code_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
+                if name not in names:
+                    names.append(name)
+        return names
 
     @property
-    def probes_module_name(self) -> str:
-        return f"grader.chapters.{self.id}.probes"
+    def search_folder(self) -> Path:
+        """The folder that holds this chapter's folder (for the child's import path)."""
+        return self.folder.parent
 
 
 def available_chapters() -> list[str]:
-    return sorted(p.parent.name for p in CHAPTERS_DIR.glob("*/chapter.toml"))
+    found: list[str] = []
+    for folder in chapter_folders.search_path():
+        found += [p.parent.name for p in folder.glob("*/chapter.toml") if p.parent.name not in found]
+    return sorted(found)
 
 
 def load_chapter(chapter_id: str) -> Chapter:
-    folder = CHAPTERS_DIR / chapter_id
-    path = folder / "chapter.toml"
-    if not path.exists():
+    """Read a chapter and import its exercise modules; :class:`ChapterError` says what is wrong."""
+    folder = next((f / chapter_id for f in chapter_folders.search_path() if (f / chapter_id / "chapter.toml").exists()),
+                  None)
+    if folder is None:
         known = ", ".join(available_chapters()) or "none"
         raise ChapterError(f"unknown chapter {chapter_id!r} (known chapters: {known})")
+    path = folder / "chapter.toml"
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ChapterError(f"{path}: {exc}") from None
+    chapter_folders.extend([folder.parent])
     return _parse(data, folder, path)
 
 
+# ------------------------------------------------------------------ reading the file
 def _bilingual(value: Any, where: str) -> Bilingual:
     if not isinstance(value, dict) or not isinstance(value.get("en"), str) or not isinstance(value.get("zh"), str):
         raise ChapterError(f"{where} needs both an 'en' and a 'zh' text")
     return Bilingual(en=value["en"], zh=value["zh"])
 
 
-_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", "timeout_s", "import_timeout_s", "timed",
-                  "reference"}
+#: an exercise's settings in chapter.toml, and their types
+_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
+             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float}
+_EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", *_SETTINGS}
+_CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints"}
+
+
+def _need(table: dict, key: str, where: str, path: Path) -> Any:
+    if key not in table:
+        raise ChapterError(f"{path}: {where} has no {key!r}")
+    return table[key]
 
 
 def _parse(data: dict, folder: Path, path: Path) -> Chapter:
-    def need(table: dict, key: str, where: str) -> Any:
-        if key not in table:
-            raise ChapterError(f"{path}: {where} has no {key!r}")
-        return table[key]
-
-    sections = {
-        str(k): _bilingual(v, f"{path}: section {k}") for k, v in need(data, "sections", "the chapter").items()
-    }
+    chapter_id = _need(data, "id", "the chapter", path)
+    sections = {str(k): _bilingual(v, f"{path}: section {k}")
+                for k, v in _need(data, "sections", "the chapter", path).items()}
     error_sections = {}
     for kind, section in data.get("error_sections", {}).items():
         if str(section) not in sections:
             raise ChapterError(f"{path}: [error_sections] {kind} names section {section!r}, which is not among "
                                f"the chapter's sections")
         error_sections[str(kind)] = sections[str(section)]
-    exercises = []
-    for raw in need(data, "exercises", "the chapter"):
-        ex_id = need(raw, "id", "an exercise")
-        where = f"{path}: exercise {ex_id}"
-        section = str(need(raw, "section", f"exercise {ex_id}"))
-        if section not in sections:
-            raise ChapterError(f"{where}: section {section!r} is not among the chapter's sections")
-        checks = []
-        for c in need(raw, "checks", f"exercise {ex_id}"):
-            cid = need(c, "id", f"a check of {ex_id}")
-            category = need(c, "category", f"check {cid}")
-            if category not in CATEGORIES:
-                raise ChapterError(f"{where}: check {cid} has category {category!r}; use one of {', '.join(CATEGORIES)}")
-            points = need(c, "points", f"check {cid}")
-            if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
-                raise ChapterError(f"{where}: check {cid} must carry positive points (a number), not {points!r}")
-            points = float(points)
-            checks.append(CheckSpec(
-                id=cid,
-                category=category,
-                points=points,
-                title=_bilingual(need(c, "title", f"check {cid}"), f"{where}: check {cid} title"),
-                hint=_bilingual(need(c, "hint", f"check {cid}"), f"{where}: check {cid} hint"),
-                depends=tuple(c.get("depends", ())),
-                hints={str(name): _bilingual(text, f"{where}: check {cid} hint {name!r}")
-                       for name, text in c.get("hints", {}).items()},
-            ))
-        ids = [c.id for c in checks]
-        if len(set(ids)) != len(ids):
-            raise ChapterError(f"{where}: two checks share an id")
-        for c in checks:
-            for dep in c.depends:
-                if dep not in ids or ids.index(dep) >= ids.index(c.id):
-                    raise ChapterError(f"{where}: check {c.id} depends on {dep!r}, which must be an earlier check")
-        exercises.append(ExerciseSpec(
-            id=ex_id,
-            title=_bilingual(need(raw, "title", f"exercise {ex_id}"), f"{where} title"),
-            section=section,
-            functions=tuple(need(raw, "functions", f"exercise {ex_id}")),
-            checks=tuple(checks),
-            timeout_s=float(raw.get("timeout_s", 60)),
-            import_timeout_s=float(raw.get("import_timeout_s", 20)),
-            timed=bool(raw.get("timed", False)),
-            needs_reference=bool(raw.get("reference", True)),
-            params={k: v for k, v in raw.items() if k not in _EXERCISE_KEYS},
-            error_sections={"": sections[section], **error_sections},
-        ))
+    exercises = [_exercise(raw, chapter_id, sections, error_sections, folder, path)
+                 for raw in _need(data, "exercises", "the chapter", path)]
     ids = [ex.id for ex in exercises]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})
         raise ChapterError(f"{path}: exercise id(s) used twice: {', '.join(twice)}")
     return Chapter(
-        id=need(data, "id", "the chapter"),
-        title=_bilingual(need(data, "title", "the chapter"), f"{path}: title"),
+        id=chapter_id,
+        title=_bilingual(_need(data, "title", "the chapter", path), f"{path}: title"),
         sections=sections,
         exercises=tuple(exercises),
         folder=folder,
-        solutions=(PROJECT_ROOT / need(data, "solutions", "the chapter")).resolve(),
-        stubs=(PROJECT_ROOT / need(data, "stubs", "the chapter")).resolve(),
+        solutions=(folder / _need(data, "solutions", "the chapter", path)).resolve(),
+        stubs=(folder / _need(data, "stubs", "the chapter", path)).resolve(),
+    )
+
+
+def _exercise(raw: dict, chapter_id: str, sections: dict, error_sections: dict, folder: Path,
+              path: Path) -> ExerciseSpec:
+    ex_id = _need(raw, "id", "an exercise", path)
+    where = f"{path}: exercise {ex_id}"
+    unknown = sorted(set(raw) - _EXERCISE_KEYS)
+    if unknown:
+        raise ChapterError(f"{where}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(_SETTINGS))})")
+    for key, kind in _SETTINGS.items():
+        if key in raw and not (isinstance(raw[key], kind) or kind is float and type(raw[key]) is int):
+            raise ChapterError(f"{where}: {key} must be a {kind.__name__}, not {raw[key]!r}")
+    section = str(_need(raw, "section", f"exercise {ex_id}", path))
+    if section not in sections:
+        raise ChapterError(f"{where}: section {section!r} is not among the chapter's sections")
+    module = _exercise_module(chapter_id, ex_id, folder)
+    functions = declared_checks(module)
+    checks = [_check(c, ex_id, functions, folder, where, path) for c in _need(raw, "checks", f"exercise {ex_id}", path)]
+    ids = [c.id for c in checks]
+    if len(set(ids)) != len(ids):
+        raise ChapterError(f"{where}: two checks share an id")
+    for extra in sorted(set(functions) - set(ids)):
+        raise ChapterError(f"check {extra!r} is declared in {folder / (ex_id + '.py')} but {path} has no entry for "
+                           f"it: add an [[exercises.checks]] table to {ex_id} with id = \"{extra}\", its category, "
+                           f"points, title and hint")
+    for c in checks:
+        for dep in c.depends:
+            if dep not in ids or ids.index(dep) >= ids.index(c.id):
+                raise ChapterError(f"{folder / (ex_id + '.py')}: check {c.id} depends on {dep!r}, which must be an "
+                                   f"earlier check of {ex_id} in {path.name}")
+    return ExerciseSpec(
+        id=ex_id,
+        title=_bilingual(_need(raw, "title", f"exercise {ex_id}", path), f"{where} title"),
+        section=section,
+        functions=tuple(_need(raw, "functions", f"exercise {ex_id}", path)),
+        checks=tuple(checks),
+        code=module,
+        timeout_s=float(raw.get("timeout_s", 60)),
+        import_timeout_s=float(raw.get("import_timeout_s", 20)),
+        timed=bool(raw.get("timed", False)),
+        needs_reference=bool(raw.get("reference", True)),
+        seed_salt=int(raw.get("seed_salt", zlib.crc32(ex_id.encode()))),
+        preload=tuple(raw.get("preload", ())),
+        sync_cpu_dispatch=bool(raw.get("sync_cpu_dispatch", False)),
+        speedup_fraction=float(raw.get("speedup_fraction", 0.5)),
+        error_sections={"": sections[section], **error_sections},
+    )
+
+
+def _exercise_module(chapter_id: str, ex_id: str, folder: Path) -> ModuleType:
+    file = folder / f"{ex_id}.py"
+    if not file.exists():
+        raise ChapterError(f"{file} is missing: every exercise of chapter.toml needs a module of that name "
+                           f"with its inputs(rng), probe(ctx) and checks (grade dev new-chapter makes one to copy)")
+    try:
+        module = importlib.import_module(f"grader.chapters.{chapter_id}.{ex_id}")
+    except Exception as exc:  # noqa: BLE001 - an author's module that does not import
+        raise ChapterError(f"{file} does not import: {type(exc).__name__}: {exc}") from None
+    for name in ("inputs", "probe"):
+        if not callable(getattr(module, name, None)):
+            raise ChapterError(f"{file} defines no {name}(): an exercise module needs inputs(rng) (its hidden "
+                               f"inputs) and probe(ctx) (what its child process records)")
+    return module
+
+
+def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path: Path) -> CheckSpec:
+    cid = _need(c, "id", f"a check of {ex_id}", path)
+    if "depends" in c:
+        raise ChapterError(f"{where}: check {cid} has 'depends' in {path.name}; it now sits on the function: "
+                           f"@check(\"{cid}\", depends=(...)) in {folder / (ex_id + '.py')}")
+    unknown = sorted(set(c) - _CHECK_KEYS)
+    if unknown:
+        raise ChapterError(f"{where}: check {cid} has unknown key(s) {', '.join(unknown)}")
+    if cid not in functions:
+        raise ChapterError(f"check {cid!r} of {ex_id} is in {path} but not declared: add @check(\"{cid}\") to its "
+                           f"function in {folder / (ex_id + '.py')}")
+    category = _need(c, "category", f"check {cid}", path)
+    if category not in CATEGORIES:
+        raise ChapterError(f"{where}: check {cid} has category {category!r}; use one of {', '.join(CATEGORIES)}")
+    points = _need(c, "points", f"check {cid}", path)
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
+        raise ChapterError(f"{where}: check {cid} must carry positive points (a number), not {points!r}")
+    function = functions[cid]
+    return CheckSpec(
+        id=cid,
+        category=category,
+        points=float(points),
+        title=_bilingual(_need(c, "title", f"check {cid}", path), f"{where}: check {cid} title"),
+        hint=_bilingual(_need(c, "hint", f"check {cid}", path), f"{where}: check {cid} hint"),
+        depends=tuple(function.check_depends),
+        hints={str(name): _bilingual(text, f"{where}: check {cid} hint {name!r}")
+               for name, text in c.get("hints", {}).items()},
+        function=function,
     )

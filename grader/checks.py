@@ -1,33 +1,30 @@
 """Hidden checks: small functions of plain data, run in the grader's own process.
 
-A chapter registers one function per check id of its ``chapter.toml``::
+An exercise module of a chapter declares each check with :func:`check`, its id and
+what it depends on next to the function; its title, points and hints are in the
+chapter's ``chapter.toml``::
 
-    checks = CheckRegistry()
-
-    @checks("ex02_where", "piecewise.values")
+    @check("piecewise.values", depends=("piecewise.traceable",))
     def piecewise_values(s, r, ctx):
-        return numeric.compare_cases(s, r, "piecewise", ctx.inputs["cases"])
+        return numeric.compare_calls(s, r, cases, dtype="float32")
 
 ``s`` and ``r`` are :class:`Observations`: what the probes recorded in the student's
-and in the reference's child process. A check returns the numbers behind a pass
-(a dict, or a :class:`Pass` with a message), or raises :class:`Fail`. Reading an
-observation raises :class:`NotAttempted` when the student's function raised
-``NotImplementedError``, and :class:`Missing` when the child ended before recording
-it; :func:`run_checks` turns these into statuses. An exception from the check itself
-is the grader's error, never the student's failure.
+and in the reference's child process, under the keys of the exercise's :class:`Keys`.
+A check returns the numbers behind a pass (a dict, or a :class:`Pass` with a
+message), or raises :class:`Fail`. Reading an observation raises
+:class:`NotAttempted` when the student's function raised ``NotImplementedError``, and
+:class:`Missing` when the child ended before recording it; :mod:`grader.judge` turns
+these into statuses. An exception from the check itself is the grader's error, never
+the student's failure.
 """
 from __future__ import annotations
 
-import logging
-import traceback
+import re
+import string
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from grader.chapter import ExerciseSpec
 from grader.i18n import T, Text
-from grader.results import CheckResult
-
-log = logging.getLogger("grader")
 
 
 # ----------------------------------------------------------------- check outcomes
@@ -82,11 +79,17 @@ class Pass:
 class Observations:
     """What one child process recorded for one exercise, by key."""
 
-    side: str  # "student" or "reference"
+    #: ``student`` or ``reference``
+    side: str
+    #: the records, by key
     data: dict[str, Any]
+    #: the student's file, for messages (``ex02_where.py``)
     module_file: str = ""
+    #: every key a check asked for (for the test that holds probes and checks to one set of keys)
+    read: set[str] = field(default_factory=set)
 
     def raw(self, key: str) -> Any:
+        self.read.add(key)
         if key not in self.data:
             if self.side == "reference":
                 raise GraderError(f"the reference run recorded no {key!r}")
@@ -94,6 +97,7 @@ class Observations:
         return self.data[key]
 
     def has(self, key: str) -> bool:
+        self.read.add(key)
         return key in self.data
 
     def call(self, key: str) -> dict:
@@ -143,107 +147,108 @@ def exception_hint(record: dict) -> Text:
     return T("hint.exception", type=record.get("type", "?"), where=record.get("where") or "?")
 
 
-def _placed(hint: Any, spec: ExerciseSpec) -> Any:
-    """An exception hint with the chapter's section for that kind of error filled in."""
-    if isinstance(hint, Text) and hint.key.startswith("hint.") and "section" not in hint.args:
-        kind = hint.key.rsplit(".", 1)[1] if hint.key.startswith("hint.exception.") else ""
-        section = spec.error_sections.get(kind) or spec.error_sections.get("") or T("hint.section_unknown")
-        return Text(hint.key, {**hint.args, "section": section})
-    return hint
+# ----------------------------------------------------------------- declaring checks
+CheckFn = Callable[["Observations", "Observations", "CheckContext"], Any]
 
 
-# ----------------------------------------------------------------- registry
-CheckFn = Callable[[Observations, Observations, Any], Any]
+def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
+    """Declare ``fn`` as the check ``check_id`` of its exercise module.
+
+    ``depends``: checks of the same exercise that must pass first (else this one is
+    skipped, saying which). The chapter finds the declared checks on the module; the
+    id must have an entry in ``chapter.toml`` (and every entry a function), which
+    :func:`grader.chapter.load_chapter` enforces.
+    """
+
+    def declare(fn: CheckFn) -> CheckFn:
+        fn.check_id = check_id  # type: ignore[attr-defined]
+        fn.check_depends = tuple(depends)  # type: ignore[attr-defined]
+        return fn
+
+    return declare
 
 
-class CheckRegistry:
-    """The chapter's check functions, by exercise id and check id."""
+def declared_checks(module: Any) -> dict[str, CheckFn]:
+    """The checks a module declares with :func:`check`, by id (in the order they are defined)."""
+    found: dict[str, CheckFn] = {}
+    for value in vars(module).values():
+        check_id = getattr(value, "check_id", None)
+        if callable(value) and isinstance(check_id, str):
+            if check_id in found and found[check_id] is not value:
+                raise ValueError(f"{module.__name__}: check {check_id!r} is declared twice")
+            found[check_id] = value
+    return found
 
-    def __init__(self) -> None:
-        self.functions: dict[tuple[str, str], CheckFn] = {}
 
-    def __call__(self, exercise: str, check_id: str) -> Callable[[CheckFn], CheckFn]:
-        def register(fn: CheckFn) -> CheckFn:
-            key = (exercise, check_id)
-            if key in self.functions:
-                raise ValueError(f"check {exercise}/{check_id} registered twice")
-            self.functions[key] = fn
-            return fn
+# ----------------------------------------------------------------- record keys
+class Key:
+    """The name of one kind of record, e.g. ``Key("{name}/values/{case}")``.
 
-        return register
+    A probe records under ``key(name="piecewise", case="mixed")`` and a check reads the
+    same call, so a key cannot be spelt two ways; every field must be given, and only
+    those, and no field holds a ``/``. :meth:`matches` tells whether a recorded key is
+    one of this kind.
+    """
 
-    def missing_for(self, exercises: tuple[ExerciseSpec, ...]) -> list[str]:
-        """Check ids named by the chapter file that have no function, and the reverse."""
-        declared = {(ex.id, c.id) for ex in exercises for c in ex.checks}
-        problems = [f"{e}/{c}: no check function" for e, c in sorted(declared - set(self.functions))]
-        problems += [f"{e}/{c}: not in chapter.toml" for e, c in sorted(set(self.functions) - declared)]
-        return problems
+    def __init__(self, template: str):
+        self.template = template
+        self.fields = tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
+        pattern = "".join(re.escape(literal) + (f"(?P<{name}>[^/]+)" if name else "")
+                          for literal, name, _, _ in string.Formatter().parse(template))
+        self._regex = re.compile(f"^{pattern}$")
+
+    def __call__(self, **values: Any) -> str:
+        if set(values) != set(self.fields):
+            raise TypeError(f"key {self.template!r} takes {', '.join(self.fields) or 'no field'}, "
+                            f"not {', '.join(sorted(values)) or 'none'}")
+        bad = [name for name, value in values.items() if "/" in str(value)]
+        if bad:
+            raise ValueError(f"key {self.template!r}: a field holds no '/', but {', '.join(bad)} does")
+        return self.template.format(**values)
+
+    def matches(self, key: str) -> bool:
+        return bool(self._regex.match(key))
+
+    def __repr__(self) -> str:
+        return f"Key({self.template!r})"
+
+
+class Keys:
+    """An exercise's record keys, by name: ``KEYS.value(name=..., case=...)``.
+
+    Declared once at the top of the exercise module; its probe and its checks both
+    build keys from here. :meth:`kind_of` names the key a recorded string belongs to
+    (a test holds every recorded key to one of them, and every one to a reader).
+    """
+
+    def __init__(self, **templates: str):
+        self.keys = {name: Key(template) for name, template in templates.items()}
+
+    def __getattr__(self, name: str) -> Key:
+        try:
+            return self.__dict__["keys"][name]
+        except KeyError:
+            raise AttributeError(f"no record key named {name!r}") from None
+
+    def kind_of(self, key: str) -> str | None:
+        matching = [name for name, k in self.keys.items() if k.matches(key)]
+        return matching[0] if len(matching) == 1 else None
+
+
+#: records the grader adds itself, beside what the probe recorded: how each of the
+#: student's module-level names looked (``names/<name>``), when each record arrived
+#: (``grader/arrivals``) and the timing driver's results (``grader/timing``)
+NAMES = Key("names/{name}")
+ARRIVALS = "grader/arrivals"
+TIMING = "grader/timing"
 
 
 @dataclass
 class CheckContext:
-    """What a check may know besides the observations: the hidden inputs and the seed."""
+    """What a check may know besides the observations: the exercise, the hidden inputs, the seed."""
 
-    exercise: ExerciseSpec
+    #: the exercise's :class:`grader.chapter.ExerciseSpec` (its settings, e.g. ``speedup_fraction``)
+    exercise: Any
+    #: the hidden inputs both sides received
     inputs: dict
     seed: int
-
-
-@dataclass
-class Termination:
-    """How the student's child process ended for this exercise."""
-
-    kind: str | None = None  # None (normal), "timeout" or "error"
-    reason: Text | None = None
-
-
-def run_checks(
-    spec: ExerciseSpec,
-    registry: CheckRegistry,
-    student: Observations,
-    reference: Observations,
-    ctx: CheckContext,
-    termination: Termination,
-) -> list[CheckResult]:
-    """Judge every check of one exercise, in the chapter file's order."""
-    results: dict[str, CheckResult] = {}
-    for check in spec.checks:
-        result = CheckResult(
-            id=check.id, title=check.title, category=check.category, points=0.0,
-            max_points=check.points, status="failed", hint=check.hint, hint_id="check",
-        )
-        results[check.id] = result
-        blocking = [results[d] for d in check.depends if results[d].status != "passed"]
-        if blocking:
-            if all(b.status == "not_attempted" for b in blocking):
-                result.status, result.message = "not_attempted", T("check.not_attempted_dep")
-            else:
-                result.status = "skipped"
-                result.message = T("check.skipped", depends=[b.title for b in blocking])
-            continue
-        try:
-            fn = registry.functions[(spec.id, check.id)]
-            outcome = fn(student, reference, ctx)
-        except Fail as failure:
-            result.message, result.measured = failure.message, failure.measured
-            result.hint, result.hint_id = check.resolve_hint(_placed(failure.hint, spec))
-        except NotAttempted as na:
-            result.status, result.message = "not_attempted", T("check.not_attempted", function=na.function)
-        except Missing:  # the job ended first: the exercise's line says why; no hint about another mistake
-            result.status = termination.kind or "error"
-            result.message = termination.reason or T("check.missing")
-            result.hint, result.hint_id = None, "none"
-        except GraderError as exc:
-            log.error("grader error in %s/%s: %s", spec.id, check.id, exc)
-            result.status, result.message = "error", T("check.grader_error", detail=str(exc))
-        except Exception as exc:  # a bug in the check: the grader's fault, not the student's
-            log.error("check %s/%s crashed:\n%s", spec.id, check.id, traceback.format_exc())
-            result.status = "error"
-            result.message = T("check.grader_error", detail=f"{type(exc).__name__}: {exc}")
-        else:
-            if isinstance(outcome, Pass):
-                result.message, result.measured = outcome.message or T("check.passed"), outcome.measured
-            else:
-                result.message, result.measured = T("check.passed"), outcome or {}
-            result.status, result.points = "passed", check.points
-    return list(results.values())

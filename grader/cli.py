@@ -148,7 +148,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     """
     from grader.grading import GradeOptions, Interrupted, grade
     from grader.report import render_terminal, write_reports
-    from grader.runner.pool import Limits
+    from grader.runner.jobs import Limits
     from grader.submission import SubmissionError
 
     lang = lang or default_lang()

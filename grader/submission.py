@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
+from grader.notebooks import CellMap, NotebookError, defined_names, notebook_source
 from grader.i18n import T, Text
 
 MAX_FILE_BYTES = 2 << 20
@@ -33,16 +34,45 @@ class SubmissionError(Exception):
 
 @dataclass
 class Submission:
+    """A submission, copied where the child processes import it from."""
+
+    #: the path the user gave
     path: Path
-    kind: str  # folder | notebook | zip+folder | zip+notebook
+    #: ``folder``, ``notebook``, ``zip+folder`` or ``zip+notebook``
+    kind: str
+    #: the grader's copy of the modules (a notebook's code is one module, under every exercise's name)
     module_dir: Path
+    #: fingerprint of the files graded (the zip or notebook file itself for those)
     sha256: str
+    #: the files graded, by name
     files: list[str]
-    problems: dict[str, Text] = field(default_factory=dict)  # exercise id -> why it cannot run
-    notebook_cells: list[tuple[int, int]] | None = None  # module line -> (cell, line in cell)
+    #: why an exercise cannot run at all (a missing file, a syntax error), by exercise id
+    problems: dict[str, Text] = field(default_factory=dict)
+    #: for a notebook: its module's lines back to the cells
+    cells: CellMap | None = None
 
     def describe(self) -> dict:
         return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
+
+    def locate(self, where: str | None) -> str:
+        """A place as the student knows it: ``file:line``, or a notebook's cell and line."""
+        if self.cells is None:
+            return where or "?"
+        return self.cells.locate(where)
+
+    def integrity_findings(self, chapter: Chapter) -> list[dict]:
+        """The static integrity scan; a notebook's code is scanned once, under its own name and cells."""
+        from grader import integrity
+
+        if self.cells is None:
+            return integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
+        findings = integrity.scan(self.module_dir, [chapter.exercises[0].filename])
+        for item in findings:
+            cell = self.cells.cell_of(item["line"]) if 0 < item["line"] <= len(self.cells.lines) else None
+            item["file"] = f"{self.files[0]} (cell {cell[0]})" if cell else self.files[0]
+            if cell:
+                item["line"] = cell[1]
+        return findings
 
 
 # ------------------------------------------------------------------ the chapter
@@ -81,7 +111,7 @@ def chapters_in(path: Path, chapters: list[Chapter]) -> list[Chapter]:
     names, notebook = _contents(path)
     scores = {c.id: sum(ex.filename in names for ex in c.exercises) for c in chapters}
     if not any(scores.values()) and notebook is not None:
-        defined = _defined_names(notebook)
+        defined = defined_names(notebook)
         scores = {c.id: len(defined & {f for ex in c.exercises for f in ex.functions}) for c in chapters}
     best = max(scores.values(), default=0)
     return [c for c in chapters if best and scores[c.id] == best]
@@ -110,35 +140,6 @@ def _contents(path: Path) -> tuple[set[str], bytes | None]:
     except (OSError, zipfile.BadZipFile, RuntimeError):
         pass  # unreadable: load() says so in its own words
     return set(), None
-
-
-def _defined_names(notebook: bytes) -> set[str]:
-    """The top-level names (functions, classes, assignments) a notebook's code cells define;
-    a cell that does not parse is skipped."""
-    import json
-
-    try:
-        cells = json.loads(notebook.decode("utf-8")).get("cells", [])
-    except (UnicodeDecodeError, ValueError, AttributeError):
-        return set()
-    names: set[str] = set()
-    for cell in cells if isinstance(cells, list) else []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        lines = ["# " + line if _looks_like_magic(line.lstrip()) else line for line in source.splitlines()]
-        try:
-            tree = ast.parse("\n".join(lines))
-        except (SyntaxError, ValueError):
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
-    return names
 
 
 # ------------------------------------------------------------------ loading
@@ -216,78 +217,28 @@ def _static_problems(chapter: Chapter, folder: Path) -> dict[str, Text]:
     return problems
 
 
-# ------------------------------------------------------------------ notebooks
-def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
-    """The notebook's code cells as one module, with a line map back to the cells.
-
-    IPython magics (``%`` and ``!`` lines, ``%%`` cells) are commented out: they are
-    not Python, and nothing graded needs them.
-    """
-    import nbformat
-
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
-        raise SubmissionError(T("error.bad_notebook", path=str(path), detail=f"{type(exc).__name__}: {exc}")) from None
-    lines: list[str] = []
-    line_map: list[tuple[int, int]] = []
-    for cell_number, cell in enumerate(nb.cells, start=1):  # numbered as they appear, markdown included
-        if cell.get("cell_type") != "code":
-            continue
-        cell_lines = cell.get("source", "").splitlines()
-        is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
-        kept: list[str] = []
-        for i, line in enumerate(cell_lines, start=1):
-            stripped = line.lstrip()
-            if is_magic_cell or (_looks_like_magic(stripped) and _starts_statement(kept)):
-                line = line[: len(line) - len(stripped)] + "# " + stripped
-            kept.append(line)
-            lines.append(line)
-            line_map.append((cell_number, i))
-        lines.append("")
-        line_map.append((cell_number, len(cell_lines) + 1))
-    return "\n".join(lines) + "\n", line_map
-
-
-def _looks_like_magic(stripped: str) -> bool:
-    return stripped.startswith("%") or (stripped.startswith("!") and not stripped.startswith("!="))
-
-
-def _starts_statement(previous: list[str]) -> bool:
-    """Whether the next line begins a new statement (not inside brackets, a string or a ``\\``)."""
-    import io
-    import tokenize
-
-    if not previous:
-        return True
-    try:
-        for _ in tokenize.generate_tokens(io.StringIO("\n".join(previous) + "\n").readline):
-            pass
-    except tokenize.TokenError:  # EOF inside a bracket, a string or after a backslash
-        return False
-    except (SyntaxError, ValueError):  # an indentation problem: the next line still starts a statement
-        return True
-    return True
-
-
 def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
     if path.stat().st_size > MAX_TOTAL_BYTES:
         raise SubmissionError(T("error.file_too_large", path=str(path), limit=MAX_TOTAL_BYTES))
-    source, line_map = notebook_source(path)
+    try:
+        source, line_map = notebook_source(path)
+    except NotebookError as exc:
+        raise SubmissionError(T("error.bad_notebook", path=str(path), detail=str(exc))) from None
     target.mkdir(parents=True, exist_ok=True)
     for ex in chapter.exercises:
         (target / ex.filename).write_text(source, encoding="utf-8")
+    cells = CellMap(path.name, line_map)
     sub = Submission(path=display, kind="notebook", module_dir=target, sha256=_sha256_file(path),
-                     files=[path.name], notebook_cells=line_map)
-    problems = _static_problems(chapter, target)
-    sub.problems = {ex: _notebook_text(t, line_map) for ex, t in problems.items()}
+                     files=[path.name], cells=cells)
+    sub.problems = {ex: _in_cells(t, cells) for ex, t in _static_problems(chapter, target).items()}
     return sub
 
 
-def _notebook_text(text: Text, line_map: list[tuple[int, int]]) -> Text:
+def _in_cells(text: Text, cells: CellMap) -> Text:
+    """A syntax error of the notebook's module, named by its cell."""
     if text.key != "job.syntax_error" or not isinstance(text.args.get("line"), int):
         return text
-    cell, line = line_map[min(text.args["line"], len(line_map)) - 1]
+    cell, line = cells.cell_of(text.args["line"])
     return T("job.syntax_error", file=f"notebook cell {cell}", line=line, message=text.args["message"])
 
 

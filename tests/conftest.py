@@ -66,11 +66,18 @@ def make_submission(folder: Path, replacements: dict[str, Path | str] | None = N
     return target
 
 
+_REFERENCES: list = []
+
+
 def grade_to_dict(path: Path, lang: str = "en", **options) -> dict:
+    """Grade in this process; the reference's runs are shared by every grading of the test session."""
     from grader.chapter import load_chapter
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, ReferenceCache, grade
     from grader.results import report_to_dict
 
+    if not _REFERENCES:
+        _REFERENCES.append(ReferenceCache())
+    options.setdefault("reference_cache", _REFERENCES[0])
     report = grade(path, GradeOptions(**options))
     return report_to_dict(report, load_chapter(report.chapter).catalog, lang)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import grader.chapter as chapter_mod
 from grader.chapter import ChapterError, UnknownExercise, available_chapters, load_chapter
 from grader.i18n import Bilingual
 from grader.results import CATEGORIES
@@ -53,29 +52,19 @@ def test_ch4_checks_are_well_formed(ch4):
 
 
 def test_every_check_has_a_function_and_every_function_a_check(ch4):
-    assert ch4.checks_module.checks.missing_for(ch4.exercises) == []
+    from grader.checks import declared_checks
+
+    for ex in ch4.exercises:
+        assert all(callable(c.function) for c in ex.checks), ex.id
+        assert set(declared_checks(ex.code)) == {c.id for c in ex.checks}, ex.id
+        assert ex.code.__file__ == str(ch4.folder / ex.filename)
 
 
-def test_missing_for_reports_both_directions(ch4):
-    from grader.checks import CheckRegistry
-
-    registry = CheckRegistry()
-    first = ch4.exercises[0]
-    for check in first.checks[1:]:
-        registry(first.id, check.id)(lambda s, r, ctx: {})
-    registry(first.id, "no.such.check")(lambda s, r, ctx: {})
-    problems = registry.missing_for((first,))
-    assert problems == [f"{first.id}/{first.checks[0].id}: no check function",
-                        f"{first.id}/no.such.check: not in chapter.toml"]
-
-
-def test_registering_a_check_twice_is_refused():
-    from grader.checks import CheckRegistry
-
-    registry = CheckRegistry()
-    registry("ex", "c")(lambda s, r, ctx: {})
-    with pytest.raises(ValueError, match="twice"):
-        registry("ex", "c")(lambda s, r, ctx: {})
+def test_each_exercise_module_holds_its_inputs_probe_and_checks(ch4):
+    for ex in ch4.exercises:
+        assert callable(ex.code.inputs) and callable(ex.code.probe), ex.id
+        assert hasattr(ex.code, "KEYS"), f"{ex.id}: its record keys are declared once, in KEYS"
+    assert [ex.id for ex in ch4.exercises if ex.driver] == ["ex06_speedup"]
 
 
 # ------------------------------------------------------------------ hidden inputs
@@ -109,14 +98,17 @@ def _has_arrays(value) -> bool:
     return any(isinstance(leaf, np.ndarray) for _, leaf in _flatten(value))
 
 
+def inputs(exercise: str, seed: int) -> dict:
+    return load_chapter("ch4").exercise(exercise).inputs(seed)
+
+
 @pytest.mark.parametrize("exercise", EXERCISE_IDS)
 def test_inputs_exist_for_every_exercise(ch4, exercise):
-    assert isinstance(ch4.checks_module.inputs(exercise, 1234), dict)
+    assert isinstance(inputs(exercise, 1234), dict)
 
 
 @pytest.mark.parametrize("exercise", EXERCISE_IDS)
 def test_inputs_are_deterministic_for_a_seed(ch4, exercise):
-    inputs = ch4.checks_module.inputs
     assert _same(inputs(exercise, 7), inputs(exercise, 7))
 
 
@@ -129,7 +121,6 @@ def test_same_helper_sees_a_one_element_change():
 
 @pytest.mark.parametrize("exercise", EXERCISE_IDS)
 def test_inputs_differ_between_seeds(ch4, exercise):
-    inputs = ch4.checks_module.inputs
     first = inputs(exercise, 7)
     if not _has_arrays(first):
         pytest.skip(f"{exercise} draws no arrays")
@@ -138,12 +129,11 @@ def test_inputs_differ_between_seeds(ch4, exercise):
 
 def test_the_first_four_exercises_draw_arrays(ch4):
     for exercise in EXERCISE_IDS[:4]:
-        assert _has_arrays(ch4.checks_module.inputs(exercise, 7)), exercise
+        assert _has_arrays(inputs(exercise, 7)), exercise
 
 
 def test_inputs_differ_between_exercises_with_one_seed(ch4):
     """Each exercise has its own stream: ex01's arrays are not ex02's."""
-    inputs = ch4.checks_module.inputs
     a = [v for _, v in _flatten(inputs("ex01_jit_forms", 5)) if isinstance(v, np.ndarray)]
     b = [v for _, v in _flatten(inputs("ex02_where", 5)) if isinstance(v, np.ndarray)]
     assert not any(x.shape == y.shape and np.array_equal(x, y) for x in a for y in b if x.size > 1)
@@ -151,13 +141,13 @@ def test_inputs_differ_between_exercises_with_one_seed(ch4):
 
 @pytest.mark.parametrize("exercise", EXERCISE_IDS)
 def test_inputs_hold_only_plain_data(ch4, exercise):
-    for path, leaf in _flatten(ch4.checks_module.inputs(exercise, 3)):
+    for path, leaf in _flatten(inputs(exercise, 3)):
         assert leaf is None or isinstance(leaf, (np.ndarray, bool, int, float, str)), path
 
 
 def test_inputs_unknown_exercise_raises(ch4):
     with pytest.raises(KeyError):
-        ch4.checks_module.inputs("ex99_nothing", 1)
+        inputs("ex99_nothing", 1)
 
 
 # ------------------------------------------------------------------ select
@@ -203,20 +193,19 @@ category = "{category}"
 points = {points}
 title = {{ en = "t", zh = "{title_zh}" }}
 hint = {{ en = "h", zh = "提示" }}
-{depends}
 """
 
 
-def chapter_toml(*, title_zh="题", section="1", category="numeric", points="1", depends="", second=None,
+def chapter_toml(*, title_zh="题", section="1", category="numeric", points="1", second=None,
                  extra_exercise="", toml_tail=""):
-    checks = CHECK.format(cid="f.values", category=category, points=points, title_zh=title_zh, depends="")
+    checks = CHECK.format(cid="f.values", category=category, points=points, title_zh=title_zh)
     if second is not None:
-        checks += CHECK.format(cid=second, category="numeric", points="1", title_zh="二", depends=depends)
+        checks += CHECK.format(cid=second, category="numeric", points="1", title_zh="二")
     return f"""
 id = "chx"
 title = {{ en = "Chapter X", zh = "第 X 章" }}
-solutions = "solutions/chx"
-stubs = "exercises/chx"
+solutions = "../solutions/chx"
+stubs = "../exercises/chx"
 
 [sections]
 1 = {{ en = "section 1", zh = "第一节" }}
@@ -232,77 +221,136 @@ functions = ["f"]
 """
 
 
+def exercise_module(*checks: tuple[str, tuple]) -> str:
+    """An exercise module declaring ``checks`` ((id, depends) pairs)."""
+    out = ["from grader.checks import check", "", "def inputs(rng):", "    return {}", "",
+           "def probe(ctx):", "    pass", ""]
+    for i, (cid, depends) in enumerate(checks):
+        out += [f"@check({cid!r}, depends={tuple(depends)!r})", f"def check_{i}(s, r, ctx):", "    return {}", ""]
+    return "\n".join(out)
+
+
 @pytest.fixture
 def write_chapter(tmp_path, monkeypatch):
-    monkeypatch.setattr(chapter_mod, "CHAPTERS_DIR", tmp_path)
+    import sys
 
-    def write(text: str):
+    import grader.chapters
+
+    monkeypatch.setenv("GRADER_CHAPTERS", str(tmp_path))
+
+    def write(text: str, module: str | None = None):
+        for name in [n for n in sys.modules if n.startswith("grader.chapters.chx")]:
+            del sys.modules[name]  # every test writes its own chx
         folder = tmp_path / "chx"
         folder.mkdir(exist_ok=True)
         (folder / "chapter.toml").write_text(text, encoding="utf-8")
+        (folder / "ex01_a.py").write_text(module or exercise_module(("f.values", ()), ("f.more", ("f.values",))),
+                                          encoding="utf-8")
         return load_chapter("chx")
 
-    return write
+    yield write
+    for name in [n for n in sys.modules if n.startswith("grader.chapters.chx")]:
+        del sys.modules[name]
+    if str(tmp_path) in grader.chapters.__path__:
+        grader.chapters.__path__.remove(str(tmp_path))
 
 
 def test_minimal_chapter_loads(write_chapter):
-    chapter = write_chapter(chapter_toml(second="f.more", depends='depends = ["f.values"]'))
+    chapter = write_chapter(chapter_toml(second="f.more"))
     assert [c.id for c in chapter.exercises[0].checks] == ["f.values", "f.more"]
     assert chapter.exercises[0].checks[1].depends == ("f.values",)
     assert chapter.exercises[0].title == Bilingual("A", "甲")
     assert chapter.exercises[0].timeout_s == 60.0
+    assert chapter.solutions == (chapter.folder / "../solutions/chx").resolve()
 
 
 def test_missing_chinese_text_is_named(write_chapter):
-    text = chapter_toml().replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
+    text = chapter_toml(second="f.more").replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
     with pytest.raises(ChapterError, match=r"check f\.values title needs both an 'en' and a 'zh'"):
         write_chapter(text)
 
 
 def test_unknown_category_is_named(write_chapter):
     with pytest.raises(ChapterError, match=r"f\.values has category 'speed'"):
-        write_chapter(chapter_toml(category="speed"))
+        write_chapter(chapter_toml(category="speed", second="f.more"))
 
 
 @pytest.mark.parametrize("points", ["0", "-1"])
 def test_non_positive_points_are_refused(write_chapter, points):
     with pytest.raises(ChapterError, match="positive points"):
-        write_chapter(chapter_toml(points=points))
+        write_chapter(chapter_toml(points=points, second="f.more"))
 
 
 def test_unknown_section_is_named(write_chapter):
     with pytest.raises(ChapterError, match="section '9'"):
-        write_chapter(chapter_toml(section="9"))
+        write_chapter(chapter_toml(section="9", second="f.more"))
 
 
 def test_duplicate_check_ids_are_refused(write_chapter):
     with pytest.raises(ChapterError, match="share an id"):
-        write_chapter(chapter_toml(second="f.values"))
+        write_chapter(chapter_toml(second="f.values"), exercise_module(("f.values", ())))
 
 
-@pytest.mark.parametrize("depends", ['depends = ["f.later"]', 'depends = ["f.more"]', 'depends = ["nothing"]'])
+@pytest.mark.parametrize("depends", [("f.later",), ("f.more",), ("nothing",)])
 def test_dependency_must_be_an_earlier_check(write_chapter, depends):
     with pytest.raises(ChapterError, match="must be an earlier check"):
-        write_chapter(chapter_toml(second="f.more", depends=depends))
+        write_chapter(chapter_toml(second="f.more"), exercise_module(("f.values", ()), ("f.more", depends)))
+
+
+def test_a_check_in_the_file_but_not_the_module_names_the_fix(write_chapter):
+    with pytest.raises(ChapterError, match=r"check 'f\.more' of ex01_a is in .*chapter.toml but not declared: "
+                                           r"add @check\(\"f\.more\"\) to its function in .*ex01_a\.py"):
+        write_chapter(chapter_toml(second="f.more"), exercise_module(("f.values", ())))
+
+
+def test_a_check_in_the_module_but_not_the_file_names_the_fix(write_chapter):
+    with pytest.raises(ChapterError, match=r"check 'f\.more' is declared in .*ex01_a\.py but .*chapter.toml has no "
+                                           r"entry for it: add an \[\[exercises\.checks\]\] table"):
+        write_chapter(chapter_toml())
+
+
+def test_depends_in_the_file_points_to_the_function(write_chapter):
+    text = chapter_toml(second="f.more").replace('hint = { en = "h", zh = "提示" }\n',
+                                                 'hint = { en = "h", zh = "提示" }\ndepends = ["f.values"]\n', 1)
+    with pytest.raises(ChapterError, match=r"it now sits on the function: @check\(\"f\.values\", depends="):
+        write_chapter(text)
+
+
+def test_an_exercise_without_its_module_is_named(write_chapter, tmp_path):
+    text = chapter_toml(second="f.more").replace('id = "ex01_a"', 'id = "ex02_b"')
+    with pytest.raises(ChapterError, match=r"ex02_b\.py is missing: every exercise of chapter.toml needs a module"):
+        write_chapter(text)
+
+
+def test_a_module_without_a_probe_is_named(write_chapter):
+    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))).replace("def probe(ctx):", "def prob(ctx):")
+    with pytest.raises(ChapterError, match=r"defines no probe\(\)"):
+        write_chapter(chapter_toml(second="f.more"), module)
+
+
+def test_an_unknown_setting_is_named(write_chapter):
+    text = chapter_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\ntimout_s = 5')
+    with pytest.raises(ChapterError, match=r"unknown setting\(s\) timout_s"):
+        write_chapter(text)
 
 
 def test_missing_key_is_named(write_chapter):
-    text = chapter_toml().replace('functions = ["f"]', "")
+    text = chapter_toml(second="f.more").replace('functions = ["f"]', "")
     with pytest.raises(ChapterError, match="has no 'functions'"):
         write_chapter(text)
 
 
 def test_toml_syntax_error_is_a_chapter_error(write_chapter):
     with pytest.raises(ChapterError, match="chapter.toml"):
-        write_chapter(chapter_toml() + "\nthis is = = not toml\n")
+        write_chapter(chapter_toml(second="f.more") + "\nthis is = = not toml\n")
 
 
 def test_non_numeric_points_are_a_chapter_error(write_chapter):
     with pytest.raises(ChapterError, match="points"):
-        write_chapter(chapter_toml(points='"two"'))
+        write_chapter(chapter_toml(points='"two"', second="f.more"))
 
 
 def test_duplicate_exercise_ids_are_refused(write_chapter):
-    again = chapter_toml().split("[[exercises]]", 1)[1]
+    again = chapter_toml(second="f.more").split("[[exercises]]", 1)[1]
     with pytest.raises(ChapterError):
-        write_chapter(chapter_toml() + "\n[[exercises]]" + again)
+        write_chapter(chapter_toml(second="f.more") + "\n[[exercises]]" + again)

@@ -1,4 +1,5 @@
-"""Unit tests of grader/checks.py (run_checks, Observations) and results.exercise_status."""
+"""Unit tests of grader/checks.py (Observations, check, Keys), grader/judge.py (run_checks) and
+results.exercise_status."""
 from __future__ import annotations
 
 import logging
@@ -6,33 +7,34 @@ import logging
 import pytest
 
 from grader.chapter import CheckSpec, ExerciseSpec
-from grader.checks import (CheckContext, CheckRegistry, Fail, GraderError, Missing, NotAttempted, Observations,
-                           Pass, Termination, raised_text, run_checks)
+import types
+
+from grader.checks import (CheckContext, Fail, GraderError, Keys, Missing, NotAttempted, Observations, Pass, check,
+                           declared_checks, raised_text)
+from grader.judge import Termination, run_checks
 from grader.i18n import Bilingual, T, Text
 from grader.results import CheckResult, exercise_status
 
 EX = "ex99_demo"
 
 
-def spec(*checks: tuple) -> ExerciseSpec:
+def spec(*checks: tuple) -> list[tuple]:
     """checks: (id, points) or (id, points, depends)."""
-    specs = []
-    for item in checks:
-        cid, points, depends = (item + ((),))[:3]
-        specs.append(CheckSpec(id=cid, category="numeric", points=points,
-                               title=Bilingual(en=f"title {cid}", zh=f"标题 {cid}"),
-                               hint=Bilingual(en=f"hint {cid}", zh=f"提示 {cid}"), depends=tuple(depends)))
-    return ExerciseSpec(id=EX, title=Bilingual("Demo", "演示"), section="1", functions=("f",), checks=tuple(specs))
+    return [(item + ((),))[:3] for item in checks]
 
 
-def run(exercise: ExerciseSpec, functions: dict, *, student=None, reference=None, termination=None):
-    registry = CheckRegistry()
-    for cid, fn in functions.items():
-        registry(EX, cid)(fn)
+def run(checks: list[tuple], functions: dict, *, student=None, reference=None, termination=None):
+    """Judge an exercise whose checks are ``checks`` and whose functions are ``functions`` (by id)."""
+    specs = tuple(CheckSpec(id=cid, category="numeric", points=points,
+                            title=Bilingual(en=f"title {cid}", zh=f"标题 {cid}"),
+                            hint=Bilingual(en=f"hint {cid}", zh=f"提示 {cid}"), depends=tuple(depends),
+                            function=functions.get(cid)) for cid, points, depends in checks)
+    exercise = ExerciseSpec(id=EX, title=Bilingual("Demo", "演示"), section="1", functions=("f",), checks=specs,
+                            code=types.ModuleType("demo"))
     s = Observations("student", student or {}, module_file=f"{EX}.py")
     r = Observations("reference", reference or {})
     ctx = CheckContext(exercise=exercise, inputs={"n": 3}, seed=1)
-    results = run_checks(exercise, registry, s, r, ctx, termination or Termination())
+    results = run_checks(exercise, s, r, ctx, termination or Termination())
     return {c.id: c for c in results}
 
 
@@ -185,7 +187,7 @@ def test_results_follow_the_chapter_order_and_points_add_up():
     results = run(exercise, {"a": passing, "b": failing, "c": passing})
     assert list(results) == ["a", "b", "c"]
     assert sum(r.points for r in results.values()) == 1.5
-    assert sum(r.max_points for r in results.values()) == exercise.max_score
+    assert sum(r.max_points for r in results.values()) == 3.5
 
 
 def test_checks_read_observations_and_context():
@@ -281,3 +283,49 @@ def test_exercise_status_from_run_checks():
 def test_text_equality_is_by_key_and_args():
     assert T("a", x=1) == Text("a", {"x": 1})
     assert T("a", x=1) != T("a", x=2)
+
+
+# ------------------------------------------------------------------ declaring checks and keys
+def test_check_puts_the_id_and_dependencies_on_the_function():
+    @check("b", depends=("a",))
+    def judge_b(s, r, ctx):
+        return {}
+
+    module = types.ModuleType("demo")
+    module.judge_b = judge_b
+    module.helper = lambda: None
+    assert declared_checks(module) == {"b": judge_b}
+    assert judge_b.check_depends == ("a",)
+
+
+def test_a_check_declared_twice_is_refused():
+    module = types.ModuleType("demo")
+    module.one = check("a")(lambda s, r, ctx: {})
+    module.two = check("a")(lambda s, r, ctx: {})
+    with pytest.raises(ValueError, match="declared twice"):
+        declared_checks(module)
+
+
+def test_keys_build_and_recognise_records():
+    keys = Keys(value="{name}/values/{case}", window="{name}/compiles", call="{name}/compiles/{i}")
+    assert keys.value(name="f", case="mixed") == "f/values/mixed"
+    assert keys.kind_of("f/values/mixed") == "value"
+    assert keys.kind_of("f/compiles/3") == "call" and keys.kind_of("f/compiles") == "window"
+    assert keys.kind_of("f/nothing") is None
+
+
+def test_a_key_takes_exactly_its_fields():
+    keys = Keys(value="{name}/values/{case}")
+    with pytest.raises(TypeError, match="takes name, case"):
+        keys.value(name="f")
+    with pytest.raises(TypeError):
+        keys.value(name="f", case=1, extra=2)
+    with pytest.raises(AttributeError, match="no record key named 'valeu'"):
+        keys.valeu  # noqa: B018 - a typo fails at once, in the probe or the check that has it
+
+
+def test_observations_remember_what_was_read():
+    s = Observations("student", {"a": 1})
+    s.value("a")
+    s.has("b")
+    assert s.read == {"a", "b"}

@@ -1,12 +1,12 @@
 """Validating a chapter end to end, for its authors (``grade dev validate``).
 
-A chapter is valid when its metadata, checks and probes name the same things, its
-stubs are what its solutions generate, the reference solution scores full marks and
-the stubs score zero with every exercise "not attempted".
+A chapter is valid when it loads (its file and its exercise modules name the same
+checks, see :func:`grader.chapter.load_chapter`), its stubs are what its solutions
+generate, the reference solution scores full marks and the stubs score zero with every
+exercise "not attempted".
 """
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 from grader.authoring.stubs import StubFormatError, generate
@@ -15,14 +15,9 @@ from grader.chapter import Chapter
 
 def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
              echo: Callable[[str], None] = print) -> list[str]:
-    from grader.grading import GradeOptions, grade
-    from grader.probe import PROBES
+    from grader.grading import GradeOptions, ReferenceCache, grade
 
     problems: list[str] = []
-    problems += chapter.checks_module.checks.missing_for(chapter.exercises)
-    importlib.import_module(chapter.probes_module_name)
-    probes = PROBES.get(chapter.id, {})
-    problems += [f"{ex.id}: no probe in probes.py" for ex in chapter.exercises if ex.id not in probes]
     try:
         problems += [f"{chapter.stubs / d.name}: {d.reason} (run grade dev stubs)"
                      for d in generate(chapter.solutions, chapter.stubs, write=False)]
@@ -32,9 +27,10 @@ def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
         return problems
 
     catalog = chapter.catalog
+    cache = ReferenceCache()
     for label, folder, want_full in (("reference", chapter.solutions, True), ("stubs", chapter.stubs, False)):
         echo(f"grading the {label} ({folder}) …")
-        report = grade(folder, GradeOptions(chapter=chapter.id, seed=seed))
+        report = grade(folder, GradeOptions(chapter=chapter.id, seed=seed, reference_cache=cache))
         echo(f"  {report.score:g} / {report.max_score:g} in {report.duration_s:.1f} s (seed {report.seed})")
         for ex in report.exercises:
             if want_full and ex.score < ex.max_score:

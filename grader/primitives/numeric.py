@@ -1,6 +1,6 @@
 """Numeric tolerance: compare a described return value with the expected array.
 
-The child describes what the student's function returned (:func:`grader.probe.describe`);
+The child describes what the student's function returned (:func:`grader.child.probe.describe`);
 here that description is checked in order: an array at all, then its shape, then its
 dtype, then finiteness, then the values within ``atol + rtol * |expected|``. Every
 mismatch over all cases of a check is collected into one message, and the worst

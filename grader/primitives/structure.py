@@ -1,6 +1,6 @@
 """Structure: how the student's code is built, judged from what JAX sees.
 
-Child side: :func:`grader.probe.describe_callable` says whether a name is the object
+Child side: :func:`grader.child.probe.describe_callable` says whether a name is the object
 ``jax.jit`` returns; :func:`program_size` traces a function with ``jax.make_jaxpr``
 and counts its equations at every nesting level (a Python loop that unrolls grows
 with the loop count, ``fori_loop`` and ``scan`` do not); :func:`trace_abstractly`
@@ -37,7 +37,7 @@ def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any)
     """The traced program's equation count (all levels), or how tracing failed."""
     import jax
 
-    from grader.probe import _safe_str, classify, student_frame
+    from grader.child.probe import _safe_str, classify, student_frame
 
     try:
         closed = jax.make_jaxpr(fn, static_argnums=())(*args, **kwargs)
@@ -54,7 +54,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
     """Trace ``fn`` (the Python function under a jit, if any) with abstract inputs only."""
     import jax
 
-    from grader.probe import _safe_str, classify, student_frame
+    from grader.child.probe import _safe_str, classify, student_frame
 
     target = getattr(fn, "__wrapped__", fn)
     shaped = [jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a for a in args]

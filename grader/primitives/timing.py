@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T
-from grader.probe import TRUSTED
+from grader.child.probe import TRUSTED
 
 
 # =================================================================== child side
@@ -202,6 +202,10 @@ def pin_to_one_cpu() -> int | None:
         return None
 
 
+#: the record a timing probe makes once it is ready to serve requests (its cases, its CPU)
+READY = "timing/ready"
+
+
 def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
@@ -212,7 +216,7 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
     cpu = pin_to_one_cpu() if jax.default_backend() == "cpu" else None
     for baseline, candidate, args in cases.values():  # warm up again on the new CPU
         time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3)
-    ctx.record("timing/ready", {"cases": sorted(cases), "cpu": cpu})
+    ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
     while True:
         request = ctx.request()
         op = request.get("op")

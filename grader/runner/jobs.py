@@ -1,55 +1,56 @@
-"""The grader's side of the child processes: hosts, and the jobs they fork.
+"""The grader's handle on one job: :class:`JobSession`, and how a job ended: :class:`JobOutcome`.
 
-A :class:`Host` is one long-lived child (inside the sandbox for a student) that has
-imported JAX once. :meth:`Host.session` forks a fresh job for one exercise and
-returns a :class:`JobSession`, which speaks the job protocol of
-:mod:`grader.runner.job`, enforces the exercise's wall-clock deadline and always ends
-with a :class:`JobOutcome`: what was recorded, and how the job ended.
+A job is a process the host forks for one exercise (:mod:`grader.child.job` is its
+code). The session speaks the job protocol, enforces the exercise's wall-clock deadline
+and always ends with a :class:`JobOutcome`: what was recorded, and how the job ended.
 
 Every failure mode ends in an outcome, never an exception: an import error, an exit,
-a crash, a hang (killed at the deadline), a protocol violation, or the host itself
-dying (then the host is restarted for the next job).
+a crash, a hang (killed at the deadline, after asking the job where it was), a
+protocol violation, the disk budget, cancellation, or the host itself dying.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from grader.child.host import XLA_DUMP
+from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
-from grader.runner.host import XLA_DUMP
-from grader.runner.job import STACK_FILE
 from grader.wire import Channel, ProtocolError
+
+if TYPE_CHECKING:
+    from grader.runner.hosts import HostProcess
 
 log = logging.getLogger("grader")
 
-GRADER_PACKAGE = Path(__file__).resolve().parent.parent
 OUTPUT_HEAD = 6000
 OUTPUT_TAIL = 3000
 
 
 @dataclass
 class Limits:
-    """Per-job limits. ``memory_bytes`` is address space on top of JAX's own start-up."""
+    """Per-job limits, applied in the job (rlimits) or watched by the grader (disk)."""
 
+    #: CPU seconds (at least twice the job's wall-clock limit)
     cpu_s: float = 120
+    #: address space on top of what JAX's start-up took (CPU backend only)
     memory_bytes: int = 4 << 30
+    #: processes and threads of the job's uid
     nproc: int = 256
+    #: the largest file the job may write (its output included)
     fsize_bytes: int = 64 << 20
+    #: open file descriptors
     nofile: int = 512
-    disk_bytes: int = 256 << 20  # the job's scratch folder, watched by the grader
+    #: bytes in the job's scratch folder, watched by the grader about once a second
+    disk_bytes: int = 256 << 20
 
     def for_job(self, timeout_s: float) -> dict:
         return {
@@ -70,16 +71,28 @@ class JobOutcome:
     #: ``protocol_error``, ``disk_limit``, ``host_lost``, ``abandoned`` (the grader no longer
     #: needed it), ``cancelled`` (grading was interrupted) or ``not_started``
     end: str
+    #: ``student`` or ``reference``: whose job it was
+    side: str = ""
+    #: what the probe recorded, by key (the exercise module's ``KEYS``)
     observations: dict[str, Any] = field(default_factory=dict)
+    #: how each of the exercise's module-level names looked after the import
     names: dict[str, dict] = field(default_factory=dict)
+    #: the job's environment (Python, JAX, backend, device), from its first message
     env: dict | None = None
+    #: more on the end: an import error's type, message and place; a hang's phase,
+    #: function and line (``hung``); the exit code or signal (``exit``); ...
     detail: dict = field(default_factory=dict)
+    #: what the student's code printed: the head and the tail, up to the limits
     output: str = ""
+    #: how much it printed in all
     output_bytes: int = 0
     duration_s: float = 0.0
-    integrity: list[dict] = field(default_factory=list)  # the job's reports on its instruments
-    xla_compiles: int | None = None  # modules in XLA's dump, counted by the grader
-    arrivals: dict[str, float] = field(default_factory=dict)  # when each record reached the grader
+    #: the job's reports on its instruments (after the import, after the probe)
+    integrity: list[dict] = field(default_factory=list)
+    #: modules in XLA's dump, counted by the grader
+    xla_compiles: int | None = None
+    #: when each record reached the grader (seconds after the job started)
+    arrivals: dict[str, float] = field(default_factory=dict)
 
     def attempted(self) -> bool:
         """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
@@ -91,208 +104,15 @@ class JobOutcome:
             isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
 
 
-def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
-    """The only environment a host (and its jobs) gets."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "HOME": str(home),
-        "TMPDIR": str(home),
-        "PYTHONPATH": str(pylib),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTHONNOUSERSITE": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "1",
-    }
-    for key in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
-                "TPU_VISIBLE_CHIPS"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    return env
-
-
-class Host:
-    """A forking host for one side of one submission (student or reference)."""
-
-    def __init__(self, *, side: str, chapter: str, probes: str, module_dir: Path, scratch: Path,
-                 plan: sandboxes.SandboxPlan, limits: Limits, uids: sandboxes.UidPool | None = None,
-                 start_timeout_s: float = 120.0):
-        self.side = side
-        self.chapter = chapter
-        self.probes = probes
-        self.module_dir = Path(module_dir)
-        self.scratch = Path(scratch)
-        self.plan = plan
-        self.limits = limits
-        self.uids = uids
-        self.start_timeout_s = start_timeout_s
-        self.versions: dict = {}
-        self._proc: subprocess.Popen | None = None
-        self._control: Channel | None = None
-        self._send_lock = threading.Lock()
-        self._ready = threading.Event()
-        self._failed: str | None = None
-        self._events: dict[str, list[dict]] = {}
-        self._events_cv = threading.Condition()
-        self._counter = 0
-        self.restarts = 0
-        self.closed = False
-        #: told of every job's progress: ``listener(session)`` after its phase changes
-        self.listener: Callable[["JobSession"], None] | None = None
-
-    # ------------------------------------------------------------- life cycle
-    def start(self) -> None:
-        """Start the host process; returns at once (see :meth:`wait_ready`)."""
-        self._ready.clear()
-        self._failed = None
-        home = self.scratch / "home"
-        pylib = self.scratch / "pylib"
-        home.mkdir(parents=True, exist_ok=True)
-        pylib.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.scratch, 0o755)
-        os.chmod(home, 0o777)
-        link = pylib / "grader"
-        if self.plan.kind != "bwrap" and not link.exists():
-            link.symlink_to(GRADER_PACKAGE, target_is_directory=True)
-        elif self.plan.kind == "bwrap":
-            link.mkdir(exist_ok=True)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = json.dumps({"probes": self.probes})
-        python_argv = [sys.executable, "-s", "-m", "grader.runner.host", str(theirs.fileno()), config]
-        argv = sandboxes.host_command(
-            self.plan, python_argv=python_argv,
-            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir)],
-            binds_rw=[self.scratch / "jobs", home], keep_fds=[theirs.fileno()],
-        )
-        (self.scratch / "jobs").mkdir(exist_ok=True)
-        os.chmod(self.scratch / "jobs", 0o711)
-        self._proc = subprocess.Popen(
-            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-            stdout=open(self.scratch / "host.log", "ab"), stderr=subprocess.STDOUT,
-            env=scrubbed_environment(home, pylib), cwd=str(home), start_new_session=True,
-        )
-        theirs.close()
-        self._control = Channel(ours)
-        threading.Thread(target=self._read_control, args=(self._control, self._proc), daemon=True,
-                         name=f"host-{self.side}").start()
-
-    def _read_control(self, control: Channel, proc: subprocess.Popen) -> None:
-        while True:
-            try:
-                message = control.recv()
-            except (ProtocolError, OSError) as exc:
-                message = None
-                log.warning("%s host: bad control message: %s", self.side, exc)
-            if message is None:
-                with self._events_cv:
-                    if self._control is control:
-                        self._failed = self._failed or "host exited"
-                    self._events_cv.notify_all()
-                self._ready.set()
-                return
-            if message.get("op") == "ready":
-                self.versions = message.get("versions", {})
-                self._ready.set()
-                continue
-            with self._events_cv:
-                self._events.setdefault(str(message.get("job")), []).append(message)
-                self._events_cv.notify_all()
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        self._ready.wait(self.start_timeout_s if timeout is None else timeout)
-        return self._ready.is_set() and self._failed is None
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None and self._failed is None
-
-    def ensure(self) -> bool:
-        """Make sure a host is running and ready, restarting a dead one (never once closed)."""
-        if self.closed:
-            return False
-        if not self.alive():
-            if self._proc is not None:
-                self.restarts += 1
-                self.stop()
-            self.start()
-        return self.wait_ready()
-
-    def close(self) -> None:
-        """Stop for good, at once: the host and every job it runs are killed, none starts again."""
-        self.closed = True
-        self.stop(grace_s=0.5)
-
-    def stop(self, grace_s: float = 3.0) -> None:
-        """Ask the host to end (it kills its jobs); kill it after ``grace_s``."""
-        proc, control = self._proc, self._control
-        self._control = None
-        with self._events_cv:  # sessions waiting on this host give up at once
-            self._failed = self._failed or "host stopped"
-            self._events_cv.notify_all()
-        if control is not None:
-            try:
-                with self._send_lock:
-                    control.send({"op": "exit"})
-            except OSError:
-                pass
-        if proc is not None:
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                proc.wait()
-        if control is not None:
-            control.close()
-
-    def log_tail(self) -> str:
-        try:
-            return (self.scratch / "host.log").read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
-
-    # ------------------------------------------------------------- jobs
-    def _send(self, message: dict, fds: list[int] | None = None) -> None:
-        if self._control is None:
-            raise OSError("host not running")
-        with self._send_lock:
-            if fds:
-                self._control.send_with_fds(message, fds)
-            else:
-                self._control.send(message)
-
-    def _next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
-        with self._events_cv:
-            while True:
-                for i, event in enumerate(self._events.get(job, [])):
-                    if event.get("op") in ops:
-                        return self._events[job].pop(i)
-                if self._failed:
-                    return None
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self._events_cv.wait(remaining)
-
-    def session(self, *, exercise: str, module: str, functions: tuple[str, ...], timeout_s: float,
-                options: dict | None = None, import_timeout_s: float | None = None) -> "JobSession":
-        self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise, module, functions, timeout_s, options,
-                          import_timeout_s)
-
-
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
-    def __init__(self, host: Host, name: str, exercise: str, module: str, functions: tuple[str, ...],
-                 timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None):
+    def __init__(self, host: HostProcess, name: str, *, exercise: str, module: str, code: str,
+                 functions: tuple[str, ...], timeout_s: float, options: dict | None = None,
+                 import_timeout_s: float | None = None):
         self.host = host
+        #: the exercise module whose probe the job runs (``grader.chapters.ch4.ex02_where``)
+        self.code = code
         self.import_timeout_s = import_timeout_s
         #: where the job is, one of :data:`PHASES`
         self.phase = "starting"
@@ -303,7 +123,7 @@ class JobSession:
         self.module = module
         self.functions = functions
         self.timeout_s = timeout_s
-        self.outcome = JobOutcome(end="not_started")
+        self.outcome = JobOutcome(end="not_started", side=host.side)
         self.channel: Channel | None = None
         self.uid: int | None = None
         self._started = 0.0
@@ -330,10 +150,10 @@ class JobSession:
         self._output = output_dir / f"{self.name}.txt"
         out_fd = os.open(self._output, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
         order = {
-            "op": "fork", "job": self.name, "chapter": host.chapter, "exercise": self.exercise,
-            "module": self.module, "module_dir": str(host.module_dir), "functions": list(self.functions),
-            "workdir": str(self._workdir), "limits": host.limits.for_job(self.timeout_s),
-            "probes": host.probes, "options": self.options,
+            "op": "fork", "job": self.name, "exercise": self.exercise, "code": self.code,
+            "chapter_modules": host.modules, "module": self.module, "module_dir": str(host.module_dir),
+            "functions": list(self.functions), "workdir": str(self._workdir),
+            "limits": host.limits.for_job(self.timeout_s), "options": self.options,
         }
         if host.uids is not None and host.plan.uid_isolation:
             self.uid = host.uids.acquire()
@@ -599,18 +419,11 @@ def _count_xla_modules(folder: Path) -> int | None:
     return len({name.split(".", 1)[0] for name in names if name.startswith("module_")})
 
 
-def run_job(host: Host, *, exercise: str, module: str, functions: tuple[str, ...], inputs: dict,
-            timeout_s: float, driver: Callable[[JobSession], None] | None = None,
-            import_timeout_s: float | None = None) -> JobOutcome:
-    """Fork, import, send the inputs, let the probe run to the end (or ``driver`` drive it)."""
-    session = host.session(exercise=exercise, module=module, functions=functions, timeout_s=timeout_s,
-                           import_timeout_s=import_timeout_s)
+def run_job(session: JobSession, inputs: dict) -> JobOutcome:
+    """Fork, import, send the inputs, and let the probe run to the end."""
     try:
         if session.start() and session.send_inputs(inputs):
-            if driver is None:
-                session.run_to_end()
-            else:
-                driver(session)
+            session.run_to_end()
     finally:
         outcome = session.finish()
     return outcome

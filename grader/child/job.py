@@ -53,7 +53,7 @@ def _limit_memory(limits: dict, backend: str) -> None:
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:
-    from grader.probe import _safe_str, student_frame
+    from grader.child.probe import _safe_str, student_frame
 
     info = {"op": "import_error", "type": type(exc).__name__, "message": _safe_str(exc)}
     if isinstance(exc, SyntaxError):
@@ -96,12 +96,13 @@ def run(order: dict, sock: socket.socket) -> None:
     _limit_memory(order.get("limits", {}), env["backend"])
     channel.send({"op": "hello", "env": env})
 
+    from grader.child import guard
+    from grader.child.probe import ProbeContext, describe_callable, prepare
     from grader.primitives.compiles import COUNTER
-    from grader.probe import PROBES, ProbeContext, describe_callable, prepare
-    from grader.runner import guard
 
     prepare()
-    watch = guard.snapshot((order.get("probes", ""),))
+    code = importlib.import_module(order["code"])  # the exercise's module (already imported by the host)
+    watch = guard.snapshot(tuple(order.get("chapter_modules", ())))
 
     _dump_stack_on_request()
     module_dir = os.path.realpath(order["module_dir"])
@@ -125,9 +126,8 @@ def run(order: dict, sock: socket.socket) -> None:
     if not message or message.get("op") != "inputs":
         return
     ctx = ProbeContext(channel, module, message["inputs"], module_dir, os.getcwd())
-    probe = PROBES[order["chapter"]][order["exercise"]]
     try:
-        probe(ctx)
+        code.probe(ctx)
     except BaseException as exc:  # noqa: BLE001
         channel.send({
             "op": "probe_error",

@@ -18,9 +18,9 @@ import sys
 from types import FunctionType, ModuleType
 from typing import Any
 
-_MODULES = ("time", "builtins", "jax", "jax.numpy", "jax.monitoring", "numpy", "grader.probe", "grader.wire",
+_MODULES = ("time", "builtins", "jax", "jax.numpy", "jax.monitoring", "numpy", "grader.child.probe", "grader.wire",
             "grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.purity",
-            "grader.primitives.structure", "grader.runner.job", "grader.runner.guard")
+            "grader.primitives.structure", "grader.child.job", "grader.child.guard", "grader.checks")
 _NAMES = {
     "time": ("perf_counter", "perf_counter_ns", "monotonic", "sleep", "time"),
     "builtins": ("print", "__import__", "isinstance", "type", "getattr", "callable", "len", "float", "int"),
@@ -66,7 +66,7 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
         targets["COUNTER._windows"] = counter._windows
         targets["COUNTER.__dict__"] = counter.__dict__
         targets["COUNTER.listening"] = _listening(counter)
-    probe = sys.modules.get("grader.probe")
+    probe = sys.modules.get("grader.child.probe")
     if probe is not None:
         for name in ("perf_counter", "monotonic", "sleep"):
             targets[f"TRUSTED.{name}"] = getattr(probe.TRUSTED, name, None)

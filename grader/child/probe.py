@@ -1,9 +1,10 @@
 """The child side of a check: calling the student's code and recording what happened.
 
-A chapter's ``probes.py`` registers one probe per exercise. It runs in the child
-process, next to the untrusted code, and only *records*: return values (described
-as plain data), exceptions, compile counts, printed text, module globals. It never
-judges; verdicts are made in the grader's process from these records.
+Each exercise module of a chapter has a probe, ``probe(ctx)``. It runs in the child
+process, next to the untrusted code, and only *records* through a
+:class:`ProbeContext`: return values (described as plain data), exceptions, compile
+counts, printed text, module globals. It never judges; verdicts are made in the
+grader's process from these records.
 
 Every record is sent to the grader as soon as it is made, so a crash or a hang later
 in the exercise costs only what came after it.
@@ -17,7 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -25,20 +26,6 @@ from grader.wire import SAFE_DTYPES, Channel
 
 MAX_ELEMENTS = 1 << 22
 MAX_TEXT = 16 * 1024
-
-Probe = Callable[["ProbeContext"], None]
-PROBES: dict[str, dict[str, Probe]] = {}
-
-
-def probe(chapter: str, exercise: str) -> Callable[[Probe], Probe]:
-    """Register ``fn`` as the probe of one exercise."""
-
-    def register(fn: Probe) -> Probe:
-        PROBES.setdefault(chapter, {})[exercise] = fn
-        return fn
-
-    return register
-
 
 class _Untouchable:
     """Trusted callables captured before any student code is imported."""

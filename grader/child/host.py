@@ -1,14 +1,16 @@
 """The host: a child process that imports JAX once and forks one job per exercise.
 
 Started by the grader (inside the sandbox, when there is one) as
-``python -m grader.runner.host CONTROL_FD``. It imports JAX, NumPy, the allowed
-standard-library modules and the chapter's probes, but never the student's code and
-never JAX's backend (forking after the backend starts its threads is unsafe). Then
-it waits for orders on its control socket:
+``python -m grader.child.host CONTROL_FD CONFIG``. It imports JAX, NumPy, the allowed
+standard-library modules and the modules its config names (the chapter's exercise
+modules and their provided code), but never the student's code and never JAX's
+backend (forking after the backend starts its threads is unsafe). Then it waits for
+orders on its control socket:
 
 * ``fork``: with two file descriptors (the job's socket and its output file), fork a
   job: the job drops to its own uid when given one, applies its limits, redirects its
-  output, and runs :func:`grader.runner.job.run`;
+  output, and runs :func:`grader.child.job.run`;
+* ``dump``: have a job write its stack (it ran past its limit: where is it?);
 * ``kill``: kill a job's process group;
 * ``exit``: stop.
 
@@ -26,8 +28,12 @@ import sys
 import time
 
 
-def _preload(probes_module: str) -> dict:
-    """Import what every job needs, so that forking is cheap and jobs import nothing of ours."""
+def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
+    """Import what every job needs, so that forking is cheap and jobs import nothing of ours.
+
+    ``modules``: the chapter's modules (exercise modules, provided code), found in
+    ``chapter_folders`` when the chapter is not one of the grader's own.
+    """
     for name in ("math", "functools", "itertools", "collections", "statistics", "time", "typing",
                  "dataclasses", "numbers", "operator", "contextlib", "abc", "enum", "re", "copy",
                  "random", "warnings", "traceback", "tempfile", "json", "string", "textwrap", "inspect",
@@ -45,18 +51,16 @@ def _preload(probes_module: str) -> dict:
             importlib.import_module(name)
         except ImportError:
             pass
-    importlib.import_module(probes_module)
+    from grader import chapters
+
+    chapters.extend(chapter_folders)
     for name in ("grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.purity",
-                 "grader.primitives.structure", "grader.primitives.numeric", "grader.runner.guard",
-                 probes_module.rsplit(".", 1)[0] + ".provided"):
-        try:  # everything a probe may import later: the guard's snapshot must see it all
-            importlib.import_module(name)
-        except ModuleNotFoundError:
-            pass
+                 "grader.primitives.structure", "grader.primitives.numeric", "grader.child.guard", *modules):
+        importlib.import_module(name)  # everything a probe may use: the guard's snapshot must see it all
     from grader.primitives.compiles import COUNTER
 
     COUNTER.install()
-    from grader.runner import job  # noqa: F401
+    from grader.child import job  # noqa: F401
 
     return {
         "python": sys.version.split()[0],
@@ -125,7 +129,7 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         os.environ["TMPDIR"] = order["workdir"]
         # XLA writes every module it compiles here, from C++: the grader counts them itself
         os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(order['workdir'], XLA_DUMP)}"
-        from grader.runner import job
+        from grader.child import job
 
         job.run(order, socket.socket(fileno=job_fd))
         code = 0
@@ -171,7 +175,7 @@ def main(argv: list[str]) -> int:
     from grader.wire import Channel
 
     control = Channel(socket.socket(fileno=control_fd))
-    versions = _preload(config["probes"])
+    versions = _preload(config.get("modules", []), config.get("chapter_folders", []))
     control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
     jobs: dict[int, str] = {}
     while True:

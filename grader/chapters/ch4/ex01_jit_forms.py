@@ -1,0 +1,162 @@
+"""Exercise 1, the two ways to write ``@jit``: hidden inputs, probe and checks.
+
+``softmax_raw`` is plain, ``softmax`` its wrapped jit, ``log_softmax`` decorated; values
+must stay finite for |x| up to 1e4, a shape compiles once, and ``softmax_raw`` is pure.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, attempted, label, failed_kinds, put, returned, shape
+from grader.checks import NAMES, CheckContext, Fail, Keys, Observations, Pass, check
+from grader.i18n import T
+from grader.primitives import compiles, numeric, purity, structure
+
+KEYS = Keys(
+    same_shape="{name}/compiles/same_shape",
+    same_shape_call="{name}/compiles/same_shape/{i}",
+    new_shape="{name}/compiles/new_shape",
+    new_shape_call="{name}/compiles/new_shape/call",
+    value="{name}/values/{case}",
+    printed="softmax_raw/purity/printed",
+    first="softmax_raw/purity/first",
+    second="softmax_raw/purity/second",
+    input_unchanged="softmax_raw/purity/input_unchanged",
+    globals="softmax_raw/purity/globals",
+    tracers="softmax_raw/purity/tracers",
+)
+SAME_SHAPE_CALLS = 3
+
+
+# =========================================================================== hidden inputs
+def inputs(rng: np.random.Generator) -> dict:
+    # few distinct shapes: every new shape costs each eager operation a compile
+    one, two, three = shape(rng, 1, 3, 20), shape(rng, 2, 3, 12), shape(rng, 3, 2, 6)
+    return {
+        "cases": {
+            "1d": rng.normal(size=one).astype(F32),
+            "2d": rng.normal(scale=3.0, size=two).astype(F32),
+            "3d": rng.normal(size=three).astype(F32),
+            "large_2d": rng.uniform(-1e4, 1e4, size=two).astype(F32),
+            "large_1d": (rng.uniform(5e3, 1e4, size=one) * rng.choice([-1, 1])).astype(F32),
+        },
+        "same_shape": [rng.normal(size=two).astype(F32) for _ in range(SAME_SHAPE_CALLS)],
+        "new_shape": rng.normal(size=three).astype(F32),
+        "purity_x": rng.normal(size=two).astype(F32),
+    }
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    inp = ctx.inputs
+    for name in ("softmax", "log_softmax"):
+        same = put(inp["same_shape"])
+        other = put(inp["new_shape"])
+        with ctx.compiles(KEYS.same_shape(name=name)):
+            for i, x in enumerate(same):
+                ctx.call(KEYS.same_shape_call(name=name, i=i), name, x)
+        with ctx.compiles(KEYS.new_shape(name=name), fresh=False):
+            ctx.call(KEYS.new_shape_call(name=name), name, other)
+
+    cases = put(inp["cases"])
+    for name in ("softmax_raw", "softmax", "log_softmax"):
+        for case, x in cases.items():
+            ctx.call(KEYS.value(name=name, case=case), name, x)
+
+    # purity of the plain function, on a NumPy input it must not write into
+    original = inp["purity_x"]
+    x = original.copy()
+    before = purity.fingerprint_globals(ctx.module)
+    with ctx.capture(KEYS.printed()):
+        ctx.call(KEYS.first(), "softmax_raw", x)
+        ctx.call(KEYS.second(), "softmax_raw", x)
+    ctx.record(KEYS.input_unchanged(), bool(np.array_equal(x, original)))
+    ctx.record(KEYS.globals(), purity.diff_globals(before, purity.fingerprint_globals(ctx.module)))
+    ctx.record(KEYS.tracers(), purity.find_tracers(ctx.module))
+
+
+# =========================================================================== checks (grader)
+@check("softmax.values")
+def softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name=name, case=case), label(name, x, case)) for name in ("softmax_raw", "softmax")
+             for case, x in ctx.inputs["cases"].items()]
+    return numeric.compare_calls(s, r, cases, dtype="float32", diagnose=_softmax_mistake)
+
+
+def _softmax_mistake(failures: list[numeric.CaseFailure]) -> str | None:
+    """Overflow on large inputs (the check's own hint), or a wrong formula."""
+    return None if "non_finite" in failed_kinds(failures) else "formula"
+
+
+@check("log_softmax.values")
+def log_softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="log_softmax", case=case), label("log_softmax", x, case))
+             for case, x in ctx.inputs["cases"].items()]
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-5, diagnose=_softmax_mistake)
+
+
+def _structure(s: Observations, name: str, *, jitted: bool) -> dict:
+    attempted(s, KEYS.value(name=name, case="1d"))
+    return structure.expect_jitted(s.value(NAMES(name=name)), name=name, jitted=jitted)
+
+
+@check("softmax_raw.plain")
+def softmax_raw_plain(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _structure(s, "softmax_raw", jitted=False)
+
+
+@check("softmax.jitted")
+def softmax_jitted(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+    measured = _structure(s, "softmax", jitted=True)
+    wrapped = s.value(NAMES(name="softmax")).get("wrapped")
+    measured["wraps"] = wrapped
+    if wrapped != "softmax_raw":
+        return Pass(T("ch4.ex01.wraps_other", wrapped=wrapped or "?"), measured)
+    return Pass(T("check.passed"), measured)
+
+
+@check("log_softmax.jitted")
+def log_softmax_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _structure(s, "log_softmax", jitted=True)
+
+
+@check("compiles", depends=("softmax.jitted", "log_softmax.jitted"))
+def compiles_once_per_shape(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {}
+    for name in ("softmax", "log_softmax"):
+        returned(s, *(KEYS.same_shape_call(name=name, i=i) for i in range(SAME_SHAPE_CALLS)),
+                 KEYS.new_shape_call(name=name))
+        measured[f"{name}/same_shape"] = compiles.expect(
+            s.value(KEYS.same_shape(name=name)), what=T("ch4.ex01.three_calls", name=name), exactly=1)
+        measured[f"{name}/new_shape"] = compiles.expect(
+            s.value(KEYS.new_shape(name=name)), what=T("ch4.ex01.new_shape", name=name), exactly=1)
+    return measured
+
+
+@check("softmax_raw.pure")
+def softmax_raw_pure(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    what = "softmax_raw"
+    first = s.result(KEYS.first())
+    second = s.result(KEYS.second())
+    measured = {}
+    problems, mistakes = [], []
+    for mistake, judge in (
+        ("printed", lambda: purity.expect_silent(s.value(KEYS.printed()), what=what)),
+        ("globals", lambda: purity.expect_globals_unchanged(s.value(KEYS.globals()), what=what)),
+        ("tracers", lambda: purity.expect_no_tracers(s.value(KEYS.tracers()), what=what)),
+        ("not_same", lambda: purity.expect_same(first, second, what=what)),
+    ):
+        try:
+            measured.update(judge())
+        except Fail as failure:
+            problems.append(failure.message)
+            mistakes.append(mistake)
+            measured.update(failure.measured)
+    unchanged = s.value(KEYS.input_unchanged())
+    measured["input_unchanged"] = unchanged
+    if not unchanged:
+        problems.append(T("purity.input_mutated", what=what))
+        mistakes.append("mutated")
+    if problems:
+        raise Fail(problems, measured, hint=mistakes[0])
+    return measured

@@ -1,0 +1,189 @@
+"""Exercise 2, a Python ``if`` becomes ``jnp.where``: hidden inputs, probe and checks.
+
+Each function must trace on shapes alone (no Python branch on a traced value), give the
+right values on both branches (zero sums and zero norms included), and compile once for
+inputs that take different branches and for many ``max_norm`` values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned, shape
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check
+from grader.i18n import T
+from grader.primitives import compiles, numeric, structure
+
+KEYS = Keys(
+    trace="{name}/trace",
+    window="{name}/compiles",
+    window_call="{name}/compiles/{i}",
+    value="{name}/values/{case}",
+)
+FUNCTIONS = ("piecewise", "normalize_if_positive", "clip_by_norm")
+
+
+# =========================================================================== hidden inputs
+def _zero_sum(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Whole numbers that cancel exactly in any order of summation."""
+    half = rng.integers(1, 9, size=n).astype(F32)
+    values = np.concatenate([half, -half])
+    rng.shuffle(values)
+    return values
+
+
+def inputs(rng: np.random.Generator) -> dict:
+    n = int(rng.integers(4, 12))
+    same = (int(rng.integers(3, 7)), int(rng.integers(3, 7)))
+    clip_same = [rng.normal(size=same).astype(F32) * s for s in (0.05, 3.0, 0.5, 8.0, 1.0, 0.0)]
+    return {
+        "piecewise": {
+            "mixed": rng.normal(size=same).astype(F32),
+            "positive": rng.uniform(0.1, 4.0, size=shape(rng, 1, 3, 12)).astype(F32),
+            "negative": -rng.uniform(0.1, 4.0, size=shape(rng, 3, 2, 5)).astype(F32),
+            "scalar": np.asarray(rng.normal(), dtype=F32),
+        },
+        "normalize": {
+            "positive_sum": rng.uniform(-1.0, 3.0, size=2 * n).astype(F32) + 1.0,
+            "negative_sum": -rng.uniform(0.5, 2.0, size=shape(rng, 1, 3, 12)).astype(F32),
+            "zero_sum": _zero_sum(rng, n),
+            "all_zero": np.zeros(shape(rng, 2), F32),
+        },
+        "clip": {
+            "long": [rng.normal(size=same).astype(F32) * 4.0, float(rng.uniform(0.5, 2.0))],
+            "short": [rng.normal(size=shape(rng, 2)).astype(F32) * 0.05, float(rng.uniform(5.0, 10.0))],
+            "long_3d": [rng.normal(size=shape(rng, 3, 2, 5)).astype(F32) * 3.0, float(rng.uniform(0.5, 2.0))],
+            "zero": [np.zeros(shape(rng, 1, 3, 9), F32), float(rng.uniform(0.5, 2.0))],
+        },
+        "piecewise_same": [np.abs(rng.normal(size=same)).astype(F32), -np.abs(rng.normal(size=same)).astype(F32),
+                           rng.normal(size=same).astype(F32)],
+        "normalize_same": [np.abs(rng.normal(size=2 * n)).astype(F32) + 0.1,
+                           -np.abs(rng.normal(size=2 * n)).astype(F32), _zero_sum(rng, n)],
+        "clip_same": clip_same,
+        "clip_norms": [float(v) for v in rng.uniform(0.3, 6.0, size=len(clip_same))],
+    }
+
+
+def _calls(inp: dict) -> dict[str, list[tuple]]:
+    """Each function's argument lists, by the name of its case."""
+    return {
+        "piecewise": [(x,) for x in inp["piecewise"].values()],
+        "normalize_if_positive": [(x,) for x in inp["normalize"].values()],
+        "clip_by_norm": [(x, m) for x, m in inp["clip"].values()],
+    }
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    inp = ctx.inputs
+    # a Python branch on a traced value shows when tracing on shapes alone
+    for name, arg_list in _calls(inp).items():
+        fn = ctx.get(name)
+        if fn is None:
+            ctx.record(KEYS.trace(name=name), {"status": "missing"})
+            continue
+        record = {"status": "ok"}
+        ctx.announce(name)
+        for args in arg_list:
+            record = structure.trace_abstractly(fn, *args, student_dir=ctx.student_dir)
+            if record["status"] != "ok":
+                break
+        ctx.record(KEYS.trace(name=name), record)
+
+    same = {"piecewise": [(x,) for x in put(inp["piecewise_same"])],
+            "normalize_if_positive": [(x,) for x in put(inp["normalize_same"])],
+            "clip_by_norm": list(zip(put(inp["clip_same"]), inp["clip_norms"]))}
+    for name, arg_list in same.items():
+        with ctx.compiles(KEYS.window(name=name)):
+            for i, args in enumerate(arg_list):
+                ctx.call(KEYS.window_call(name=name, i=i), name, *args)
+
+    for case, x in put(inp["piecewise"]).items():
+        ctx.call(KEYS.value(name="piecewise", case=case), "piecewise", x)
+    for case, x in put(inp["normalize"]).items():
+        ctx.call(KEYS.value(name="normalize_if_positive", case=case), "normalize_if_positive", x)
+    for case, (x, m) in inp["clip"].items():
+        ctx.call(KEYS.value(name="clip_by_norm", case=case), "clip_by_norm", put(x), m)
+
+
+# =========================================================================== checks (grader)
+def _traceable(s: Observations, name: str) -> dict:
+    record = s.value(KEYS.trace(name=name))
+    if record.get("status") == "missing":
+        raise Fail(T("call.missing", name=name, file=s.module_file))
+    if record.get("status") == "not_attempted":
+        raise NotAttempted(name)
+    return structure.expect_traceable(record, name=name)
+
+
+def _values(s: Observations, r: Observations, ctx: CheckContext, name: str, group: str, diagnose=None) -> dict:
+    cases = []
+    for case, item in ctx.inputs[group].items():
+        x = item[0] if name == "clip_by_norm" else item
+        cases.append((KEYS.value(name=name, case=case), label(name, x, case)))
+    return numeric.compare_calls(s, r, cases, dtype="float32", diagnose=diagnose)
+
+
+def _divides_by_zero(*zero_cases: str):
+    """NaN or inf exactly on the inputs whose sum or norm is 0: the division was chosen there."""
+    def diagnose(failures: list[numeric.CaseFailure]) -> str | None:
+        return "divides_by_zero" if "non_finite" in failed_kinds(failures, cases=zero_cases) else None
+
+    return diagnose
+
+
+@check("piecewise.traceable")
+def piecewise_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _traceable(s, "piecewise")
+
+
+@check("piecewise.values", depends=("piecewise.traceable",))
+def piecewise_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _values(s, r, ctx, "piecewise", "piecewise")
+
+
+@check("normalize_if_positive.traceable")
+def normalize_if_positive_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _traceable(s, "normalize_if_positive")
+
+
+@check("normalize_if_positive.values", depends=("normalize_if_positive.traceable",))
+def normalize_if_positive_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _values(s, r, ctx, "normalize_if_positive", "normalize", _divides_by_zero("zero_sum", "all_zero"))
+
+
+@check("clip_by_norm.traceable")
+def clip_by_norm_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _traceable(s, "clip_by_norm")
+
+
+@check("clip_by_norm.values", depends=("clip_by_norm.traceable",))
+def clip_by_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _values(s, r, ctx, "clip_by_norm", "clip", _divides_by_zero("zero"))
+
+
+@check("jitted")
+def jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    any_attempted(s, {name: KEYS.window_call(name=name, i=0) for name in FUNCTIONS})
+    return all_jitted(s, list(FUNCTIONS))
+
+
+@check("compiles", depends=("jitted", "piecewise.traceable", "normalize_if_positive.traceable",
+                            "clip_by_norm.traceable"))
+def compiles_once(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    groups = (("piecewise", "piecewise_same", "ch4.ex02.branches"),
+              ("normalize_if_positive", "normalize_same", "ch4.ex02.branches"),
+              ("clip_by_norm", "clip_same", "ch4.ex02.norms"))
+    measured, problems, mistakes = {}, [], []
+    for name, group, what in groups:
+        n = len(ctx.inputs[group])
+        returned(s, *(KEYS.window_call(name=name, i=i) for i in range(n)))
+        try:
+            measured[name] = compiles.expect(s.value(KEYS.window(name=name)), what=T(what, name=name, n=n),
+                                             exactly=1)
+        except Fail as failure:
+            problems.append(failure.message)
+            mistakes.append("static_max_norm" if name == "clip_by_norm" else None)
+            measured[name] = failure.measured
+    if problems:
+        raise Fail(problems, measured, hint=mistakes[0])
+    return measured

@@ -1,0 +1,146 @@
+"""Exercise 3, static versus dynamic arguments: hidden inputs, probe and checks.
+
+Values of all four functions; then compile counts: five ``coeff`` values compile once,
+``n_steps`` 3, 5, 5, 3 twice, each distinct ``axis`` once, two modes with three alphas
+each twice (a continuous hyper-parameter stays dynamic).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, put, require_jitted, returned, shape
+from grader.checks import CheckContext, Fail, Keys, Observations, check
+from grader.i18n import T
+from grader.primitives import compiles, numeric
+
+KEYS = Keys(
+    window="{name}/compiles",
+    window_call="{name}/compiles/{i}",
+    value="{name}/values/{case}",
+    mode_value="activate/values/{mode}/{j}",
+)
+MODES = ("relu", "leaky_relu", "elu", "tanh")
+
+
+# =========================================================================== hidden inputs
+def inputs(rng: np.random.Generator) -> dict:
+    modes = [str(m) for m in rng.permutation(MODES)]
+    return {
+        "x": rng.normal(size=shape(rng, 1, 4, 16)).astype(F32),
+        "x3": rng.normal(size=shape(rng, 3, 2, 7)).astype(F32),
+        "coeffs": [float(c) for c in rng.uniform(-3.0, 3.0, size=5)],
+        "n_steps_compile": [3, 5, 5, 3],
+        "n_steps_values": [int(n) for n in rng.choice([0, 1, 2, 4, 6, 7], size=3, replace=False)],
+        "axes_compile": [0, 1, 2, 0, 1, -1],
+        "axes_values": [0, 1, 2, -1],
+        "modes": modes,
+        "modes_compile": modes[:2],
+        "alphas": [float(a) for a in rng.uniform(0.05, 1.5, size=3)],
+        "unknown_mode": str(rng.choice(["swish", "gelu", "sigmoid", "softplus"])),
+    }
+
+
+def _compile_calls(inp: dict, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
+    """The calls of each compile window: ``(args, kwargs)`` in order."""
+    return {
+        "poly": [((x, c), {}) for c in inp["coeffs"]],
+        "repeat_scale": [((x,), {"n_steps": n}) for n in inp["n_steps_compile"]],
+        "reduce_along": [((x3, axis), {}) for axis in inp["axes_compile"]],
+        "activate": [((x, mode, alpha), {}) for mode in inp["modes_compile"] for alpha in inp["alphas"]],
+    }
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    inp = ctx.inputs
+    x, x3 = put(inp["x"]), put(inp["x3"])
+    for name, calls in _compile_calls(inp, x, x3).items():
+        with ctx.compiles(KEYS.window(name=name)):
+            for i, (args, kwargs) in enumerate(calls):
+                ctx.call(KEYS.window_call(name=name, i=i), name, *args, **kwargs)
+
+    for i, c in enumerate(inp["coeffs"]):
+        ctx.call(KEYS.value(name="poly", case=i), "poly", x3, c)
+    for n in inp["n_steps_values"]:
+        ctx.call(KEYS.value(name="repeat_scale", case=n), "repeat_scale", x3, n_steps=n)
+    for axis in inp["axes_values"]:
+        ctx.call(KEYS.value(name="reduce_along", case=axis), "reduce_along", x3, axis)
+    for mode in inp["modes"]:
+        for j, alpha in enumerate(inp["alphas"]):
+            ctx.call(KEYS.mode_value(mode=mode, j=j), "activate", x3, mode, alpha)
+    ctx.call(KEYS.value(name="activate", case="unknown_mode"), "activate", x, inp["unknown_mode"], 0.5)
+
+
+# =========================================================================== checks (grader)
+@check("poly.values")
+def poly_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="poly", case=i), f"poly(x, coeff={c:.3g})") for i, c in enumerate(ctx.inputs["coeffs"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32")
+
+
+@check("repeat_scale.values")
+def repeat_scale_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="repeat_scale", case=n), f"repeat_scale(x, n_steps={n})")
+             for n in ctx.inputs["n_steps_values"]]
+    return numeric.compare_calls(s, r, cases, dtype="float32")
+
+
+@check("reduce_along.values")
+def reduce_along_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="reduce_along", case=a), f"reduce_along(x, {a})") for a in ctx.inputs["axes_values"]]
+    return numeric.compare_calls(s, r, cases, dtype="float32")
+
+
+@check("activate.values")
+def activate_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.mode_value(mode=m, j=j), f"activate(x, {m!r}, {a:.3g})")
+             for m in ctx.inputs["modes"] for j, a in enumerate(ctx.inputs["alphas"])]
+    measured = numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-6)
+    unknown = s.call(KEYS.value(name="activate", case="unknown_mode"))
+    mode = ctx.inputs["unknown_mode"]
+    if unknown["status"] != "raised" or unknown.get("type") != "ValueError":
+        got = unknown.get("type") if unknown["status"] == "raised" else T("ch4.ex03.returned")
+        raise Fail(T("ch4.ex03.unknown_mode", mode=mode, got=got), measured, hint="unknown_mode")
+    measured["unknown_mode"] = "ValueError"
+    return measured
+
+
+def _compiles(s: Observations, ctx: CheckContext, name: str, exactly: int, what: Any, *,
+              too_few: bool = False) -> dict:
+    """A compile count; ``too_few``: fewer compiles than expected has a hint of its own."""
+    n_calls = len(_compile_calls(ctx.inputs, None, None)[name])
+    returned(s, *(KEYS.window_call(name=name, i=i) for i in range(n_calls)))
+    require_jitted(s, name)
+    try:
+        return compiles.expect(s.value(KEYS.window(name=name)), what=what, exactly=exactly)
+    except Fail as failure:
+        if too_few and failure.measured.get("compiles", exactly) < exactly:
+            failure.hint = "too_few"  # fewer compiles than static values: the argument is not static
+        raise
+
+
+@check("poly.compiles", depends=("poly.values",))
+def poly_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _compiles(s, ctx, "poly", 1, T("ch4.ex03.poly", n=len(ctx.inputs["coeffs"])))
+
+
+@check("repeat_scale.compiles", depends=("repeat_scale.values",))
+def repeat_scale_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    steps = ctx.inputs["n_steps_compile"]
+    return _compiles(s, ctx, "repeat_scale", len(set(steps)), T("ch4.ex03.repeat_scale", values=", ".join(map(str, steps))),
+                     too_few=True)
+
+
+@check("reduce_along.compiles", depends=("reduce_along.values",))
+def reduce_along_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    axes = ctx.inputs["axes_compile"]
+    return _compiles(s, ctx, "reduce_along", len(set(axes)), T("ch4.ex03.reduce_along", values=", ".join(map(str, axes))))
+
+
+@check("activate.compiles", depends=("activate.values",))
+def activate_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    modes = ctx.inputs["modes_compile"]
+    return _compiles(s, ctx, "activate", len(set(modes)),
+                     T("ch4.ex03.activate", modes=", ".join(modes), n=len(ctx.inputs["alphas"])))

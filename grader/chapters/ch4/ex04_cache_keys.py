@@ -1,0 +1,123 @@
+"""Exercise 4, shape recompiles and buckets: hidden inputs, probe and checks.
+
+``bucket_length`` on 1..5000; ``masked_mean_sq`` on random lengths that hit every
+bucket in every input type, at most one compile per bucket over all its calls,
+whatever helper does the compiling.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.chapters.ch4.common import any_attempted
+from grader.checks import CheckContext, Fail, Keys, Observations, check
+from grader.i18n import T
+from grader.primitives import compiles, numeric
+
+KEYS = Keys(
+    buckets="bucket_length/values",
+    window="masked_mean_sq/compiles",
+    value="masked_mean_sq/values/{i}",
+)
+BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024)
+INPUT_KINDS = ("float32", "float64", "int32", "list")
+
+
+# =========================================================================== hidden inputs
+def inputs(rng: np.random.Generator) -> dict:
+    calls = []
+    for kind in INPUT_KINDS:
+        low = 1
+        lengths = []
+        for bucket in BUCKETS:
+            lengths.append(int(rng.integers(low, bucket + 1)))
+            low = bucket + 1
+        lengths += [int(n) for n in rng.integers(1, 1025, size=2)]
+        for n in lengths:
+            if kind == "int32":
+                data = rng.integers(-50, 51, size=n).astype(np.int32)
+            else:
+                data = rng.normal(scale=2.0, size=n).astype(np.float64 if kind == "float64" else np.float32)
+            calls.append({"kind": kind, "data": data})
+    order = rng.permutation(len(calls))
+    return {"bucket_max": 5000, "calls": [calls[i] for i in order]}
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    inp = ctx.inputs
+    # bucket_length on 1..N: plain Python, one record for the whole range
+    fn = ctx.get("bucket_length")
+    outcome = ctx.invoke(fn, "bucket_length", 1)
+    outcome.pop("_result", None)
+    if outcome["status"] == "ok":
+        values, bad = [], None
+        for n in range(1, int(inp["bucket_max"]) + 1):
+            got = ctx.invoke(fn, "bucket_length", n)
+            if got["status"] != "ok":
+                got.pop("_result", None)
+                bad = {"n": n, **got}
+                break
+            result = got["_result"]
+            values.append(result if type(result) is int else repr(result)[:40])
+        outcome = {"status": "ok", "function": "bucket_length", "value": {"t": "list", "values": values},
+                   "failed_at": bad}
+    ctx.record(KEYS.buckets(), outcome)
+
+    calls = [item["data"].tolist() if item["kind"] == "list" else item["data"] for item in inp["calls"]]
+    with ctx.compiles(KEYS.window()):
+        for i, data in enumerate(calls):
+            ctx.call(KEYS.value(i=i), "masked_mean_sq", data)
+
+
+# =========================================================================== checks (grader)
+def expected_bucket(n: int) -> int:
+    length = 8
+    while length < n:
+        length *= 2
+    return length
+
+
+@check("bucket_length.values")
+def bucket_length_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    record = s.result(KEYS.buckets())
+    failed_at = s.call(KEYS.buckets()).get("failed_at")
+    if failed_at:
+        from grader.checks import raised_text
+
+        raise Fail(T("ch4.ex04.bucket_raised", n=failed_at["n"], error=raised_text(failed_at))
+                   if failed_at.get("status") == "raised" else T("check.not_attempted", function="bucket_length"))
+    values = record.get("values", [])
+    n_max = int(ctx.inputs["bucket_max"])
+    wrong = [(n, got) for n, got in zip(range(1, n_max + 1), values) if got != expected_bucket(n)]
+    if wrong or len(values) != n_max:
+        n, got = wrong[0] if wrong else (len(values) + 1, None)
+        raise Fail(T("ch4.ex04.bucket_wrong", n=n, got=got, expected=expected_bucket(n), bad=len(wrong),
+                     total=n_max), {"wrong": len(wrong), "first_wrong": n})
+    return {"checked": n_max}
+
+
+@check("masked_mean_sq.values")
+def masked_mean_sq_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(i=i), f"masked_mean_sq({c['kind']}[{len(c['data'])}])")
+             for i, c in enumerate(ctx.inputs["calls"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array", rtol=1e-5, atol=1e-6)
+
+
+@check("masked_mean_sq.compiles", depends=("bucket_length.values",))
+def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    calls = ctx.inputs["calls"]
+    any_attempted(s, {"masked_mean_sq": KEYS.value(i=0)})
+    raised = [i for i in range(len(calls)) if s.call(KEYS.value(i=i))["status"] == "raised"]
+    if raised:
+        raise Fail(T("ch4.ex04.calls_raised", n=len(raised), total=len(calls)), {"raised": len(raised)})
+    kinds = sorted({c["kind"] for c in calls})
+    observed = s.value(KEYS.window())
+    try:
+        measured = compiles.expect(observed, what=T("ch4.ex04.calls", n=len(calls), kinds=", ".join(kinds)),
+                                   at_most=len(BUCKETS))
+    except Fail as failure:
+        if len(observed.get("names", {})) == 1:  # only the jitted core compiled, once per length or dtype
+            failure.hint = "core_recompiles"
+        raise
+    measured["calls"] = len(calls)
+    return measured

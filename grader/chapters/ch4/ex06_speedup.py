@@ -1,0 +1,288 @@
+"""Exercise 6, speed-up in practice: hidden inputs, probe, timing driver and checks.
+
+``fast_heavy`` (the jitted provided ``heavy``) and a vectorised, jitted ``layer_norm``
+must match the eager versions, keep ``eps`` dynamic, and be faster than the grader's
+own copy of the provided eager code by a fraction of the reference's gain, measured in
+the same run, the two processes timed in turn (:func:`drive`).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, attempted, put, returned
+from grader.checks import NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Observations, Pass, check
+from grader.i18n import T
+from grader.primitives import compiles, numeric, structure, timing
+
+KEYS = Keys(
+    value="{name}/values/{i}",
+    eager_heavy="heavy/eager/{i}",
+    student_heavy="heavy/student",
+    window="layer_norm/compiles",
+    window_call="layer_norm/compiles/{i}",
+    program="{name}/program",
+)
+#: candidate sizes for the speed-up checks; the grader times the one where the
+#: reference's gain is clearest on the grading device (small, dispatch-bound ones on a CPU)
+HEAVY_SIZES = {"8x32x64": (8, 32, 64), "32x64x128": (32, 64, 128), "128x256x256": (128, 256, 256)}
+LN_SIZES = {"16x64": (16, 64)}  # the row loop's cost makes the gain clear at any size
+ROUNDS, REPS = 12, 2
+
+
+# =========================================================================== hidden inputs
+def _heavy_args(rng: np.random.Generator, n: int, d: int, h: int) -> list[np.ndarray]:
+    return [rng.normal(size=(n, d)).astype(F32), (rng.normal(size=(d, h)) * 0.05).astype(F32),
+            rng.normal(scale=0.1, size=(h,)).astype(F32)]
+
+
+def _ln_args(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray]:
+    return [rng.normal(loc=0.5, scale=2.0, size=(n, d)).astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32),
+            rng.normal(scale=0.1, size=d).astype(F32)]
+
+
+def inputs(rng: np.random.Generator) -> dict:
+    return {
+        "heavy_values": [_heavy_args(rng, *size) for size in ((4, 16, 32), (33, 64, 17))],
+        "ln_values": [{"args": _ln_args(rng, 5, 48), "eps": 1e-5}, {"args": _ln_args(rng, 12, 7), "eps": 1e-3}],
+        "ln_compile": _ln_args(rng, 6, 24),
+        "ln_eps": [1e-5, float(rng.uniform(1e-4, 1e-2))],
+        "heavy_sizes": {k: _heavy_args(rng, *v) for k, v in HEAVY_SIZES.items()},
+        "ln_sizes": {k: _ln_args(rng, *v) for k, v in LN_SIZES.items()},
+    }
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    import jax
+
+    from grader.chapters.ch4 import provided
+
+    inp = ctx.inputs
+    for i, case in enumerate(inp["heavy_values"]):
+        x, w, b = put(case)
+        ctx.call(KEYS.value(name="fast_heavy", i=i), "fast_heavy", x, w, b)
+        ctx.record(KEYS.eager_heavy(i=i), np.asarray(provided.heavy(x, w, b)))  # used from the reference's run
+    ctx.call(KEYS.student_heavy(), "heavy", *put(inp["heavy_values"][0]))  # the module's own copy, unchanged?
+    for i, case in enumerate(inp["ln_values"]):
+        x, g, b = put(case["args"])
+        ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", x, g, b, eps=case["eps"])
+    x, g, b = put(inp["ln_compile"])
+    with ctx.compiles(KEYS.window()):
+        for i, eps in enumerate(inp["ln_eps"]):
+            ctx.call(KEYS.window_call(i=i), "layer_norm", x, g, b, eps=eps)
+    # what the jitted programs hold (host callbacks, say), for the feedback of a slow one
+    for name, args in (("fast_heavy", inp["heavy_values"][0]), ("layer_norm", inp["ln_values"][0]["args"])):
+        fn = ctx.get(name)
+        if fn is not None:
+            ctx.announce(name)
+            ctx.record(KEYS.program(name=name), structure.program_size(fn, *put(args)))
+
+    # timing: the grader's own eager code against the student's function, on each candidate size
+    cases = {}
+    for name, baseline, group in (("fast_heavy", provided.heavy, "heavy_sizes"),
+                                  ("layer_norm", provided.layer_norm_loop, "ln_sizes")):
+        candidate = ctx.get(name)
+        if candidate is None:
+            continue
+        for size, arrays in inp[group].items():
+            placed = tuple(put(arrays))
+            try:
+                jax.block_until_ready(candidate(*placed))  # compile before any timing
+                jax.block_until_ready(candidate(*placed))
+                jax.block_until_ready(baseline(*placed))
+            except BaseException:  # noqa: BLE001 - not attempted, or broken: no timing for it
+                continue
+            cases[f"{name}/{size}"] = (baseline, candidate, placed)
+    timing.serve_timing(ctx, cases)
+
+
+# =========================================================================== timing driver (grader)
+def drive(sides, inputs: dict, budget: float):
+    """Run the student's and the reference's jobs side by side and time them in turn.
+
+    Both probes record their values, then serve timing requests. For each function the
+    grader first times every candidate size on the reference, keeps the one where the
+    reference's gain is clearest on this device, sizes the batches from it, then
+    alternates rounds between the two processes. The results are computed here, in the
+    grader, and stored under ``grader/timing``. ``sides`` gives new jobs of this
+    exercise on either side (:class:`grader.grading.Sides`), nothing more.
+    """
+    deadline = time.monotonic() + budget
+    student = sides.student(timeout_s=budget)
+    reference = sides.reference(timeout_s=max(budget, sides.exercise.timeout_s))
+    results: dict = {}
+    phases: dict[str, float] = {}
+    t0 = time.monotonic()
+    ready: dict = {}
+    try:
+        started = {name: session.start() and session.send_inputs(inputs)  # both prepare at once
+                   for name, session in (("student", student), ("reference", reference))}
+        for name, session in (("student", student), ("reference", reference)):
+            if name == "reference" and not (ready["student"] or student.outcome.attempted()):
+                ready[name] = None  # nothing to time or to compare: stop the reference now
+                break
+            got = _await_record(session, timing.READY, deadline) if started[name] else None
+            ready[name] = set(got["cases"]) if got else None
+            phases[f"{name}_ready_s"] = round(time.monotonic() - t0, 3)
+        if ready["reference"] is None and ready["student"]:
+            results["error"] = "the reference could not be timed"
+        elif ready["student"] is not None:
+            for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
+                cases = [f"{name}/{size}" for size in sizes if f"{name}/{size}" in ready["student"]
+                         and f"{name}/{size}" in ready["reference"]]
+                if cases:
+                    results[name] = _time_function(student, reference, cases, deadline)
+                    phases[f"{name}_timed_s"] = round(time.monotonic() - t0, 3)
+        for name, session in (("student", student), ("reference", reference)):
+            if ready.get(name) is None:
+                session.abandon()  # not needed, or broken: killed at once
+            elif session.send({"op": "stop"}):
+                session.run_to_end()
+    finally:
+        student_out, reference_out = student.finish(), reference.finish()
+    phases["finished_s"] = round(time.monotonic() - t0, 3)
+    results["phases"] = phases
+    student_out.observations[TIMING] = results
+    return student_out, (reference_out if ready.get("reference") is not None else None)
+
+
+def _await_record(session, key: str, deadline: float):
+    while key not in session.outcome.observations:
+        if session.expect({"obs"}, deadline=deadline) is None:
+            return None
+    return session.outcome.observations[key]
+
+
+def _time_function(student, reference, cases: list[str], deadline: float) -> dict:
+    calibration = {}
+    for case in cases:  # the reference alone, a few reps per candidate size
+        probe_run = timing.request_times(reference, case, reps=3, batches=(1, 1), deadline=deadline)
+        if "error" in probe_run:
+            continue
+        batches = timing.batch_sizes(probe_run)
+        measured = timing.request_times(reference, case, reps=5, batches=batches, deadline=deadline)
+        if "error" in measured:
+            continue
+        stats = timing.speedup_stats(measured)
+        calibration[case] = {"speedup": stats["speedup"], "q25": stats["q25"], "batches": list(batches)}
+    if not calibration:
+        return {"case": cases[0], "student": {"speedup": None}, "reference": {"speedup": None,
+                                                                               "error": "calibration failed"}}
+    case = max(calibration, key=lambda c: calibration[c]["q25"])
+    batches = tuple(calibration[case]["batches"])
+    s_samples, r_samples = timing.alternate(student, reference, case, rounds=ROUNDS, reps=REPS, batches=batches,
+                                            deadline=deadline)
+    out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches),
+           "rounds": ROUNDS, "reps_per_round": REPS}
+    for side, samples in (("student", s_samples), ("reference", r_samples)):
+        stats = timing.speedup_stats(samples)
+        if "error" in samples:
+            stats["error"] = samples["error"]
+            if samples.get("implausible"):
+                stats["implausible"] = True
+        out[side] = stats
+    return out
+
+
+# =========================================================================== checks (grader)
+@check("fast_heavy.jitted")
+def fast_heavy_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    attempted(s, KEYS.value(name="fast_heavy", i=0))
+    return structure.expect_jitted(s.value(NAMES(name="fast_heavy")), name="fast_heavy")
+
+
+@check("fast_heavy.values")
+def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    """Against the eager heavy, run by the grader's copy in the reference's process."""
+    cases = [(KEYS.value(name="fast_heavy", i=i), f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)")
+             for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"])]
+
+    def provided_changed(failures: list[numeric.CaseFailure]) -> str | None:
+        """The student's own ``heavy`` no longer computes what the provided code does."""
+        try:
+            mine = numeric.as_array(s.result(KEYS.student_heavy()), what="heavy")
+            return None if np.allclose(mine, r.value(KEYS.eager_heavy(i=0)), rtol=2e-5, atol=1e-6) \
+                else "provided_changed"
+        except Exception:  # noqa: BLE001 - no heavy of the student's to compare: not this mistake
+            return None
+
+    return numeric.compare_calls(s, r, cases, expected=lambda key: r.value(KEYS.eager_heavy(i=key.rsplit("/", 1)[1])),
+                                 dtype="float32", rtol=2e-5, atol=1e-6, diagnose=provided_changed)
+
+
+def layer_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """The float64 reference layer norm (biased variance), computed by the grader itself."""
+    x = x.astype(np.float64)
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma.astype(np.float64) + beta.astype(np.float64)
+
+
+@check("layer_norm.jitted")
+def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    attempted(s, KEYS.value(name="layer_norm", i=0))
+    return structure.expect_jitted(s.value(NAMES(name="layer_norm")), name="layer_norm")
+
+
+@check("layer_norm.values")
+def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    """Against a float64 layer norm computed here, in the grader."""
+    cases = ctx.inputs["ln_values"]
+    labels = [(KEYS.value(name="layer_norm", i=i), f"layer_norm(x: f32[{c['args'][0].shape[0]},"
+                                                   f"{c['args'][0].shape[1]}], gamma, beta, eps={c['eps']:g})")
+              for i, c in enumerate(cases)]
+
+    def expected(key: str) -> np.ndarray:
+        case = cases[int(key.rsplit("/", 1)[1])]
+        return layer_norm64(*case["args"], case["eps"])
+
+    measured = numeric.compare_calls(s, r, labels, expected=expected, dtype="float32", rtol=1e-5, atol=1e-5)
+    return {**measured, "reference": "float64"}
+
+
+@check("layer_norm.compiles", depends=("layer_norm.jitted",))
+def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    eps = ctx.inputs["ln_eps"]
+    returned(s, *(KEYS.window_call(i=i) for i in range(len(eps))))
+    return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex06.eps", values=", ".join(f"{e:g}" for e in eps)),
+                           exactly=1)
+
+
+def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
+    results = s.value(TIMING)
+    result = results.get(name)
+    if result is None:
+        raise Fail(T("speedup.no_measure", what=name, error=results.get("error", "?")))
+    if "error" in result.get("reference", {}) and result["reference"].get("speedup") is None:
+        raise GraderError(f"the reference could not be timed: {result['reference']['error']}")
+    what = f"{name} [{result['case']}]"
+    try:
+        measured = timing.expect_speedup(result["student"], result["reference"],
+                                         fraction=ctx.exercise.speedup_fraction, what=what)
+    except Fail as failure:
+        program = s.value(KEYS.program(name=name)) if s.has(KEYS.program(name=name)) else {}
+        callbacks = sorted(p for p in program.get("primitives", {}) if "callback" in p)
+        if callbacks:
+            failure.measured["callbacks"] = callbacks
+            failure.hint = "callback"
+        raise
+    measured["case"] = result["case"]
+    measured["calibration"] = result.get("calibration")
+    measured["phases_s"] = results.get("phases")
+    measured["method"] = {"rounds": result.get("rounds"), "reps_per_round": result.get("reps_per_round"),
+                          "batches": result.get("batches"), "cpu_dispatch": "synchronous, one CPU"
+                          if ctx.exercise.sync_cpu_dispatch else "default"}
+    return Pass(T("speedup.passed", student=result["student"]["speedup"], reference=result["reference"]["speedup"],
+                  bar=measured["bar"]), measured)
+
+
+@check("fast_heavy.speedup", depends=("fast_heavy.jitted", "fast_heavy.values"))
+def fast_heavy_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+    return _speedup(s, ctx, "fast_heavy")
+
+
+@check("layer_norm.speedup", depends=("layer_norm.jitted", "layer_norm.values"))
+def layer_norm_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+    return _speedup(s, ctx, "layer_norm")

@@ -1,0 +1,215 @@
+"""Exercise 7, common mistakes fixed: hidden inputs, probe and checks.
+
+State threaded through arguments (no global counter), ``jax.debug.print`` on every
+call, no ``.item()``, and loops that stay loops (``fori_loop``, ``scan``): the traced
+program must not grow with the loop count or the sequence length.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint
+from grader.i18n import T
+from grader.primitives import compiles, numeric, purity, structure
+
+KEYS = Keys(
+    count_call="normalize_and_count/call/{i}",
+    count_globals="normalize_and_count/globals",
+    value="{name}/values/{case}",
+    printed="debug_norm/printed/{i}",
+    window="power_iteration/compiles",
+    size="{name}/size/{length}",
+)
+
+
+# =========================================================================== hidden inputs
+def inputs(rng: np.random.Generator) -> dict:
+    d = int(rng.integers(4, 9))
+    a = rng.normal(size=(d, d)).astype(F32)
+    a = (a @ a.T / d + np.eye(d, dtype=F32)).astype(F32)  # symmetric positive definite: a clear top eigenvector
+    return {
+        "count_xs": [rng.normal(size=int(rng.integers(3, 9))).astype(F32) for _ in range(3)],
+        "norm_xs": [rng.normal(size=(3, 5)).astype(F32) * s for s in (1.0, 2.5, 0.4)],
+        "abs_xs": {"1d": rng.normal(size=11).astype(F32), "2d": rng.normal(size=(4, 6)).astype(F32) * 3},
+        "power": [a, rng.normal(size=d).astype(F32)],
+        "n_steps": [10, 100, 1000],
+        "ema": [[rng.normal(size=(int(rng.integers(5, 12)), 3)).astype(F32), float(rng.uniform(0.1, 0.9))],
+                [rng.normal(size=(7,)).astype(F32), float(rng.uniform(0.1, 0.9))]],
+        "ema_sizes": {"8": rng.normal(size=(8, 3)).astype(F32), "64": rng.normal(size=(64, 3)).astype(F32)},
+    }
+
+
+# =========================================================================== probe (child)
+def probe(ctx) -> None:
+    from grader.child.probe import FAILED
+
+    inp = ctx.inputs
+    before = purity.fingerprint_globals(ctx.module)
+    count = 0
+    for i, x in enumerate(put(inp["count_xs"])):
+        out = ctx.call(KEYS.count_call(i=i), "normalize_and_count", x, count)
+        if out is FAILED or not isinstance(out, (tuple, list)) or len(out) != 2:
+            break
+        count = out[1]
+    ctx.record(KEYS.count_globals(), purity.diff_globals(before, purity.fingerprint_globals(ctx.module)))
+
+    for i, x in enumerate(put(inp["norm_xs"])):
+        with ctx.capture(KEYS.printed(i=i)):
+            ctx.call(KEYS.value(name="debug_norm", case=i), "debug_norm", x)
+
+    for case, x in put(inp["abs_xs"]).items():
+        ctx.call(KEYS.value(name="mean_abs", case=case), "mean_abs", x)
+
+    a, v0 = put(inp["power"])
+    with ctx.compiles(KEYS.window()):
+        for n in inp["n_steps"]:
+            ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
+    fn = ctx.get("power_iteration")
+    if fn is not None:
+        for n in (inp["n_steps"][0], inp["n_steps"][-1]):
+            # n_steps closed over as a Python int, so a static and a dynamic n_steps trace alike
+            traced = lambda a_, v_, fn=fn, n=n: fn(a_, v_, n)  # noqa: E731
+            ctx.announce("power_iteration")
+            ctx.record(KEYS.size(name="power_iteration", length=n),
+                       structure.program_size(traced, a, v0, student_dir=ctx.student_dir))
+
+    for i, (xs, alpha) in enumerate(inp["ema"]):
+        ctx.call(KEYS.value(name="ema", case=i), "ema", put(xs), alpha)
+    fn = ctx.get("ema")
+    if fn is not None:
+        ctx.announce("ema")
+        for length, xs in inp["ema_sizes"].items():
+            ctx.record(KEYS.size(name="ema", length=length),
+                       structure.program_size(fn, put(xs), 0.3, student_dir=ctx.student_dir))
+
+
+# =========================================================================== checks (grader)
+@check("jitted")
+def jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    firsts = {"normalize_and_count": KEYS.count_call(i=0), "debug_norm": KEYS.value(name="debug_norm", case=0),
+              "mean_abs": KEYS.value(name="mean_abs", case="1d"),
+              "power_iteration": KEYS.value(name="power_iteration", case=10), "ema": KEYS.value(name="ema", case=0)}
+    return all_jitted(s, any_attempted(s, firsts, missing_counts=False))
+
+
+@check("normalize_and_count.values")
+def normalize_and_count_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures = []
+    for i, x in enumerate(ctx.inputs["count_xs"]):
+        got = s.result(KEYS.count_call(i=i))
+        want = r.result(KEYS.count_call(i=i))
+        if got.get("t") not in ("tuple", "list") or got.get("length") != 2:
+            raise Fail(T("ch4.ex07.not_pair", got=got.get("type") or got.get("t")))
+        try:
+            numeric.compare(got["items"][0], numeric.as_array(want["items"][0], what="ref"),
+                            what=f"normalize_and_count(x{i}, count)[0]", dtype="float32")
+        except Fail as failure:
+            failures.append(failure.message)
+        count = numeric.as_array(got["items"][1], what="count", accept_scalars=True)
+        if count.shape != () or float(count) != i + 1:
+            failures.append(T("ch4.ex07.count", call=i + 1, got=str(count.tolist()), expected=i + 1))
+    if failures:
+        raise Fail(failures)
+    return {"calls": len(ctx.inputs["count_xs"])}
+
+
+@check("normalize_and_count.globals")
+def normalize_and_count_globals(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    s.call(KEYS.count_call(i=0))
+    return purity.expect_globals_unchanged(s.value(KEYS.count_globals()), what="normalize_and_count")
+
+
+@check("debug_norm.values")
+def debug_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="debug_norm", case=i), label("debug_norm", x)) for i, x in enumerate(ctx.inputs["norm_xs"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32")
+
+
+def _printed_norms(text: str) -> list[float | None]:
+    values: list[float | None] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = re.fullmatch(r"\s*norm\s*=\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*", line)
+        values.append(float(match.group(1)) if match else None)
+    return values
+
+
+@check("debug_norm.prints")
+def debug_norm_prints(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {"lines": []}
+    for i, x in enumerate(ctx.inputs["norm_xs"]):
+        s.call(KEYS.value(name="debug_norm", case=i))
+        text = s.value(KEYS.printed(i=i)).get("text", "")
+        values = _printed_norms(text)
+        measured["lines"].append(text.strip()[:80])
+        expected = float(np.linalg.norm(x.astype(np.float64)))
+        if len(values) != 1 or values[0] is None:
+            first = text.strip().splitlines()[0][:80] if text.strip() else ""
+            raise Fail(T("ch4.ex07.prints", call=i + 1, lines=len(values), first=first), measured)
+        if not np.isclose(values[0], expected, rtol=1e-4, atol=1e-6):
+            raise Fail(T("ch4.ex07.printed_value", call=i + 1, got=values[0], expected=expected), measured)
+    return measured
+
+
+@check("mean_abs.values")
+def mean_abs_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="mean_abs", case=k), label("mean_abs", x)) for k, x in ctx.inputs["abs_xs"].items()]
+    return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array")
+
+
+@check("power_iteration.values")
+def power_iteration_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="power_iteration", case=n), f"power_iteration(A, v0, {n})") for n in ctx.inputs["n_steps"]]
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5,
+                                 diagnose=lambda failures: "overflow" if "non_finite" in failed_kinds(failures)
+                                 else None)
+
+
+def _program_sizes(s: Observations, r: Observations, name: str, small, large, what: str) -> dict:
+    got_small = s.value(KEYS.size(name=name, length=small))
+    got_large = s.value(KEYS.size(name=name, length=large))
+    for record in (got_small, got_large):
+        if record.get("status") == "not_attempted":
+            raise NotAttempted(name)
+        if record.get("status") != "ok":
+            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?"),
+                         message=record.get("message", ""), where=record.get("where") or "?"),
+                       hint=exception_hint(record) if record.get("status") == "raised" else None)
+    ref = r.value(KEYS.size(name=name, length=large))["equations"]
+    measured = {f"equations@{small}": got_small["equations"], f"equations@{large}": got_large["equations"],
+                "reference": ref}
+    limit = 3 * ref + 10
+    if got_large["equations"] > got_small["equations"] or got_large["equations"] > limit:
+        raise Fail(T("ch4.ex07.grows", what=what, small=small, large=large, n_small=got_small["equations"],
+                     n_large=got_large["equations"], reference=ref), measured)
+    return measured
+
+
+@check("power_iteration.program_size")
+def power_iteration_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    steps = ctx.inputs["n_steps"]
+    return _program_sizes(s, r, "power_iteration", steps[0], steps[-1], "power_iteration, n_steps")
+
+
+@check("power_iteration.compiles", depends=("power_iteration.program_size",))
+def power_iteration_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    steps = ctx.inputs["n_steps"]
+    returned(s, *(KEYS.value(name="power_iteration", case=n) for n in steps))
+    return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex07.n_steps", values=", ".join(map(str, steps))),
+                           exactly=1)
+
+
+@check("ema.values")
+def ema_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    cases = [(KEYS.value(name="ema", case=i), f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a:.3g})")
+             for i, (xs, a) in enumerate(ctx.inputs["ema"])]
+    return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-6)
+
+
+@check("ema.program_size")
+def ema_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    return _program_sizes(s, r, "ema", "8", "64", "ema, sequence length")

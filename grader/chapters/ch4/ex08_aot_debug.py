@@ -1,0 +1,244 @@
+"""Exercise 8, ahead-of-time compilation and inspection: hidden inputs, probe and checks.
+
+``precompile`` must return an executable compiled now, which later runs new values of
+the same shapes without compiling; ``count_primitives`` counts every equation at every
+nesting level of hidden functions (nested jit, loops, conditionals); ``flops_of`` reads
+the compiler's estimate.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.chapters.ch4.common import F32, put
+from grader.checks import CheckContext, Fail, Keys, Observations, check, raised_text
+from grader.i18n import T
+from grader.primitives import compiles, numeric
+
+KEYS = Keys(
+    compiled="precompile/{label}",
+    window="precompile/{label}/compiles",
+    call="precompile/{label}/calls/{i}",
+    counts="count_primitives/{i}",
+    flops="flops_of/{i}",
+)
+
+
+# =========================================================================== hidden inputs
+HIDDEN_KINDS = ("nested_jit", "fori_cond", "scan_jit", "while", "dynamic_fori_cond_jit")
+HIDDEN_OPS = ("sin", "cos", "tanh", "exp", "abs", "relu", "square", "log1p")
+
+
+def inputs(rng: np.random.Generator) -> dict:
+    def pair(m: int, k: int, n: int) -> list[np.ndarray]:
+        return [rng.normal(size=(m, k)).astype(F32), rng.normal(size=(k, n)).astype(F32)]
+
+    m, k, n = (int(v) for v in rng.integers(3, 9, size=3))
+    kinds = list(HIDDEN_KINDS)
+    specs, args = [], []
+    for kind in kinds:
+        spec = {"kind": kind, "ops": [str(o) for o in rng.choice(HIDDEN_OPS, size=2, replace=False)],
+                "scale": float(rng.uniform(0.1, 0.9)), "n": int(rng.integers(2, 6))}
+        specs.append(spec)
+        if kind == "scan_jit":
+            args.append([rng.normal(size=(int(rng.integers(3, 7)), 4)).astype(F32)])
+        elif kind == "dynamic_fori_cond_jit":
+            args.append([rng.normal(size=5).astype(F32), np.asarray(int(rng.integers(2, 6)), np.int32)])
+        else:
+            args.append([rng.normal(size=int(rng.integers(3, 8))).astype(F32)])
+    a, b, c = (int(v) for v in rng.integers(16, 96, size=3))
+    return {
+        "aot": {
+            "plain": {"example": pair(m, k, n), "new": [pair(m, k, n), pair(m, k, n)]},
+            "jitted": {"example": [rng.normal(size=k).astype(F32), rng.normal(size=k).astype(F32)],
+                       "new": [[rng.normal(size=k).astype(F32), rng.normal(size=k).astype(F32)]]},
+        },
+        "hidden": specs,
+        "hidden_args": args,
+        "flops": [{"kind": "mlp"}, {"kind": "elementwise"}],
+        "flops_args": [[rng.normal(size=(a, b)).astype(F32), rng.normal(size=(b, c)).astype(F32),
+                        rng.normal(size=(c, a)).astype(F32)],
+                       [rng.normal(size=(b, c)).astype(F32), rng.normal(size=(b, c)).astype(F32)]],
+    }
+
+
+# =========================================================================== probe (child)
+def hidden_functions(specs: list[dict]) -> list:
+    """Functions built from the hidden specs: nested jit, loops and conditionals."""
+    import jax
+    import jax.numpy as jnp
+
+    ops = {"sin": jnp.sin, "cos": jnp.cos, "tanh": jnp.tanh, "exp": jnp.exp, "abs": jnp.abs,
+           "relu": jax.nn.relu, "square": jnp.square, "log1p": lambda v: jnp.log1p(jnp.abs(v))}
+    built = []
+    for spec in specs:
+        op1, op2 = ops[spec["ops"][0]], ops[spec["ops"][1]]
+        scale, n = spec["scale"], spec["n"]
+        kind = spec["kind"]
+        if kind == "nested_jit":
+            inner = jax.jit(lambda v, op1=op1, op2=op2, scale=scale: op1(v) * scale + op2(v))
+            middle = jax.jit(lambda v, inner=inner: inner(v) + inner(v * 2.0))
+
+            def fn(v, middle=middle):
+                return jnp.sum(middle(v) ** 2)
+        elif kind == "fori_cond":
+            def fn(v, op1=op1, n=n, scale=scale):
+                def body(i, u):
+                    return jax.lax.cond(jnp.sum(u) > 0, lambda w: op1(w) * scale, lambda w: w * 0.5, u)
+
+                return jax.lax.fori_loop(0, n, body, v)
+        elif kind == "scan_jit":
+            step = jax.jit(lambda c, row, op1=op1, scale=scale: (c + op1(row) * scale, c * row))
+
+            def fn(v, step=step):
+                return jax.lax.scan(step, jnp.zeros(v.shape[1:], v.dtype), v)
+        elif kind == "while":
+            def fn(v, op1=op1, scale=scale):
+                return jax.lax.while_loop(lambda u: jnp.max(jnp.abs(u)) < 100.0,
+                                          lambda u: u * (1.5 + scale) + op1(u) * 0.1 + 0.1, v)
+        else:  # "dynamic_fori_cond_jit"
+            h = jax.jit(op1)
+
+            def fn(v, steps, h=h, op2=op2):
+                return jax.lax.fori_loop(0, steps, lambda i, u: jax.lax.cond(i % 2 == 0, h, op2, u), v)
+        built.append(fn)
+    return built
+
+
+def flop_functions(specs: list[dict]) -> list:
+    import jax.numpy as jnp
+
+    out = []
+    for spec in specs:
+        if spec["kind"] == "mlp":
+            def fn(x, w1, w2):
+                return jnp.tanh(x @ w1) @ w2
+        else:
+            def fn(x, y):
+                return jnp.sum(jnp.exp(x) * y + x * x)
+        out.append(fn)
+    return out
+
+
+def probe(ctx) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from grader.child.probe import FAILED
+
+    inp = ctx.inputs
+    plain = lambda x, y: jnp.tanh(x) @ y + 1.0  # noqa: E731
+    jitted = jax.jit(lambda x, y: jnp.sin(x) * y.sum())
+    for label, fn in (("plain", plain), ("jitted", jitted)):
+        example = put(inp["aot"][label]["example"])
+        compiled = ctx.call(KEYS.compiled(label=label), "precompile", fn, *example)
+        if compiled is FAILED or not callable(compiled):
+            continue
+        fresh = [put(args) for args in inp["aot"][label]["new"]]
+        with ctx.compiles(KEYS.window(label=label), fresh=False):
+            for i, args in enumerate(fresh):
+                outcome = ctx.invoke(compiled, "precompile(...)", *args)
+                outcome.pop("_result", None)
+                ctx.record(KEYS.call(label=label, i=i), outcome)
+
+    hidden = hidden_functions(inp["hidden"])
+    for i, (fn, args) in enumerate(zip(hidden, inp["hidden_args"])):
+        ctx.call(KEYS.counts(i=i), "count_primitives", fn, *put(args))
+    for i, (fn, args) in enumerate(zip(flop_functions(inp["flops"]), inp["flops_args"])):
+        ctx.call(KEYS.flops(i=i), "flops_of", fn, *put(args))
+
+
+# =========================================================================== checks (grader)
+COMPILED_TYPES = ("jax._src.stages.Compiled", "jax.stages.Compiled")
+
+
+@check("precompile.compiled")
+def precompile_compiled(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {}
+    for label in ("plain", "jitted"):
+        got = s.result(KEYS.compiled(label=label))
+        kind = got.get("type") or got.get("t")
+        measured[label] = kind
+        if kind not in COMPILED_TYPES:
+            lazy = "Pjit" in str(kind) or "jit" in str(kind).rsplit(".", 1)[-1].lower()
+            raise Fail(T("ch4.ex08.not_compiled", label=label, type=kind), measured,
+                       hint="compiles_lazily" if lazy else None)
+    return measured
+
+
+@check("precompile.calls", depends=("precompile.compiled",))
+def precompile_calls(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured, failures, hints = {}, [], []
+    for label in ("plain", "jitted"):
+        n = len(ctx.inputs["aot"][label]["new"])
+        for i in range(n):
+            key = KEYS.call(label=label, i=i)
+            try:
+                call = s.call(key)
+                if call["status"] == "raised" and "compiled with" in str(call.get("message", "")):
+                    raise Fail(raised_text(call))  # compiled for other shapes: the mistake itself
+                got = s.result(key)
+                numeric.compare(got, numeric.as_array(r.result(key), what="ref"),
+                                what=f"precompile({label} fn)(new values #{i + 1})", dtype="float32")
+            except Fail as failure:
+                failures.append(failure.message)
+                hints.append(failure.hint)
+        try:
+            measured[label] = compiles.expect(s.value(KEYS.window(label=label)),
+                                              what=T("ch4.ex08.calls", label=label, n=n), exactly=0)
+        except Fail as failure:
+            failures.append(failure.message)
+            hints.append(None)
+            measured[label] = failure.measured
+    if failures:
+        raise Fail(failures, measured, hint=hints[0])
+    return measured
+
+
+def _as_counts(described: dict, what: str) -> dict[str, int]:
+    if described.get("t") != "dict":
+        raise Fail(T("ch4.ex08.not_dict", what=what, type=described.get("type") or described.get("t")))
+    counts = {}
+    for key, value in described["items"].items():
+        number = numeric.as_array(value, what=f"{what}[{key!r}]", accept_scalars=True)
+        if number.shape != () or number.dtype.kind not in "iu" and not float(number).is_integer():
+            raise Fail(T("ch4.ex08.not_int", what=what, key=key))
+        counts[key] = int(number)
+    return counts
+
+
+@check("count_primitives.values")
+def count_primitives_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    failures, measured = [], {}
+    for i, spec in enumerate(ctx.inputs["hidden"]):
+        what = f"count_primitives(hidden #{i + 1}: {spec['kind']})"
+        try:
+            got = _as_counts(s.result(KEYS.counts(i=i)), what)
+        except Fail as failure:
+            failures.append(failure.message)
+            continue
+        want = _as_counts(r.result(KEYS.counts(i=i)), "reference")
+        diff = {k: (got.get(k, 0), want.get(k, 0)) for k in set(got) | set(want) if got.get(k, 0) != want.get(k, 0)}
+        measured[spec["kind"]] = {"total": sum(got.values()), "expected_total": sum(want.values())}
+        if diff:
+            shown = ", ".join(f"{k}: {g} (expected {w})" for k, (g, w) in sorted(diff.items())[:6])
+            failures.append(T("ch4.ex08.counts", what=what, diff=shown, total=sum(got.values()),
+                              expected=sum(want.values())))
+    if failures:
+        raise Fail(failures, measured)
+    return measured
+
+
+@check("flops_of.values")
+def flops_of_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    measured = {}
+    for i, spec in enumerate(ctx.inputs["flops"]):
+        what = f"flops_of({spec['kind']})"
+        got = numeric.as_array(s.result(KEYS.flops(i=i)), what=what, accept_scalars=True)
+        want = float(numeric.as_array(r.result(KEYS.flops(i=i)), what="ref", accept_scalars=True))
+        if got.shape != ():
+            raise Fail(T("numeric.shape", what=what, expected="()", got=str(got.shape)))
+        value = float(got)
+        measured[spec["kind"]] = {"flops": value, "reference": want}
+        if not np.isfinite(value) or abs(value - want) > 0.01 * abs(want):
+            raise Fail(T("ch4.ex08.flops", what=what, got=value, expected=want), measured)
+    return measured

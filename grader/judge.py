@@ -1,0 +1,233 @@
+"""Judging: from how an exercise's jobs ended to the exercise's result. Pure functions.
+
+:func:`judge` takes what the student's job and the reference's job recorded (their
+:class:`~grader.runner.jobs.JobOutcome`) and returns an
+:class:`~grader.results.ExerciseResult` with every check's verdict, plus what the
+instructor should know about the student's process (tampering). It starts nothing and
+keeps nothing: the grading run schedules the jobs and collects the results.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Observations,
+                           Pass)
+from grader.i18n import T, Text
+from grader.results import CheckResult, ExerciseResult, exercise_status
+
+log = logging.getLogger("grader")
+
+#: how a message's ``where`` (``file:line`` of the module graded) reads for the student
+#: (a notebook's cell and line): :meth:`grader.submission.Submission.locate`
+Locate = Callable[[str | None], str]
+
+
+@dataclass
+class Termination:
+    """How the student's child process ended for this exercise."""
+
+    #: ``None`` (normally), ``timeout`` or ``error``
+    kind: str | None = None
+    #: why, in the student's words
+    reason: Text | None = None
+
+
+def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: int,
+          locate: Locate = lambda where: where or "?") -> tuple[ExerciseResult, list[dict]]:
+    """The result of exercise ``ex`` from its jobs' outcomes, and any integrity finding.
+
+    ``ex`` is the :class:`~grader.chapter.ExerciseSpec` (its checks are the functions
+    its module declares); ``reference`` is ``None`` when the exercise needs no
+    reference run or the student attempted nothing.
+    """
+    if student.end == "import_error":
+        d = student.detail
+        reason = T("job.import_error", file=ex.filename, type=d.get("type", "?"), message=d.get("message", ""),
+                   where=locate(d.get("where")))
+        return unrunnable(ex, reason, output=student.output), []
+    termination = termination_of(student, ex)
+    termination.reason = _located(termination.reason, locate)
+    if student.end == "timeout" and (student.detail.get("hung") or {}).get("phase") == "importing":
+        return unrunnable(ex, termination.reason, "timeout", output=student.output), []  # never imported
+    problems = tampering(student)
+    if problems:
+        finding = {"file": ex.filename, "line": 0, "code": "runtime", "detail": ex.id,
+                   "message": T("integrity.runtime", detail=problems)}
+        return unrunnable(ex, problems, "failed", output=student.output), [finding]
+    data = dict(student.observations)
+    data[ARRIVALS] = dict(student.arrivals)
+    for name, described in student.names.items():
+        data[NAMES(name=name)] = {**described, "file": ex.filename}
+    s = Observations("student", data, module_file=ex.filename)
+    ref_data: dict = {}
+    if reference is not None:
+        if reference.end == "done":
+            ref_data = dict(reference.observations)
+        else:
+            log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
+                      reference.output[-2000:])
+    r = Observations("reference", ref_data)
+    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed), termination)
+    if reference is not None and reference.end != "done":
+        for check in checks:
+            if check.status == "error":
+                check.message = T("job.reference_failed", how=how_it_ended(reference))
+    for check in checks:
+        check.message = _located(check.message, locate)
+    status = exercise_status(checks, termination.kind)
+    result = ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
+                            error=termination.reason if termination.kind else None, output=student.output)
+    return result, []
+
+
+def unrunnable(ex: Any, reason: Any, status: str = "error", *, output: str = "") -> ExerciseResult:
+    """An exercise none of whose checks could run: one reason for all, no hint about other mistakes."""
+    checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
+                          status=status, message=reason, hint=None, hint_id="none") for c in ex.checks]
+    return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
+                          error=reason, unrunnable=True, output=output)
+
+
+# ------------------------------------------------------------------ the checks
+def run_checks(ex: Any, student: Observations, reference: Observations, ctx: CheckContext,
+               termination: Termination) -> list[CheckResult]:
+    """Judge every check of one exercise, in the chapter file's order."""
+    results: dict[str, CheckResult] = {}
+    for spec in ex.checks:
+        result = CheckResult(id=spec.id, title=spec.title, category=spec.category, points=0.0,
+                             max_points=spec.points, status="failed", hint=spec.hint, hint_id="check")
+        results[spec.id] = result
+        blocking = [results[d] for d in spec.depends if results[d].status != "passed"]
+        if blocking:
+            if all(b.status == "not_attempted" for b in blocking):
+                result.status, result.message = "not_attempted", T("check.not_attempted_dep")
+            else:
+                result.status = "skipped"
+                result.message = T("check.skipped", depends=[b.title for b in blocking])
+            continue
+        try:
+            outcome = spec.function(student, reference, ctx)
+        except Fail as failure:
+            result.message, result.measured = failure.message, failure.measured
+            result.hint, result.hint_id = spec.resolve_hint(_placed(failure.hint, ex))
+        except NotAttempted as na:
+            result.status, result.message = "not_attempted", T("check.not_attempted", function=na.function)
+        except Missing:  # the job ended first: the exercise's line says why; no hint about another mistake
+            result.status = termination.kind or "error"
+            result.message = termination.reason or T("check.missing")
+            result.hint, result.hint_id = None, "none"
+        except GraderError as exc:
+            log.error("grader error in %s/%s: %s", ex.id, spec.id, exc)
+            result.status, result.message = "error", T("check.grader_error", detail=str(exc))
+        except Exception as exc:  # a bug in the check: the grader's fault, not the student's
+            log.error("check %s/%s crashed:\n%s", ex.id, spec.id, traceback.format_exc())
+            result.status = "error"
+            result.message = T("check.grader_error", detail=f"{type(exc).__name__}: {exc}")
+        else:
+            if isinstance(outcome, Pass):
+                result.message, result.measured = outcome.message or T("check.passed"), outcome.measured
+            else:
+                result.message, result.measured = T("check.passed"), outcome or {}
+            result.status, result.points = "passed", spec.points
+    return list(results.values())
+
+
+def _placed(hint: Any, ex: Any) -> Any:
+    """A grader hint (``hint.*``) with the chapter's section for that kind of error filled in."""
+    if isinstance(hint, Text) and hint.key.startswith("hint.") and "section" not in hint.args:
+        kind = hint.key.rsplit(".", 1)[1] if hint.key.startswith("hint.exception.") else ""
+        section = ex.error_sections.get(kind) or ex.error_sections.get("") or T("hint.section_unknown")
+        return Text(hint.key, {**hint.args, "section": section})
+    return hint
+
+
+def _located(text: Any, locate: Locate) -> Any:
+    """``text`` with every ``where`` argument read as the student knows the place."""
+    if isinstance(text, list):
+        return [_located(t, locate) for t in text]
+    if isinstance(text, Text):
+        args = {k: (locate(v) if k == "where" and isinstance(v, str) else _located(v, locate))
+                for k, v in text.args.items()}
+        return Text(text.key, args)
+    return text
+
+
+# ------------------------------------------------------------------ how a job ended
+def tampering(outcome: Any) -> list[Text] | None:
+    """Why the job's records cannot be trusted, if they cannot.
+
+    The job reports on its instruments after the import and after the probe; a change,
+    a missing final report, or fewer compiles reported than XLA's own dump holds all
+    mean that the student's code reached into the grader's side of the process.
+    """
+    problems: list[Text] = []
+    changed = sorted({name for report in outcome.integrity for name in (report.get("changed") or [])
+                      if isinstance(name, str)})
+    if changed:
+        problems.append(T("integrity.tampered", names=", ".join(changed[:8]) + (" …" if len(changed) > 8 else "")))
+    final = next((r for r in outcome.integrity if r.get("stage") == "probe"), None)
+    if outcome.end == "done" and final is None:
+        problems.append(T("integrity.no_report"))
+    reported = final.get("compiles_total") if final else None
+    if type(reported) is int and outcome.xla_compiles is not None and outcome.xla_compiles > reported:
+        problems.append(T("integrity.compiles_hidden", xla=outcome.xla_compiles, reported=reported))
+    return problems or None
+
+
+def how_it_ended(outcome: Any) -> Text:
+    """A job's end in a few words: a timeout, a signal, an exit code."""
+    exit_info = outcome.detail.get("exit", {})
+    if outcome.end == "timeout":
+        return T("job.timeout", seconds=round(outcome.duration_s, 1))
+    if "signal" in exit_info:
+        number = exit_info["signal"]
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "?"
+        if number == signal.SIGXFSZ:
+            return T("job.output_limit")
+        return T("job.signal", signal=number, name=name)
+    if "code" in exit_info:
+        return T("job.exit_code", code=exit_info["code"])
+    return T("job.host_lost")
+
+
+def termination_of(outcome: Any, ex: Any) -> Termination:
+    """How the student's job ended, as the exercise's error line says it."""
+    end = outcome.end
+    if end == "done":
+        return Termination()
+    if end == "timeout":
+        return Termination("timeout", timeout_text(outcome, ex))
+    if end == "crashed":
+        exit_info = outcome.detail.get("exit", {})
+        if exit_info.get("signal") == signal.SIGXCPU:
+            return Termination("timeout", T("job.timeout", seconds=round(outcome.duration_s, 1)))
+        how: Any = how_it_ended(outcome)
+        if "MemoryError" in outcome.output[-3000:] or "RESOURCE_EXHAUSTED" in outcome.output[-3000:]:
+            how = [how, T("job.memory")]
+        return Termination("error", T("job.crashed", how=how))
+    if end == "probe_error":
+        return Termination("error", T("job.probe_error", type=outcome.detail.get("type", "?")))
+    if end == "disk_limit":
+        return Termination("error", T("job.disk_limit", used=outcome.detail.get("disk_bytes", 0) >> 20,
+                                      limit=outcome.detail.get("limit", 0) >> 20))
+    if end == "protocol_error":
+        return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
+    return Termination("error", T("job.host_lost"))
+
+
+def timeout_text(outcome: Any, ex: Any) -> Text:
+    """What ran past its limit: the import or a call, and the student's line when known."""
+    hung = outcome.detail.get("hung") or {}
+    at = T("job.stuck_at", where=hung["where"]) if hung.get("where") else ""
+    if hung.get("phase") == "importing":
+        return T("job.hung_import", file=ex.filename, seconds=round(outcome.duration_s), at=at)
+    if hung.get("phase") == "calling" and hung.get("function"):
+        return T("job.hung_call", function=hung["function"], seconds=round(outcome.duration_s, 1), at=at)
+    return T("job.timeout", seconds=round(outcome.duration_s, 1))

@@ -1,0 +1,237 @@
+"""The grader's handle on a host process: :class:`HostProcess`.
+
+A host is one long-lived child (inside the sandbox for a student) that has imported
+JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
+:meth:`HostProcess.session` prepares a fresh job for one exercise: a
+:class:`~grader.runner.jobs.JobSession`, which the host forks on :meth:`start
+<grader.runner.jobs.JobSession.start>`. A host that dies is restarted for the next job;
+a closed one never is.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from grader.runner import sandbox as sandboxes
+from grader.runner.jobs import JobSession, Limits
+from grader.wire import Channel, ProtocolError
+
+log = logging.getLogger("grader")
+
+GRADER_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
+    """The only environment a host (and its jobs) gets."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "PYTHONPATH": str(pylib),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONNOUSERSITE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "1",
+    }
+    for key in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
+                "TPU_VISIBLE_CHIPS"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+class HostProcess:
+    """The grader's handle on a forking host for one side of one submission.
+
+    ``side``: ``student`` (sandboxed with ``plan``, jobs under their own uids from
+    ``uids``) or ``reference`` (trusted); ``module_dir``: the modules it imports jobs
+    from; ``modules``: what it imports before any job (the chapter's modules);
+    ``chapter_folders``: folders to find a chapter that is not one of the grader's own.
+    """
+
+    def __init__(self, *, side: str, module_dir: Path, scratch: Path, plan: sandboxes.SandboxPlan,
+                 limits: Limits, modules: list[str], chapter_folders: list[Path] | None = None,
+                 uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0):
+        self.side = side
+        self.modules = list(modules)
+        self.chapter_folders = [Path(f) for f in chapter_folders or []]
+        self.module_dir = Path(module_dir)
+        self.scratch = Path(scratch)
+        self.plan = plan
+        self.limits = limits
+        self.uids = uids
+        self.start_timeout_s = start_timeout_s
+        self.versions: dict = {}
+        self._proc: subprocess.Popen | None = None
+        self._control: Channel | None = None
+        self._send_lock = threading.Lock()
+        self._ready = threading.Event()
+        self._failed: str | None = None
+        self._events: dict[str, list[dict]] = {}
+        self._events_cv = threading.Condition()
+        self._counter = 0
+        self.restarts = 0
+        self.closed = False
+        #: told of every job's progress: ``listener(session)`` after its phase changes
+        self.listener: Callable[["JobSession"], None] | None = None
+
+    # ------------------------------------------------------------- life cycle
+    def start(self) -> None:
+        """Start the host process; returns at once (see :meth:`wait_ready`)."""
+        self._ready.clear()
+        self._failed = None
+        home = self.scratch / "home"
+        pylib = self.scratch / "pylib"
+        home.mkdir(parents=True, exist_ok=True)
+        pylib.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.scratch, 0o755)
+        os.chmod(home, 0o777)
+        link = pylib / "grader"
+        if self.plan.kind != "bwrap" and not link.exists():
+            link.symlink_to(GRADER_PACKAGE, target_is_directory=True)
+        elif self.plan.kind == "bwrap":
+            link.mkdir(exist_ok=True)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        config = json.dumps({"modules": self.modules, "chapter_folders": [str(f) for f in self.chapter_folders]})
+        python_argv = [sys.executable, "-s", "-m", "grader.child.host", str(theirs.fileno()), config]
+        argv = sandboxes.host_command(
+            self.plan, python_argv=python_argv,
+            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir),
+                      *((folder, folder) for folder in self.chapter_folders)],
+            binds_rw=[self.scratch / "jobs", home], keep_fds=[theirs.fileno()],
+        )
+        (self.scratch / "jobs").mkdir(exist_ok=True)
+        os.chmod(self.scratch / "jobs", 0o711)
+        self._proc = subprocess.Popen(
+            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            stdout=open(self.scratch / "host.log", "ab"), stderr=subprocess.STDOUT,
+            env=scrubbed_environment(home, pylib), cwd=str(home), start_new_session=True,
+        )
+        theirs.close()
+        self._control = Channel(ours)
+        threading.Thread(target=self._read_control, args=(self._control, self._proc), daemon=True,
+                         name=f"host-{self.side}").start()
+
+    def _read_control(self, control: Channel, proc: subprocess.Popen) -> None:
+        while True:
+            try:
+                message = control.recv()
+            except (ProtocolError, OSError) as exc:
+                message = None
+                log.warning("%s host: bad control message: %s", self.side, exc)
+            if message is None:
+                with self._events_cv:
+                    if self._control is control:
+                        self._failed = self._failed or "host exited"
+                    self._events_cv.notify_all()
+                self._ready.set()
+                return
+            if message.get("op") == "ready":
+                self.versions = message.get("versions", {})
+                self._ready.set()
+                continue
+            with self._events_cv:
+                self._events.setdefault(str(message.get("job")), []).append(message)
+                self._events_cv.notify_all()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        self._ready.wait(self.start_timeout_s if timeout is None else timeout)
+        return self._ready.is_set() and self._failed is None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._failed is None
+
+    def ensure(self) -> bool:
+        """Make sure a host is running and ready, restarting a dead one (never once closed)."""
+        if self.closed:
+            return False
+        if not self.alive():
+            if self._proc is not None:
+                self.restarts += 1
+                self.stop()
+            self.start()
+        return self.wait_ready()
+
+    def close(self) -> None:
+        """Stop for good, at once: the host and every job it runs are killed, none starts again."""
+        self.closed = True
+        self.stop(grace_s=0.5)
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Ask the host to end (it kills its jobs); kill it after ``grace_s``."""
+        proc, control = self._proc, self._control
+        self._control = None
+        with self._events_cv:  # sessions waiting on this host give up at once
+            self._failed = self._failed or "host stopped"
+            self._events_cv.notify_all()
+        if control is not None:
+            try:
+                with self._send_lock:
+                    control.send({"op": "exit"})
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        if control is not None:
+            control.close()
+
+    def log_tail(self) -> str:
+        try:
+            return (self.scratch / "host.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------- jobs
+    def _send(self, message: dict, fds: list[int] | None = None) -> None:
+        if self._control is None:
+            raise OSError("host not running")
+        with self._send_lock:
+            if fds:
+                self._control.send_with_fds(message, fds)
+            else:
+                self._control.send(message)
+
+    def _next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
+        with self._events_cv:
+            while True:
+                for i, event in enumerate(self._events.get(job, [])):
+                    if event.get("op") in ops:
+                        return self._events[job].pop(i)
+                if self._failed:
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._events_cv.wait(remaining)
+
+    def session(self, *, exercise: str, module: str, code: str, functions: tuple[str, ...], timeout_s: float,
+                options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
+        """A new job (not started): the student's ``module`` probed by the exercise module ``code``."""
+        self._counter += 1
+        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, module=module, code=code,
+                          functions=functions, timeout_s=timeout_s, options=options,
+                          import_timeout_s=import_timeout_s)
+
+
