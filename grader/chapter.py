@@ -48,12 +48,14 @@ class UnknownExercise(ChapterError):
 class CheckSpec:
     """One hidden check: its entry in ``chapter.toml`` joined to the function that judges it."""
 
+    #: the check's id in its exercise (``piecewise.values``)
     id: str
     #: one of :data:`grader.results.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
     #: ``speedup``, ``harness`` or ``structure``
     category: str
     #: what the check is worth (positive)
     points: float
+    #: what it checks, as the report titles it
     title: Bilingual
     #: the check's own hint, for a failure that is this check's one mistake
     hint: Bilingual
@@ -84,12 +86,15 @@ class CheckSpec:
 class ExerciseSpec:
     """One exercise: what ``chapter.toml`` says of it, and its module."""
 
+    #: the exercise's id, also the student's module name (``ex02_where``)
     id: str
+    #: its title, in both languages
     title: Bilingual
     #: the section of the course text it practises (a key of the chapter's ``sections``)
     section: str
     #: the module-level names the student writes
     functions: tuple[str, ...]
+    #: its checks, in the order of ``chapter.toml`` (the report's order)
     checks: tuple[CheckSpec, ...]
     #: the exercise's module (inputs, probe, checks, driver), imported in the grader
     code: ModuleType
@@ -144,14 +149,19 @@ class ExerciseSpec:
 
 @dataclass(frozen=True)
 class Chapter:
+    #: the chapter's id (``ch4``), also its folder's name
     id: str
+    #: its title, in both languages
     title: Bilingual
+    #: its sections by key (``"1"``): what hints point students at
     sections: dict[str, Bilingual]
+    #: its exercises, in order
     exercises: tuple[ExerciseSpec, ...]
     #: the chapter's folder (``chapter.toml``, ``messages.toml``, its modules)
     folder: Path
-    #: the reference solutions and the student's stubs (``solutions``/``stubs`` in the toml)
+    #: the reference solutions (``solutions`` in the toml)
     solutions: Path
+    #: the student's stubs (``stubs`` in the toml)
     stubs: Path
 
     def exercise(self, exercise_id: str) -> ExerciseSpec:

@@ -70,7 +70,9 @@ class GraderError(Exception):
 
 @dataclass
 class Pass:
+    #: what the report says of the pass (``passed`` when ``None``)
     message: Text | None = None
+    #: the numbers behind it
     measured: dict = field(default_factory=dict)
 
 
@@ -251,4 +253,5 @@ class CheckContext:
     exercise: Any
     #: the hidden inputs both sides received
     inputs: dict
+    #: the run's seed
     seed: int

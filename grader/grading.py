@@ -71,6 +71,7 @@ class GradeOptions:
 class Progress:
     """One step of a grading run, for a display: an exercise starts, moves on, or is done."""
 
+    #: the exercise's id
     exercise: str
     #: ``running`` (its jobs are at work) or ``done`` (``result`` holds its verdict)
     state: str
@@ -78,9 +79,11 @@ class Progress:
     phase: str = "starting"
     #: the student's function being called, when ``phase`` is ``calling``
     function: str | None = None
-    #: exercises graded so far, and how many the run grades
+    #: exercises graded so far
     done: int = 0
+    #: how many the run grades
     total: int = 0
+    #: the exercise's verdict, once ``state`` is ``done``
     result: ExerciseResult | None = None
 
 

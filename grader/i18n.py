@@ -27,7 +27,9 @@ LANGS = ("en", "zh")
 class Text:
     """A message to be put into words later: a catalog key and its arguments."""
 
+    #: the message key in a catalog (``numeric.shape``)
     key: str
+    #: the template's fields; a value may itself be a Text, a Bilingual or a list of them
     args: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # shows up in test failures
@@ -42,7 +44,9 @@ def T(key: str, **args: Any) -> Text:
 class Bilingual:
     """Text already written in both languages (titles and hints from a chapter file)."""
 
+    #: the English text
     en: str
+    #: the Chinese text
     zh: str
 
     def __getitem__(self, lang: str) -> str:

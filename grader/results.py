@@ -22,20 +22,28 @@ CATEGORIES = ("numeric", "compile", "purity", "speedup", "harness", "structure")
 
 @dataclass
 class CheckResult:
-    """The verdict of one hidden check.
+    """The verdict of one hidden check."""
 
-    ``message`` says what was seen, ``hint`` where to look (a chapter section),
-    ``measured`` the numbers behind the verdict (plain JSON-ready data).
-    """
-
+    #: the check's id in its exercise (``piecewise.values``)
     id: str
+    #: what it checks, in both languages (a :class:`~grader.i18n.Bilingual`)
     title: Any
+    #: one of :data:`CATEGORIES`
     category: str
+    #: the points it got (``max_points`` when passed, else 0)
     points: float
+    #: what it is worth
     max_points: float
+    #: one of :data:`CHECK_STATUSES`: ``passed``, ``failed``, ``error`` (it could not be
+    #: judged: the process crashed, or the grader's own error), ``timeout``, ``not_attempted``
+    #: (the function still raises ``NotImplementedError``), ``skipped`` (a check it depends
+    #: on did not pass)
     status: str
+    #: what was seen, a :class:`~grader.i18n.Text` (or a list of them) put into words late
     message: Any = None
+    #: what to do about it, naming the chapter's section; ``None`` when no hint applies
     hint: Any = None
+    #: the numbers behind the verdict (plain JSON-ready data)
     measured: dict = field(default_factory=dict)
     #: which hint ``hint`` is: ``check`` (the check's own), ``check:<name>`` (one of its
     #: named hints, for the mistake the records show), or a grader message key (for
@@ -43,17 +51,41 @@ class CheckResult:
     hint_id: str = "check"
 
 
+class _Scored:
+    """``score`` and ``max_score``: sums over the parts (checks of an exercise, exercises of a report),
+    rounded so that 0.1 + 0.2 reads 0.3."""
+
+    def _parts(self) -> list[tuple[float, float]]:
+        raise NotImplementedError
+
+    @property
+    def score(self) -> float:
+        return round(sum(points for points, _ in self._parts()), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(most for _, most in self._parts()), 6)
+
+
 @dataclass
-class ExerciseResult:
+class ExerciseResult(_Scored):
     """One exercise: its checks, and how its child process ended."""
 
+    #: the exercise's id (``ex02_where``)
     id: str
+    #: its title, in both languages
     title: Any
+    #: the section of the chapter it practises
     section: str
+    #: its checks' verdicts, in the chapter's order
     checks: list[CheckResult]
+    #: one of :data:`EXERCISE_STATUSES` (see :func:`exercise_status`)
     status: str = "failed"
-    error: Any = None  # why the exercise could not be graded fully (Text)
-    output: str = ""  # what the student's code printed, an excerpt
+    #: why the exercise could not be graded fully (a :class:`~grader.i18n.Text`), else ``None``
+    error: Any = None
+    #: what the student's code printed: head and tail, up to the job's limits
+    output: str = ""
+    #: how long grading it took, in seconds
     duration_s: float = 0.0
     #: True when the exercise's module could not be run at all: its file is missing,
     #: has a syntax error or failed to import, the run was out of time before it
@@ -63,29 +95,36 @@ class ExerciseResult:
     #: such a result by its checks.
     unrunnable: bool = False
 
-    @property
-    def score(self) -> float:
-        return round(sum(c.points for c in self.checks), 6)
-
-    @property
-    def max_score(self) -> float:
-        return round(sum(c.max_points for c in self.checks), 6)
+    def _parts(self) -> list[tuple[float, float]]:
+        return [(c.points, c.max_points) for c in self.checks]
 
 
 @dataclass
-class Report:
+class Report(_Scored):
     """One graded submission."""
 
+    #: the chapter's id
     chapter: str
+    #: the chapter's title, in both languages
     chapter_title: Any
+    #: the hidden inputs' seed (``grade --seed`` replays it)
     seed: int
+    #: when grading started (ISO 8601, UTC)
     started_at: str
+    #: how long grading took, in seconds
     duration_s: float
+    #: what was graded: path, kind, sha256, files (:meth:`grader.submission.Submission.describe`)
     submission: dict
+    #: where: ``python``, ``jax``, ``jaxlib``, ``backend``, ``device_kind``, ``cpu_count``
     environment: dict
+    #: the graded exercises, in the chapter's order
     exercises: list[ExerciseResult]
+    #: warnings for the instructor: what a static scan of the code found, and any
+    #: tampering the child's guard saw (each: ``file``, ``line``, ``code``, ``message``)
     integrity: list[dict] = field(default_factory=list)
+    #: which sandbox ran (:meth:`grader.runner.sandbox.SandboxPlan.describe`)
     sandbox: dict = field(default_factory=dict)
+    #: how long each part took (seconds), for the grader's own benchmarks
     timings: dict = field(default_factory=dict)
     #: the ids of the exercises graded when a run graded only some of the chapter's
     #: (``grade PATH -k ...``, or a run interrupted); empty for a run of every exercise
@@ -95,18 +134,14 @@ class Report:
     #: grading was interrupted (Ctrl-C): ``exercises`` holds only those graded before
     interrupted: bool = False
 
-    @property
-    def score(self) -> float:
-        return round(sum(e.score for e in self.exercises), 6)
+    def _parts(self) -> list[tuple[float, float]]:
+        return [(e.score, e.max_score) for e in self.exercises]
 
     @property
     def partial(self) -> bool:
         """Whether only some of the chapter's exercises were graded."""
         return bool(self.selected)
 
-    @property
-    def max_score(self) -> float:
-        return round(sum(e.max_score for e in self.exercises), 6)
 
 
 def mark_selection(report: Report, chapter_ids: Sequence[str]) -> Report:

@@ -114,7 +114,7 @@ def two_chapters(monkeypatch):
     that the chapter of a submission must be told from its name or its contents."""
     import dataclasses
 
-    import grader.cli
+    import grader.cli.check
     import grader.submission
     from grader.chapter import ChapterError, load_chapter
 
@@ -131,5 +131,5 @@ def two_chapters(monkeypatch):
 
     monkeypatch.setattr(grader.submission, "available_chapters", lambda: ["ch4", "ch5"])
     monkeypatch.setattr(grader.submission, "load_chapter", load)
-    monkeypatch.setattr(grader.cli, "load_chapter", load)
+    monkeypatch.setattr(grader.cli.check, "load_chapter", load)
     return ch4, ch5

@@ -42,6 +42,7 @@ class StubFormatError(ValueError):
 class StubDiff:
     """One stub file that differs from what its solution generates."""
 
+    #: the stub's file name
     name: str
     #: ``missing`` (no such file) or ``differs`` (the file holds something else)
     reason: str

@@ -196,23 +196,10 @@ def main(argv: list[str]) -> int:
                 jobs[pid] = message["job"]
                 control.send({"op": "started", "job": message["job"], "pid": pid})
             elif op == "dump":  # where is the job now? (it ran past its limit)
-                for pid, name in list(jobs.items()):
-                    if name == message["job"]:
-                        try:
-                            os.kill(pid, signal.SIGUSR1)
-                        except (ProcessLookupError, PermissionError):
-                            pass
+                _signal(jobs, message["job"], os.kill, signal.SIGUSR1)
             elif op == "kill":
-                for pid, name in list(jobs.items()):
-                    if name == message["job"]:
-                        try:
-                            os.killpg(pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except (ProcessLookupError, PermissionError):
-                            pass
+                _signal(jobs, message["job"], os.killpg, signal.SIGKILL)
+                _signal(jobs, message["job"], os.kill, signal.SIGKILL)
             elif op == "exit":
                 break
             else:
@@ -229,6 +216,16 @@ def main(argv: list[str]) -> int:
         _reap(jobs, control)
         time.sleep(0.01)
     return 0
+
+
+def _signal(jobs: dict[int, str], job: str, send, number: int) -> None:
+    """Send signal ``number`` to job ``job`` (``send`` is ``os.kill``, or ``os.killpg`` for its group)."""
+    for pid, name in list(jobs.items()):
+        if name == job:
+            try:
+                send(pid, number)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _reap(jobs: dict[int, str], control) -> None:

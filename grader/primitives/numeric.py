@@ -120,12 +120,15 @@ _KINDS = {
 class CaseFailure:
     """One case of :func:`compare_calls` that failed, for a check to tell its mistake apart."""
 
+    #: the record of the call
     key: str
+    #: how the case reads in feedback
     label: str
     #: ``raised`` (the call raised), ``type`` (not an array), ``shape``, ``dtype``,
     #: ``non_finite`` (NaN or inf where the answer is finite), ``values`` (outside the
     #: tolerance) or ``missing`` (the function is not defined)
     kind: str
+    #: the failure itself (message, measured, hint)
     failure: Fail
 
 

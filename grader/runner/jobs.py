@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from grader.child.host import XLA_DUMP
 from grader.child.job import STACK_FILE
@@ -86,6 +86,7 @@ class JobOutcome:
     output: str = ""
     #: how much it printed in all
     output_bytes: int = 0
+    #: seconds from the fork to the end
     duration_s: float = 0.0
     #: the job's reports on its instruments (after the import, after the probe)
     integrity: list[dict] = field(default_factory=list)

@@ -36,8 +36,11 @@ LOCK_DIR = Path(os.environ.get("GRADER_LOCK_DIR", "/tmp/grader-uid-locks"))
 
 @dataclass
 class SandboxPlan:
-    kind: str  # "bwrap" or "process"
+    #: ``bwrap`` (bubblewrap: namespaces and a file-system view of its own) or ``process``
+    kind: str
+    #: whether every job runs as an unprivileged uid of its own (the grader runs as root)
     uid_isolation: bool
+    #: why a stronger sandbox could not be had (shown to the user)
     notes: list[Text] = field(default_factory=list)
 
     def describe(self) -> dict:

@@ -13,17 +13,11 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
 KEYS = Keys(
-    same_shape="{name}/compiles/same_shape",
-    same_shape_call="{name}/compiles/same_shape/{i}",
-    new_shape="{name}/compiles/new_shape",
-    new_shape_call="{name}/compiles/new_shape/call",
-    value="{name}/values/{case}",
-    printed="softmax_raw/purity/printed",
-    first="softmax_raw/purity/first",
-    second="softmax_raw/purity/second",
-    input_unchanged="softmax_raw/purity/input_unchanged",
-    globals="softmax_raw/purity/globals",
-    tracers="softmax_raw/purity/tracers",
+    same_shape="{name}/compiles/same_shape", same_shape_call="{name}/compiles/same_shape/{i}",
+    new_shape="{name}/compiles/new_shape", new_shape_call="{name}/compiles/new_shape/call",
+    value="{name}/values/{case}", printed="softmax_raw/purity/printed", first="softmax_raw/purity/first",
+    second="softmax_raw/purity/second", input_unchanged="softmax_raw/purity/input_unchanged",
+    globals="softmax_raw/purity/globals", tracers="softmax_raw/purity/tracers"
 )
 SAME_SHAPE_CALLS = 3
 

@@ -14,10 +14,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric, structure
 
 KEYS = Keys(
-    trace="{name}/trace",
-    window="{name}/compiles",
-    window_call="{name}/compiles/{i}",
-    value="{name}/values/{case}",
+    trace="{name}/trace", window="{name}/compiles", window_call="{name}/compiles/{i}",
+    value="{name}/values/{case}"
 )
 FUNCTIONS = ("piecewise", "normalize_if_positive", "clip_by_norm")
 

@@ -16,10 +16,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
-    window="{name}/compiles",
-    window_call="{name}/compiles/{i}",
-    value="{name}/values/{case}",
-    mode_value="activate/values/{mode}/{j}",
+    window="{name}/compiles", window_call="{name}/compiles/{i}", value="{name}/values/{case}",
+    mode_value="activate/values/{mode}/{j}"
 )
 MODES = ("relu", "leaky_relu", "elu", "tanh")
 

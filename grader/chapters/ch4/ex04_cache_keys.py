@@ -14,9 +14,7 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
-    buckets="bucket_length/values",
-    window="masked_mean_sq/compiles",
-    value="masked_mean_sq/values/{i}",
+    buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}"
 )
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024)
 INPUT_KINDS = ("float32", "float64", "int32", "list")

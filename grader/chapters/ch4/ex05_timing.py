@@ -14,9 +14,7 @@ from grader.i18n import T
 from grader.primitives import timing
 
 KEYS = Keys(
-    start="{run}/start",
-    result="{run}/result",
-    truth="{run}/truth",
+    start="{run}/start", result="{run}/result", truth="{run}/truth"
 )
 
 

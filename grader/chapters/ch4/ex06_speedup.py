@@ -17,12 +17,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric, structure, timing
 
 KEYS = Keys(
-    value="{name}/values/{i}",
-    eager_heavy="heavy/eager/{i}",
-    student_heavy="heavy/student",
-    window="layer_norm/compiles",
-    window_call="layer_norm/compiles/{i}",
-    program="{name}/program",
+    value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
+    window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program"
 )
 #: candidate sizes for the speed-up checks; the grader times the one where the
 #: reference's gain is clearest on the grading device (small, dispatch-bound ones on a CPU)
@@ -187,10 +183,14 @@ def _time_function(student, reference, cases: list[str], deadline: float) -> dic
 
 
 # =========================================================================== checks (grader)
+def _jitted(s: Observations, name: str) -> dict:
+    attempted(s, KEYS.value(name=name, i=0))
+    return structure.expect_jitted(s.value(NAMES(name=name)), name=name)
+
+
 @check("fast_heavy.jitted")
 def fast_heavy_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    attempted(s, KEYS.value(name="fast_heavy", i=0))
-    return structure.expect_jitted(s.value(NAMES(name="fast_heavy")), name="fast_heavy")
+    return _jitted(s, "fast_heavy")
 
 
 @check("fast_heavy.values")
@@ -222,8 +222,7 @@ def layer_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float)
 
 @check("layer_norm.jitted")
 def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    attempted(s, KEYS.value(name="layer_norm", i=0))
-    return structure.expect_jitted(s.value(NAMES(name="layer_norm")), name="layer_norm")
+    return _jitted(s, "layer_norm")
 
 
 @check("layer_norm.values")

@@ -16,12 +16,9 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
 KEYS = Keys(
-    count_call="normalize_and_count/call/{i}",
-    count_globals="normalize_and_count/globals",
-    value="{name}/values/{case}",
-    printed="debug_norm/printed/{i}",
-    window="power_iteration/compiles",
-    size="{name}/size/{length}",
+    count_call="normalize_and_count/call/{i}", count_globals="normalize_and_count/globals",
+    value="{name}/values/{case}", printed="debug_norm/printed/{i}", window="power_iteration/compiles",
+    size="{name}/size/{length}"
 )
 
 

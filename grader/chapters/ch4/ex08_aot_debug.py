@@ -15,11 +15,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
-    compiled="precompile/{label}",
-    window="precompile/{label}/compiles",
-    call="precompile/{label}/calls/{i}",
-    counts="count_primitives/{i}",
-    flops="flops_of/{i}",
+    compiled="precompile/{label}", window="precompile/{label}/compiles", call="precompile/{label}/calls/{i}",
+    counts="count_primitives/{i}", flops="flops_of/{i}"
 )
 
 

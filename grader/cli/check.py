@@ -1,80 +1,28 @@
-"""The ``grade`` command: a thin layer over :mod:`grader.grading` and the renderers.
-
-``grade PATH`` grades one submission (the student's one command); further verbs are
-subcommands (``grade dev validate``, ``grade dev stubs``, ...). A user's mistake is
-one line on standard error and exit status 2; ``--fail-under`` alone gives 1.
-"""
+"""``grade PATH`` (the ``check`` command) and ``grade verify``: grading one submission
+and checking a signed report."""
 from __future__ import annotations
 
-import logging
 import math
-import os
 import shutil
 import sys
 import tempfile
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from grader import __version__
 from grader.chapter import ChapterError, load_chapter
-from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
-
-log = logging.getLogger("grader")
-EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-
-
-class UserError(click.ClickException):
-    """A mistake of the user's: one line, exit status 2."""
-
-    exit_code = EXIT_USAGE
-
-
-class _GradeGroup(click.Group):
-    """``grade PATH ...`` runs the ``check`` command; known verbs run themselves.
-
-    ``grade --help`` lists the grading options too, since ``grade PATH`` is the command
-    a student runs and the one its errors refer to.
-    """
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
-            args = ["check", *args]
-        return super().parse_args(ctx, args)
-
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage("grade", "PATH [OPTIONS]  |  grade COMMAND [ARGS]...")
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The grading options (``grade PATH [OPTIONS]``), then the group's own and its commands."""
-        check = self.commands["check"]
-        rows = [record for param in check.get_params(ctx)
-                if isinstance(param, click.Option) and "--help" not in param.opts
-                for record in [param.get_help_record(ctx)] if record]
-        with formatter.section("Grading options (grade PATH [OPTIONS]) / 评测选项"):
-            formatter.write_dl(rows)
-        super().format_options(ctx, formatter)
-
-
-@click.group(cls=_GradeGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="grade")
-def cli() -> None:
-    """Grade JAX exercises with hidden checks: grade exercises/ch4
-
-    评测 JAX 练习：grade exercises/ch4
-
-    PATH is a folder with the chapter's modules, a notebook (.ipynb), or a .zip of
-    either; the report goes to .grade/ inside it (report.json, report.md).
-    """
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, setup_logging
+from grader.i18n import Catalog, T, default_lang, grader_catalog
 
 
 @dataclass(frozen=True)
 class Bar:
     """A ``--fail-under`` bar: points, or a percentage of the maximum score."""
 
+    #: the bar: points, or a percentage of the maximum score
     value: float
+    #: whether ``value`` is a percentage
     percent: bool
 
     def points(self, max_score: float) -> float:
@@ -106,11 +54,6 @@ class BarType(click.ParamType):
         return Bar(number, percent)
 
 
-def _lang_option(fn):
-    return click.option("--lang", type=click.Choice(LANGS), default=None,
-                        help="Report language (default: from the locale). 报告语言。")(fn)
-
-
 @cli.command("check", short_help="Grade one submission (the same as grade PATH).")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
@@ -120,7 +63,7 @@ def _lang_option(fn):
               help="Grade only this exercise (ex03_static_args, ex03 or 3); repeatable.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="Replay the hidden inputs of an earlier run (its seed is in the report).")
-@_lang_option
+@lang_option
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the table.")
 @click.option("--fail-under", type=BarType(), default=None,
               help="Exit with status 1 when the score is below this: points (e.g. 60) or a percentage of the "
@@ -153,7 +96,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
 
     lang = lang or default_lang()
     catalog = grader_catalog()
-    _setup_logging(verbose)
+    setup_logging(verbose)
     key = _key(sign_key, catalog, lang) if sign_key else None
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
@@ -230,7 +173,7 @@ def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", required=True,
               help="The key file the report was signed with.")
-@_lang_option
+@lang_option
 def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
     """Check a signed report.json: exit 0 if valid, 1 if changed or unsigned. 校验报告签名。
 
@@ -284,119 +227,3 @@ def _default_report_dir(path: Path) -> Path:
     return base / ".grade"
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="grade: %(message)s",
-                        stream=sys.stderr)
-
-
-# ------------------------------------------------------------------ course authors
-@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation.")
-def dev() -> None:
-    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
-
-
-@dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
-@click.argument("chapter", required=False, default="ch4")
-@click.option("--check", "check_only", is_flag=True,
-              help="Only list the stubs that differ from their solutions (exit 1 if any); write nothing.")
-@click.option("--force", is_flag=True,
-              help="Also replace stub files that hold work of their own, keeping a backup copy beside each.")
-@_lang_option
-def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> None:
-    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers).
-
-    A stub file that differs from what would be written is replaced only when it is an
-    old stub, the one generated from its solution as committed at git HEAD. Any other
-    file is someone's work: nothing is written (exit 1) unless --force, and then a
-    backup copy of it is kept beside it. 重新生成练习文件；不会覆盖学生的作答。
-    """
-    from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate
-
-    lang = lang or default_lang()
-    catalog = grader_catalog()
-    words = lambda text: catalog.render(text, lang)  # noqa: E731
-    spec = _chapter(chapter)
-    try:
-        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force)
-    except StubFormatError as exc:
-        raise UserError(str(exc)) from None
-    except StubsInTheWay as exc:
-        for diff in exc.diffs:
-            click.echo(words(T("stubs.edited", path=str(spec.stubs / diff.name))), err=True)
-        sys.exit(EXIT_FAIL_UNDER)
-    line_key = "stubs.out_of_date" if check_only else "stubs.wrote"
-    for diff in diffs:
-        reason = T("stubs.reason_missing") if diff.reason == "missing" else T("stubs.reason_differs")
-        click.echo(words(T(line_key, path=str(spec.stubs / diff.name), reason=reason)))
-        if diff.backup is not None:
-            click.echo(words(T("stubs.backup", path=diff.name, backup=str(diff.backup))))
-    if check_only and diffs:
-        click.echo(words(T("stubs.regenerate")), err=True)
-        sys.exit(EXIT_FAIL_UNDER)
-    if not diffs:
-        click.echo(words(T("stubs.up_to_date", chapter=spec.id)))
-
-
-@dev.command("validate", short_help="Validate a chapter end to end.")
-@click.argument("chapter", required=False, default="ch4")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
-              help="Seed of the hidden inputs for both gradings (default: a fresh one, printed).")
-@_lang_option
-def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
-    """Validate a chapter: metadata, stubs, reference full marks, stubs zero."""
-    from grader.authoring.validate import validate
-
-    problems = validate(_chapter(chapter), seed=seed, lang=lang or default_lang(), echo=click.echo)
-    if problems:
-        for problem in problems:
-            click.echo(f"✗ {problem}", err=True)
-        sys.exit(EXIT_FAIL_UNDER)
-    click.echo(f"✓ {chapter}: valid")
-
-
-def _chapter(chapter_id: str):
-    try:
-        return load_chapter(chapter_id)
-    except ChapterError as exc:
-        raise UserError(str(exc)) from None
-
-
-# ------------------------------------------------------------------ entry point
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point: one line for every error, never a traceback for the user's mistake."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if not args:  # `grade` alone: show how to use it
-        with click.Context(cli, info_name="grade") as ctx:
-            click.echo(cli.get_help(ctx))
-        return EXIT_OK
-    try:
-        cli.main(args=args, prog_name="grade", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
-        message = exc.format_message()
-        if isinstance(exc, click.UsageError) and not isinstance(exc, UserError):
-            message += " (see grade --help)"
-        click.echo(f"grade: error: {message}", err=True)
-        return EXIT_USAGE
-    except click.Abort:
-        click.echo("grade: interrupted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("grade: interrupted", err=True)
-        return 130
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 0
-    except Exception as exc:  # noqa: BLE001 - the grader's own bug: one line, details in a file
-        log_path = Path(tempfile.gettempdir()) / f"grade-error-{os.getpid()}.log"
-        log_path.write_text(traceback.format_exc(), encoding="utf-8")
-        lang = default_lang()
-        text = Catalog.render(grader_catalog(), T("error.internal", detail=f"{type(exc).__name__}: {exc}",
-                                                  log=str(log_path)), lang)
-        click.echo(f"grade: {text}", err=True)
-        return EXIT_INTERNAL
-    return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

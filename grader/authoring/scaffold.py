@@ -1,0 +1,115 @@
+"""A new chapter from nothing: ``grade dev new-chapter ID`` (see ``docs/authoring.md``).
+
+It writes a chapter that grades end to end at once: its ``chapter.toml``, a
+``messages.toml``, one exercise module (hidden inputs, probe, two checks), a
+reference solution with its SOLUTION/STUB blocks, and the stub generated from it. An
+author then renames and rewrites; nothing in the grader's core changes. It never
+writes over a file that exists.
+"""
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.authoring.stubs import make_stub
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class ScaffoldError(ValueError):
+    """The chapter cannot be made as asked; the message says why and what to do."""
+
+
+@dataclass
+class Scaffold:
+    """Where a new chapter's files go."""
+
+    #: the new chapter's id (a Python name)
+    chapter: str
+    #: its first exercise's id (``ex01_scale``)
+    exercise: str
+    #: the folder that holds chapter folders (``grader/chapters`` in this repository)
+    chapters: Path
+    #: the folder of its reference solutions
+    solutions: Path
+    #: the folder of its stubs (what students get)
+    stubs: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.chapters / self.chapter
+
+    def files(self) -> dict[Path, str]:
+        """Every file to write, by path."""
+        solution = _solution(self.chapter, self.exercise)
+        return {
+            self.folder / "chapter.toml": _chapter_toml(self),
+            self.folder / "messages.toml": _template("messages.toml").format(chapter=self.chapter, exercise=self.exercise[:4]),
+            self.folder / f"{self.exercise}.py": _exercise_module(self.chapter, self.exercise),
+            self.solutions / f"{self.exercise}.py": solution,
+            self.stubs / f"{self.exercise}.py": make_stub(solution, filename=f"{self.exercise}.py"),
+        }
+
+
+def plan(chapter: str, *, root: Path | None = None, exercise: str = "ex01_scale") -> Scaffold:
+    """Where chapter ``chapter`` goes: under ``root`` (``chapters/``, ``solutions/``,
+    ``exercises/``), or by default into this repository beside chapter 4."""
+    for name, what in ((chapter, "chapter id"), (exercise, "exercise id")):
+        if not name.isidentifier() or keyword.iskeyword(name) or name != name.lower():
+            raise ScaffoldError(f"{what} {name!r} must be a lower-case Python name (letters, digits, _): "
+                                f"it is a module name")
+    if not exercise.startswith("ex") or not exercise[2:4].isdigit():
+        raise ScaffoldError(f"exercise id {exercise!r} should start with exNN_ (ex01_scale): students select "
+                            f"exercises by that number (grade ... -k 1)")
+    if root is None:
+        chapters = PACKAGE_ROOT / "grader" / "chapters"
+        root = PACKAGE_ROOT
+    else:
+        root = Path(root).resolve()
+        chapters = root / "chapters"
+    made = Scaffold(chapter, exercise, chapters, root / "solutions" / chapter, root / "exercises" / chapter)
+    taken = [str(p) for p in (made.folder, made.solutions, made.stubs) if p.exists()]
+    if taken:
+        raise ScaffoldError(f"chapter {chapter} already has {', '.join(taken)}: choose another id, or remove "
+                            f"those first (nothing was written)")
+    return made
+
+
+def write(made: Scaffold) -> list[Path]:
+    """Write the chapter's files; returns their paths."""
+    written = []
+    for path, text in made.files().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _relative(target: Path, start: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def _chapter_toml(made: Scaffold) -> str:
+    return _template("chapter.toml").format(chapter=made.chapter, exercise=made.exercise,
+                                solutions=_relative(made.solutions, made.folder),
+                                stubs=_relative(made.stubs, made.folder))
+
+
+def _exercise_module(chapter: str, exercise: str) -> str:
+    return _template("exercise.py").format(chapter=chapter, exercise=exercise, tag=exercise[:4])
+
+
+def _solution(chapter: str, exercise: str) -> str:
+    return _template("solution.py").format(chapter=chapter, exercise=exercise, tag=exercise[:4])
+
+
+# ------------------------------------------------------------------ templates
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _template(name: str) -> str:
+    """A template of ``templates/`` (``str.format`` fields; ``{{`` and ``}}`` are braces)."""
+    return (TEMPLATES / f"{name}.tmpl").read_text(encoding="utf-8")

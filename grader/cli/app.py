@@ -1,0 +1,118 @@
+"""The ``grade`` command group, its entry point and what every command shares.
+
+``grade PATH`` grades one submission (the student's one command, :mod:`grader.cli.check`);
+further verbs are subcommands (``grade verify``, ``grade dev ...``). A user's mistake is
+one line on standard error and exit status 2; ``--fail-under`` alone gives 1; a bug of
+the grader's is one line too, its traceback in a log file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from grader import __version__
+from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
+
+log = logging.getLogger("grader")
+EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UserError(click.ClickException):
+    """A mistake of the user's: one line, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class _GradeGroup(click.Group):
+    """``grade PATH ...`` runs the ``check`` command; known verbs run themselves.
+
+    ``grade --help`` lists the grading options too, since ``grade PATH`` is the command
+    a student runs and the one its errors refer to.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("grade", "PATH [OPTIONS]  |  grade COMMAND [ARGS]...")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The grading options (``grade PATH [OPTIONS]``), then the group's own and its commands."""
+        check = self.commands["check"]
+        rows = [record for param in check.get_params(ctx)
+                if isinstance(param, click.Option) and "--help" not in param.opts
+                for record in [param.get_help_record(ctx)] if record]
+        with formatter.section("Grading options (grade PATH [OPTIONS]) / 评测选项"):
+            formatter.write_dl(rows)
+        super().format_options(ctx, formatter)
+
+
+@click.group(cls=_GradeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="grade")
+def cli() -> None:
+    """Grade JAX exercises with hidden checks: grade exercises/ch4
+
+    评测 JAX 练习：grade exercises/ch4
+
+    PATH is a folder with the chapter's modules, a notebook (.ipynb), or a .zip of
+    either; the report goes to .grade/ inside it (report.json, report.md).
+    """
+
+
+def lang_option(fn):
+    return click.option("--lang", type=click.Choice(LANGS), default=None,
+                        help="Report language (default: from the locale). 报告语言。")(fn)
+
+
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="grade: %(message)s",
+                        stream=sys.stderr)
+
+
+# ------------------------------------------------------------------ entry point
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line for every error, never a traceback for the user's mistake."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args:  # `grade` alone: show how to use it
+        with click.Context(cli, info_name="grade") as ctx:
+            click.echo(cli.get_help(ctx))
+        return EXIT_OK
+    try:
+        cli.main(args=args, prog_name="grade", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        message = exc.format_message()
+        if isinstance(exc, click.UsageError) and not isinstance(exc, UserError):
+            message += " (see grade --help)"
+        click.echo(f"grade: error: {message}", err=True)
+        return EXIT_USAGE
+    except click.Abort:
+        click.echo("grade: interrupted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("grade: interrupted", err=True)
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    except Exception as exc:  # noqa: BLE001 - the grader's own bug: one line, details in a file
+        log_path = Path(tempfile.gettempdir()) / f"grade-error-{os.getpid()}.log"
+        log_path.write_text(traceback.format_exc(), encoding="utf-8")
+        lang = default_lang()
+        text = Catalog.render(grader_catalog(), T("error.internal", detail=f"{type(exc).__name__}: {exc}",
+                                                  log=str(log_path)), lang)
+        click.echo(f"grade: {text}", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+

@@ -1,0 +1,110 @@
+"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from grader.chapter import ChapterError, load_chapter
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option
+from grader.i18n import T, default_lang, grader_catalog
+
+
+@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation.")
+def dev() -> None:
+    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
+
+
+@dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--check", "check_only", is_flag=True,
+              help="Only list the stubs that differ from their solutions (exit 1 if any); write nothing.")
+@click.option("--force", is_flag=True,
+              help="Also replace stub files that hold work of their own, keeping a backup copy beside each.")
+@lang_option
+def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> None:
+    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers).
+
+    A stub file that differs from what would be written is replaced only when it is an
+    old stub, the one generated from its solution as committed at git HEAD. Any other
+    file is someone's work: nothing is written (exit 1) unless --force, and then a
+    backup copy of it is kept beside it. 重新生成练习文件；不会覆盖学生的作答。
+    """
+    from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    spec = _chapter(chapter)
+    try:
+        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force)
+    except StubFormatError as exc:
+        raise UserError(str(exc)) from None
+    except StubsInTheWay as exc:
+        for diff in exc.diffs:
+            click.echo(words(T("stubs.edited", path=str(spec.stubs / diff.name))), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    line_key = "stubs.out_of_date" if check_only else "stubs.wrote"
+    for diff in diffs:
+        reason = T("stubs.reason_missing") if diff.reason == "missing" else T("stubs.reason_differs")
+        click.echo(words(T(line_key, path=str(spec.stubs / diff.name), reason=reason)))
+        if diff.backup is not None:
+            click.echo(words(T("stubs.backup", path=diff.name, backup=str(diff.backup))))
+    if check_only and diffs:
+        click.echo(words(T("stubs.regenerate")), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    if not diffs:
+        click.echo(words(T("stubs.up_to_date", chapter=spec.id)))
+
+
+@dev.command("validate", short_help="Validate a chapter end to end.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="Seed of the hidden inputs for both gradings (default: a fresh one, printed).")
+@lang_option
+def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
+    """Validate a chapter: metadata, stubs, reference full marks, stubs zero."""
+    from grader.authoring.validate import validate
+
+    problems = validate(_chapter(chapter), seed=seed, lang=lang or default_lang(), echo=click.echo)
+    if problems:
+        for problem in problems:
+            click.echo(f"✗ {problem}", err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    click.echo(f"✓ {chapter}: valid")
+
+
+def _chapter(chapter_id: str):
+    try:
+        return load_chapter(chapter_id)
+    except ChapterError as exc:
+        raise UserError(str(exc)) from None
+
+
+
+
+@dev.command("new-chapter", short_help="Start a new chapter: its toml, one exercise, a solution, its stub.")
+@click.argument("chapter")
+@click.option("--root", type=click.Path(path_type=Path), default=None,
+              help="Put it under DIR/chapters, DIR/solutions and DIR/exercises (default: this repository, "
+                   "beside ch4). Grade it with GRADER_CHAPTERS=DIR/chapters.")
+@click.option("--exercise", default="ex01_scale", show_default=True, help="The first exercise's id.")
+@lang_option
+def dev_new_chapter(chapter: str, root: Path | None, exercise: str, lang: str | None) -> None:
+    """Write a chapter that grades at once: chapter.toml, one exercise module (inputs, probe,
+    checks), its solution and the stub generated from it. Nothing is overwritten.
+    新建一章：chapter.toml、一个练习模块、参考答案及其练习文件。"""
+    from grader.authoring import scaffold
+
+    lang = lang or default_lang()
+    try:
+        made = scaffold.plan(chapter, root=root, exercise=exercise)
+    except scaffold.ScaffoldError as exc:
+        raise UserError(str(exc)) from None
+    catalog = grader_catalog()
+    for path in scaffold.write(made):
+        click.echo(catalog.render(T("scaffold.wrote", path=str(path)), lang))
+    env = f"GRADER_CHAPTERS={made.chapters} " if root is not None else ""
+    click.echo(catalog.render(T("scaffold.next", env=env, chapter=chapter, stubs=str(made.stubs),
+                                guide="docs/authoring.md"), lang))
