@@ -69,7 +69,7 @@ def test_stubs_score_zero_and_are_not_attempted(capsys, tmp_path):
 
 def test_fail_under_and_default_report_dir(capsys, tmp_path):
     sub = tmp_path / "ch4"
-    shutil.copytree(STUBS, sub)
+    shutil.copytree(STUBS, sub, ignore=shutil.ignore_patterns(".grade"))
     code, out, err = run_cli(capsys, sub, "-k", "ex04", "--fail-under", "1")
     assert code == 1
     assert (sub / ".grade" / "report.partial.json").exists()  # the default: inside the submission

@@ -60,7 +60,7 @@ def partial_run(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("partial")
     folder = base / "ch4"
-    shutil.copytree(SOLUTIONS, folder)
+    shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns(".grade"))
     shutil.copy(VARIANTS / "ex02_where" / "nan_on_zero_sum.py", folder / "ex02_where.py")
     (folder / ".grade").mkdir()
     full = {"report.json": '{"schema": "grade-report/1", "score": 80, "max_score": 80}\n',
@@ -160,7 +160,7 @@ def checkout(tmp_path, monkeypatch):
     """A student's checkout: one solution and its stub committed; ``grade dev stubs`` works on it."""
     import dataclasses
 
-    import grader.cli
+    import grader.cli.dev
     from grader.chapter import load_chapter
 
     root = tmp_path / "course"
@@ -169,7 +169,7 @@ def checkout(tmp_path, monkeypatch):
         shutil.copy(source / "ex02_where.py", root / folder / "ch4" / "ex02_where.py")
     chapter = dataclasses.replace(load_chapter("ch4"), solutions=root / "solutions" / "ch4",
                                   stubs=root / "exercises" / "ch4")
-    monkeypatch.setattr(grader.cli, "load_chapter", lambda chapter_id: chapter)
+    monkeypatch.setattr(grader.cli.dev, "load_chapter", lambda chapter_id: chapter)
     return root
 
 

@@ -72,9 +72,9 @@ def test_stub_holds_no_solution_line(name):
 
 def test_generate_writes_missing_stubs_and_keeps_edited_ones(tmp_path):
     solutions = tmp_path / "solutions"
-    shutil.copytree(SOLUTIONS, solutions)
+    shutil.copytree(SOLUTIONS, solutions, ignore=shutil.ignore_patterns(".grade"))
     stubs = tmp_path / "exercises"
-    shutil.copytree(STUBS, stubs)
+    shutil.copytree(STUBS, stubs, ignore=shutil.ignore_patterns(".grade"))
     (stubs / SOLUTION_FILES[0]).unlink()
     (stubs / SOLUTION_FILES[1]).write_text("# old\n", encoding="utf-8")  # not a git checkout: someone's work
     diffs = generate(solutions, stubs, write=False)
