@@ -29,8 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 
 TMPFS_BYTES = 64 << 20
-UID_BASE = 61000
-UID_COUNT = 256
+#: the unprivileged uids jobs run as (``GRADER_UID_BASE``/``GRADER_UID_COUNT`` give a grader a
+#: block of its own, e.g. to tell its processes from those of graders running beside it)
+UID_BASE = int(os.environ.get("GRADER_UID_BASE", 61000))
+UID_COUNT = int(os.environ.get("GRADER_UID_COUNT", 256))
 LOCK_DIR = Path(os.environ.get("GRADER_LOCK_DIR", "/tmp/grader-uid-locks"))
 
 
@@ -182,7 +184,9 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
 class UidPool:
     """Unprivileged uids, one per running job, shared safely by concurrent graders."""
 
-    def __init__(self, base: int = UID_BASE, count: int = UID_COUNT):
+    def __init__(self, base: int | None = None, count: int | None = None):
+        base = UID_BASE if base is None else base
+        count = UID_COUNT if count is None else count
         self.base, self.count = base, count
         self._held: dict[int, int] = {}
 
