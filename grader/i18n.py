@@ -8,8 +8,9 @@ Messages live in TOML catalogs, one table per key with both languages side by si
     en = "{what}: expected shape {expected}, got {got}"
     zh = "{what}：期望形状 {expected}，实际为 {got}"
 
-The grader's own catalog is ``grader/messages.toml``; a chapter adds its own
-``messages.toml`` beside its ``chapter.toml``.
+The grader's own catalog is every file of ``grader/messages/`` (``core.toml``, and one
+per capability, e.g. ``batch.toml``); a chapter adds its own ``messages.toml`` beside
+its ``chapter.toml``. A key defined twice is an error.
 """
 from __future__ import annotations
 
@@ -118,8 +119,11 @@ def default_lang(environ: Mapping[str, str] | None = None) -> str:
     return "en"
 
 
-_GRADER_CATALOG = Path(__file__).with_name("messages.toml")
+GRADER_MESSAGES = Path(__file__).with_name("messages")
 
 
 def grader_catalog() -> Catalog:
-    return Catalog().load(_GRADER_CATALOG)
+    catalog = Catalog()
+    for path in sorted(GRADER_MESSAGES.glob("*.toml")):
+        catalog.load(path)
+    return catalog

@@ -14,7 +14,7 @@ from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders
 
 GRADER = Path(__file__).resolve().parent.parent / "grader"
-CATALOG_FILES = [GRADER / "messages.toml", GRADER / "chapters" / "ch4" / "messages.toml"]
+CATALOG_FILES = sorted((GRADER / "messages").glob("*.toml")) + [GRADER / "chapters" / "ch4" / "messages.toml"]
 SOURCES = sorted(GRADER.rglob("*.py"))
 
 
