@@ -333,3 +333,66 @@ def test_the_report_says_which_sandbox_ran(tmp_path):
     report, _ = _run(ATTACKS[0], tmp_path)
     assert report["sandbox"]["kind"] == PLAN.kind
     assert report["sandbox"]["uid_isolation"] == PLAN.uid_isolation
+
+
+# ------------------------------------------------------------------ leftover processes
+#: a student's code that starts a daemon: a child that calls setsid() and forks a grandchild that
+#: sleeps on after its parent is gone (so neither its process group nor its parent tie it to the job)
+LEFTOVER = '''import os
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sh", ["/bin/sh", "-c", "sleep 300; : MARKER"])
+    os._exit(0)
+'''
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _no_leftover(marker: str) -> list[int]:
+    import time
+
+    for _ in range(20):  # a process killed a moment ago may still be on its way out
+        left = _with_marker(marker)
+        if not left:
+            return []
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "process", "process-same-uid"])
+def test_a_daemon_started_by_a_students_code_ends_with_its_job(sandbox, tmp_path, monkeypatch):
+    """No process a student's code starts outlives its grading, in every sandbox, the plain
+    process one without per-job uids included (there only the host, the subreaper of what its
+    jobs start, can find the daemon)."""
+    import uuid
+
+    from conftest import grade_to_dict
+
+    marker = f"leftover-{uuid.uuid4().hex}"
+    folder = make_submission(tmp_path / "sub", {"ex01_jit_forms": LEFTOVER.replace("MARKER", marker)
+                                                + stub("ex01_jit_forms")})
+    try:
+        if sandbox == "process-same-uid":  # what a grader not run as root gets
+            monkeypatch.setattr(sandboxes, "plan", lambda requested="auto": sandboxes.SandboxPlan("process", False))
+            report = grade_to_dict(folder, exercises=("ex01",), seed=3, sandbox="process")
+        else:
+            out = tmp_path / "report"
+            assert main([str(folder), "--report-dir", str(out), "--seed", "3", "-k", "1", "--sandbox", sandbox]) == 0
+            report = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))
+        assert report["exercises"][0]["status"] == "not_attempted"
+        assert _no_leftover(marker) == []
+    finally:
+        for pid in _with_marker(marker):  # never leave one behind on the machine, even when failing
+            os.kill(pid, 9)

@@ -16,9 +16,17 @@ orders on its control socket:
 
 It reports ``ready`` once, and ``exited`` (with the wait status) for every job. A job
 never sees the control socket: a student's code cannot give the host orders.
+
+The host is the *child subreaper* of everything it starts (``PR_SET_CHILD_SUBREAPER``):
+a process a job leaves behind (a grandchild that called ``setsid`` and outlived its
+parent, say) is handed to the host rather than to init, and the host ends every such
+leftover when a job ends, and when it stops itself, in every sandbox. Since leftovers
+carry no name of their job, one job's end ends the leftovers of the host's other jobs
+too; they all belong to the same submission.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
@@ -104,6 +112,68 @@ def _drop_privileges(uid: int | None, gid: int | None) -> None:
 
 
 XLA_DUMP = ".xla-dump"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> bool:
+    """Have orphaned descendants handed to this process (Linux), so none escapes :func:`_end_leftovers`."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid``, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _end_leftovers(jobs: dict[int, str], rounds: int = 100) -> int:
+    """SIGKILL every child of the host that is not a running job, until none is left.
+
+    As the subreaper the host inherits what a killed leftover had started, so killing
+    its children round after round ends the whole tree. Returns how many were killed.
+    """
+    killed = 0
+    me = os.getpid()
+    for _ in range(rounds):
+        strays = [pid for pid in _children(me) if pid not in jobs]
+        if not strays:
+            break
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline and any(p in _children(me) for p in strays):
+            _reap_strays(jobs)
+            time.sleep(0.005)
+    return killed
+
+
+def _reap_strays(jobs: dict[int, str]) -> None:
+    """Collect the exit of leftovers (not jobs: their exits are reported by :func:`_reap`)."""
+    for pid in _children(os.getpid()):
+        if pid in jobs:
+            continue
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
@@ -175,6 +245,7 @@ def main(argv: list[str]) -> int:
     from grader.wire import Channel
 
     control = Channel(socket.socket(fileno=control_fd))
+    _become_subreaper()
     versions = _preload(config.get("modules", []), config.get("chapter_folders", []))
     control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
     jobs: dict[int, str] = {}
@@ -215,6 +286,7 @@ def main(argv: list[str]) -> int:
     while jobs and time.monotonic() < deadline:
         _reap(jobs, control)
         time.sleep(0.01)
+    _end_leftovers({})
     return 0
 
 
@@ -238,7 +310,8 @@ def _reap(jobs: dict[int, str], control) -> None:
             return
         name = jobs.pop(pid, None)
         if name is None:
-            continue
+            continue  # a leftover that ended
+        _end_leftovers(jobs)  # what the job started ends with it
         info = {"op": "exited", "job": name}
         if os.WIFSIGNALED(status):
             info["signal"] = os.WTERMSIG(status)
