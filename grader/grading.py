@@ -184,6 +184,35 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None = None) -> dict[str, JobOutcome]:
+    """The reference's outcome of every selected exercise that a cache can hold, by exercise id.
+
+    What a batch computes once for the class and gives every grading of that seed (through
+    :class:`ReferenceCache`), even in other processes or on other machines: outcomes are
+    plain data. Timed exercises are left out: their reference is measured beside the
+    student's, in the same run. An exercise whose reference run failed is left out too
+    (each grading then runs it itself).
+    """
+    options = options or GradeOptions()
+    wanted = [ex for ex in chapter.select(options.exercises) if ex.needs_reference and not ex.timed]
+    scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
+    os.chmod(scratch, 0o755)
+    try:
+        run = _Run(chapter, wanted, None, seed, options, scratch)
+        if not wanted:
+            return {}
+        run.reference.start()
+        pool = ThreadPoolExecutor(max_workers=options.workers or max(1, min(2, os.cpu_count() or 1)))
+        try:
+            outcomes = list(pool.map(lambda ex: run._reference_job(ex, ex.inputs(seed)), wanted))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            run.reference.stop()
+        return {ex.id: outcome for ex, outcome in zip(wanted, outcomes) if outcome.end == "done"}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 class Sides:
     """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
 
@@ -206,8 +235,8 @@ class Sides:
 class _Run:
     """The state of one grading run: its hosts, deadline and the results collected so far."""
 
-    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
-                 options: GradeOptions, scratch: Path):
+    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission | None,
+                 seed: int, options: GradeOptions, scratch: Path):
         self.chapter = chapter
         self.selected = selected
         self.sub = sub
@@ -229,7 +258,7 @@ class _Run:
                   "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
                   else [chapter.search_folder]}
         self.student = HostProcess(side="student", module_dir=sub.module_dir, scratch=scratch / "student",
-                                   plan=self.plan, uids=self.uids, **common)
+                                   plan=self.plan, uids=self.uids, **common) if sub is not None else None
         self.reference = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
                                      plan=sandboxes.SandboxPlan("process", False), **common)
 

@@ -1,0 +1,125 @@
+"""Where the gradings of a batch run: here, N at once (:class:`LocalExecutor`), or on a Dask
+cluster (:class:`DaskExecutor`), a local one it starts or a running one it joins.
+
+Both take the same work, a list of ``(name, payload)`` and the class's shipped
+reference, and hand each result to ``on_result(name, result)`` in the calling thread
+as it arrives. Each grading is a worker subprocess (:func:`grader.batch.worker.run_worker`).
+A Ctrl-C stops them all (each worker stops what it started) and is raised again.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable
+
+from grader.batch.worker import dask_task, failure, interrupt, run_worker
+
+OnResult = Callable[[str, dict], None]
+
+
+class LocalExecutor:
+    """``jobs`` worker subprocesses at once on this machine, each pinned to its own cores."""
+
+    def __init__(self, jobs: int):
+        self.jobs = max(1, jobs)
+        self._procs: dict[str, object] = {}
+        self._stopping = threading.Event()
+
+    def describe(self) -> str:
+        return f"local, -j {self.jobs}"
+
+    def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
+            on_result: OnResult) -> None:
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch")
+        futures = {pool.submit(self._one, name, payload, reference, timeout_s): name for name, payload in tasks}
+        try:
+            for future in as_completed(futures):
+                on_result(futures[future], future.result())
+        except KeyboardInterrupt:
+            self._stopping.set()
+            for future in futures:
+                future.cancel()
+            for proc in list(self._procs.values()):
+                interrupt(proc)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _one(self, name: str, payload: dict, reference: dict | None, timeout_s: float) -> dict:
+        if self._stopping.is_set():
+            return failure("interrupted", "interrupted")
+
+        def started(proc) -> None:
+            self._procs[name] = proc
+            if self._stopping.is_set():
+                interrupt(proc)
+
+        try:
+            return run_worker({**payload, "slots": self.jobs}, reference, timeout_s=timeout_s, started=started)
+        finally:
+            self._procs.pop(name, None)
+
+
+class DaskExecutor:
+    """Each submission a Dask task of its own: a local cluster of ``jobs`` workers, or the one at ``scheduler``.
+
+    Every task has a distinct key (``pure=False``: two identical submissions are two
+    students), is retried ``retries`` times when it fails, and one whose workers keep
+    dying (``KilledWorker``) becomes that student's error row. The reference is
+    scattered to the workers once, not sent with every task.
+    """
+
+    def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task):
+        self.jobs = max(1, jobs)
+        self.scheduler = scheduler
+        self.retries = retries
+        self.task = task
+
+    def describe(self) -> str:
+        return f"dask, {self.scheduler}" if self.scheduler else f"dask, local cluster of {self.jobs} workers"
+
+    def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
+            on_result: OnResult) -> None:
+        from distributed import Client, LocalCluster, as_completed as completed
+
+        cluster = None
+        if self.scheduler is None:
+            cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
+        client = Client(cluster if cluster is not None else self.scheduler, timeout="60s")
+        futures: dict = {}
+        try:
+            workers = client.scheduler_info().get("workers", {}).values()
+            host_slots = Counter()
+            for worker in workers:
+                host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
+            shipped = client.scatter([reference], broadcast=True)[0] if reference is not None else None
+            for name, payload in tasks:
+                key = f"grade-{uuid.uuid4().hex[:12]}-{''.join(c if c.isalnum() else '_' for c in name)[:40]}"
+                future = client.submit(self.task, payload, shipped, dict(host_slots), timeout_s, key=key,
+                                       pure=False, retries=self.retries)
+                futures[future] = name
+            for future in completed(futures):
+                on_result(futures[future], _result(future))
+        except KeyboardInterrupt:
+            client.cancel(list(futures), force=True)
+            raise
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _result(future) -> dict:
+    """A task's result; a task that failed for good is a crash row, saying why."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker:
+        return failure("crash", "the Dask workers grading this submission kept dying (KilledWorker); "
+                                "it was not graded")
+    except Exception as exc:  # noqa: BLE001 - one student's row, never the batch
+        return failure("crash", f"the Dask task failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,317 @@
+"""A batch: a whole class graded in one command (:func:`run_batch`).
+
+One seed for the class (``--seed``, else the one the results folder's manifest
+recorded, so that running the same command again resumes, else a fresh one); the
+reference run once for the class and shipped to every grading; each student graded in
+a worker subprocess by an executor (here, or on a Dask cluster); each result written
+as it arrives (the student's reports, then the manifest), so an interrupted batch
+keeps what was graded; at the end the gradebook, the exports and the class summary,
+all from the students' reports.
+
+The manifest (``RESULTS/manifest.json``) records, for every student graded, the
+digest of their files, the seed, the exercises and the digest of the chapter and
+reference: a student whose entry matches and whose report is there is not graded
+again, unless ``force``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from grader.batch import gradebook, reference as references, roster, summary as summaries
+from grader.batch.gradebook import Row
+from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
+from grader.grading import GradeOptions, new_seed
+from grader.i18n import T, Text
+from grader.runner import sandbox as sandboxes
+from grader.runner.jobs import Limits
+
+MANIFEST = "manifest.json"
+SCHEMA = "grade-batch/1"
+#: time a worker gets beyond the submission's own limit (starting JAX, waiting for cores)
+WORKER_SLACK_S = 300.0
+
+
+class BatchError(Exception):
+    """The batch cannot start; ``text`` is one line for the user (exit status 2)."""
+
+    def __init__(self, text: Text):
+        super().__init__(text.key)
+        self.text = text
+
+
+@dataclass
+class BatchOptions:
+    """How to grade a class; the defaults are the ``grade batch`` command's."""
+
+    #: the chapter's id (``ch4``)
+    chapter: str
+    #: the results folder (``RESULTS/``)
+    out: Path
+    #: grade only these exercises (``-k``); empty: all
+    exercises: tuple[str, ...] = ()
+    #: the class's seed; ``None``: the manifest's, else a fresh one
+    seed: int | None = None
+    #: gradings at once: local worker processes, or a local Dask cluster's workers
+    jobs: int = 1
+    #: ``local`` or ``dask``
+    executor: str = "local"
+    #: a running Dask scheduler's address (``tcp://host:8786``); ``None``: start a local cluster
+    scheduler: str | None = None
+    #: ``auto``, ``bwrap`` or ``process``
+    sandbox: str = "auto"
+    #: grade with a sandbox weaker than bubblewrap with per-job uids (the summary says so)
+    allow_weak_sandbox: bool = False
+    #: each submission's time limit, seconds
+    timeout_s: float = 900.0
+    #: caps every exercise's time limit, seconds
+    exercise_timeout_s: float | None = None
+    #: memory per exercise's process, MiB
+    memory_mb: int = 4096
+    #: grade every student again, even those already graded with this seed
+    force: bool = False
+    #: the language of the reports and the summary
+    lang: str = "en"
+
+
+@dataclass
+class BatchResult:
+    """What a batch did."""
+
+    #: the gradebook's rows, one a student, by name
+    rows: list[Row]
+    #: students graded by this run
+    graded: list[str] = field(default_factory=list)
+    #: students skipped because already graded (resume)
+    skipped: list[str] = field(default_factory=list)
+    #: the files written: ``grades``, ``junit``, ``summary_md``, ``summary_html``, ``manifest``
+    paths: dict[str, Path] = field(default_factory=dict)
+    #: the class's seed
+    seed: int = 0
+    #: whether Ctrl-C stopped it (what was graded is kept; the same command resumes)
+    interrupted: bool = False
+
+
+def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
+              on_result: Callable[[Row, int, int], None] | None = None,
+              on_plan: Callable[[int, int, int], None] | None = None) -> BatchResult:
+    """Grade the class in ``submissions``; raises :class:`BatchError` when it cannot start.
+
+    ``on_plan(to_grade, skipped, seed)`` is told once what will be graded; ``on_result(row,
+    done, total)`` after each student. On Ctrl-C the results so far are written and
+    ``KeyboardInterrupt`` is raised again, with the partial :class:`BatchResult` as its
+    ``result`` attribute.
+    """
+    chapter, selected = _chapter(options)
+    try:
+        students = roster.read_class(Path(submissions), options.out)
+    except roster.ClassError as exc:
+        raise BatchError(exc.text) from None
+    plan = _sandbox(options)
+    out = Path(options.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BatchError(T("batch.error.out", path=str(out), detail=exc.strerror or str(exc))) from None
+    manifest = Manifest.load(out, chapter.id)
+    seed = options.seed if options.seed is not None else manifest.seed or new_seed()
+    digest = references.content_digest(chapter)
+    words = lambda text: chapter.catalog.render(text, options.lang)  # noqa: E731
+    ids = [ex.id for ex in selected]
+    manifest.start(seed, ids, digest)
+    rows: dict[str, Row] = {}
+    tasks: list[tuple[str, dict]] = []
+    result = BatchResult([], seed=seed)
+    for student in students:
+        if student.problem is not None:
+            rows[student.name] = gradebook.row_from_failure(student.name, student.status, words(student.problem))
+            continue
+        try:
+            packed = roster.pack(student)
+        except roster.ClassError as exc:
+            rows[student.name] = gradebook.row_from_failure(student.name, "unreadable", words(exc.text))
+            continue
+        key = {"digest": packed["digest"], "seed": seed, "exercises": ids, "reference": digest}
+        previous = None if options.force else manifest.graded(student.name, key, out)
+        if previous is not None:
+            rows[student.name] = previous
+            result.skipped.append(student.name)
+            continue
+        manifest.pending[student.name] = key
+        tasks.append((student.name, {"name": student.name, "display": str(student.path), "submission": packed,
+                                     "chapter": chapter.id, "exercises": ids, "seed": seed, "lang": options.lang,
+                                     "options": _settings(options)}))
+    if on_plan is not None:
+        on_plan(len(tasks), len(result.skipped), seed)
+    done = [0]
+
+    def collect(name: str, outcome: dict) -> None:
+        row = _store(name, outcome, out, manifest)
+        rows[name] = row
+        if outcome.get("ok"):
+            result.graded.append(name)
+        done[0] += 1
+        if on_result is not None:
+            on_result(row, done[0], len(tasks))
+
+    if tasks:
+        shipped = references.compute(chapter, seed, GradeOptions(
+            chapter=chapter.id, exercises=tuple(ids), seed=seed, sandbox=options.sandbox,
+            limits=Limits(memory_bytes=options.memory_mb << 20)))
+        executor = executor or make_executor(options)
+        try:
+            executor.run(tasks, shipped, options.timeout_s + WORKER_SLACK_S, collect)
+        except KeyboardInterrupt as stop:
+            result.interrupted = True
+            for name, _ in tasks:
+                rows.setdefault(name, gradebook.row_from_failure(name, "interrupted", words(T("batch.row.interrupted"))))
+            _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
+            stop.result = result  # type: ignore[attr-defined]
+            raise
+    _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
+    return result
+
+
+def make_executor(options: BatchOptions):
+    from grader.batch.executors import DaskExecutor, LocalExecutor
+
+    if options.executor == "dask":
+        return DaskExecutor(options.jobs, options.scheduler)
+    return LocalExecutor(options.jobs)
+
+
+def _chapter(options: BatchOptions) -> tuple[Chapter, list]:
+    try:
+        chapter = load_chapter(options.chapter)
+        return chapter, chapter.select(options.exercises)
+    except ChapterError as exc:
+        raise BatchError(T("error.chapter", detail=str(exc))) from None
+    except UnknownExercise as exc:
+        raise BatchError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter, known=exc.known)) from None
+
+
+def _sandbox(options: BatchOptions) -> sandboxes.SandboxPlan:
+    """The sandbox this machine gives; a weaker one than bwrap+uid only when allowed."""
+    try:
+        plan = sandboxes.plan(options.sandbox)
+    except RuntimeError as exc:
+        raise BatchError(T("error.chapter", detail=str(exc))) from None
+    if not strong(plan.describe()) and not options.allow_weak_sandbox:
+        raise BatchError(T("batch.error.weak_sandbox", sandbox=_word(plan.describe())))
+    return plan
+
+
+def strong(sandbox: dict) -> bool:
+    """Whether a report's sandbox is the one a class needs: bubblewrap with per-job uids."""
+    return sandbox.get("kind") == "bwrap" and bool(sandbox.get("uid_isolation"))
+
+
+def _word(sandbox: dict) -> str:
+    return sandbox.get("kind", "?") + ("+uid" if sandbox.get("uid_isolation") else "")
+
+
+def _settings(options: BatchOptions) -> dict:
+    return {"sandbox": options.sandbox, "allow_weak_sandbox": options.allow_weak_sandbox,
+            "timeout_s": options.timeout_s, "exercise_timeout_s": options.exercise_timeout_s,
+            "memory_mb": options.memory_mb}
+
+
+def _store(name: str, outcome: dict, out: Path, manifest: "Manifest") -> Row:
+    """Write one student's result as it arrives: their reports first, then the manifest's entry."""
+    if not outcome.get("ok"):
+        return gradebook.row_from_failure(name, outcome.get("status", "crash"), outcome.get("message", ""),
+                                          outcome.get("duration_s", 0.0))
+    for file_name, text in outcome["files"].items():
+        gradebook.write_text(out / name / Path(file_name).name, text)
+    report = json.loads(outcome["files"][outcome["report"]])
+    row = gradebook.row_from_report(name, report)
+    manifest.record(name, {**manifest.pending.pop(name), "status": row.status, "report": outcome["report"],
+                           "duration_s": round(outcome.get("duration_s", 0.0), 3), "cpus": outcome.get("cpus"),
+                           "reference_source": outcome.get("reference"),
+                           "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+    return row
+
+
+def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapter, selected, options: BatchOptions,
+            plan: sandboxes.SandboxPlan, words, manifest: "Manifest") -> None:
+    """The gradebook, the exports and the summary, from every student's row."""
+    out = Path(options.out)
+    result.rows = [rows[s.name] for s in students if s.name in rows]
+    max_points = {ex.id: ex.max_score for ex in selected}
+    result.paths = gradebook.write_exports(result.rows, max_points, out, chapter.id)
+    weak = sorted({_word(r.report["sandbox"]) for r in result.rows if r.report and not strong(r.report["sandbox"])})
+    if not weak and not strong(plan.describe()):
+        weak = [_word(plan.describe())]
+    warning = T("batch.summary.weak_sandbox", sandbox=", ".join(weak)) if weak else None
+    notes = []
+    from grader.batch import cpus
+
+    if options.executor == "local" and not cpus.slots(options.jobs) and options.jobs > 1:
+        notes.append(T("batch.summary.shared_cores", jobs=options.jobs, cpus=len(cpus.machine_cpus())))
+    if result.interrupted:
+        notes.append(T("batch.summary.interrupted"))
+    chapter_words = f"{words(chapter.title)} ({chapter.id})"
+    summary = summaries.summarize(result.rows, chapter=chapter_words, seed=result.seed,
+                                  max_score=sum(max_points.values()), warning=warning, notes=notes)
+    result.paths["summary_md"] = out / "summary.md"
+    result.paths["summary_html"] = out / "summary.html"
+    gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))
+    gradebook.write_text(result.paths["summary_html"], summaries.render_html(summary, words, options.lang))
+    result.paths["manifest"] = manifest.path
+
+
+class Manifest:
+    """``RESULTS/manifest.json``: who was graded, with which files, seed, exercises and reference."""
+
+    def __init__(self, path: Path, data: dict):
+        self.path = path
+        self.data = data
+        #: the keys of the students being graded now, until their result is recorded
+        self.pending: dict[str, dict] = {}
+
+    @classmethod
+    def load(cls, out: Path, chapter: str) -> "Manifest":
+        """The folder's manifest; an unreadable one is kept aside (never lost) and a new one begun."""
+        path = out / MANIFEST
+        data: dict = {}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+                    raise ValueError("not a grade-batch/1 manifest")
+            except (OSError, ValueError):
+                path.rename(path.with_name(f"{MANIFEST}.unreadable-{dt.datetime.now():%Y%m%d-%H%M%S}"))
+                data = {}
+        if data.get("chapter") != chapter:
+            data = {}
+        data.setdefault("students", {})
+        return cls(path, {"schema": SCHEMA, "chapter": chapter, **data})
+
+    @property
+    def seed(self) -> int | None:
+        return self.data.get("seed")
+
+    def start(self, seed: int, exercises: list[str], digest: str) -> None:
+        self.data.update(seed=seed, exercises=exercises, reference=digest)
+        self.save()
+
+    def graded(self, name: str, key: dict, out: Path) -> Row | None:
+        """The student's row from their report, when they were graded with ``key`` already."""
+        entry = self.data["students"].get(name)
+        if not entry or any(entry.get(k) != v for k, v in key.items()):
+            return None
+        try:
+            report = json.loads((out / name / entry["report"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return gradebook.row_from_report(name, report)
+
+    def record(self, name: str, entry: dict) -> None:
+        self.data["students"][name] = entry
+        self.save()
+
+    def save(self) -> None:
+        gradebook.write_text(self.path, json.dumps(self.data, ensure_ascii=False, indent=1) + "\n")

@@ -1,0 +1,133 @@
+"""``grade batch SUBMISSIONS/ --chapter ch4 --out RESULTS/ [-j N]``: a whole class in one command.
+
+A thin layer over :func:`grader.batch.run.run_batch`: options in, a progress bar with
+an ETA on a terminal (rich) or a line per student otherwise, one line at the end
+naming the gradebook and the summary. Exit status 0 when the batch ran to its end
+(whatever the grades), 2 when it cannot start, 130 when interrupted (what was graded
+is kept; the same command resumes).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from grader.cli.app import UserError, cli, lang_option, setup_logging
+from grader.i18n import T, default_lang, grader_catalog
+
+
+@cli.command("batch", short_help="Grade a whole class: one submission per student in a folder.")
+@click.argument("submissions", type=click.Path(path_type=Path))
+@click.option("--chapter", required=True, help="Chapter id, e.g. ch4.")
+@click.option("--out", "out", type=click.Path(path_type=Path), required=True,
+              help="Results folder: reports, grades.csv, junit.xml, summary.md/html, manifest.json.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Submissions graded at once (local processes, or a local Dask cluster's workers).")
+@click.option("-k", "--exercise", "exercises", multiple=True,
+              help="Grade only this exercise (ex03_static_args, ex03 or 3); repeatable.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="The class's seed (default: the one RESULTS/ recorded, else a fresh one).")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="Where the gradings run: here, or on Dask (a local cluster, or --scheduler).")
+@click.option("--scheduler", default=None, help="A running Dask scheduler's address (tcp://host:8786).")
+@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
+              help="Isolation of the students' code.")
+@click.option("--allow-weak-sandbox", is_flag=True,
+              help="Grade even without bubblewrap and per-job uids (the summary says so on its first line).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
+              help="Time limit for each submission, in seconds.")
+@click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
+              help="Cap every exercise's time limit (seconds).")
+@click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096, show_default=True,
+              help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
+@click.option("--force", is_flag=True, help="Grade every student again, even those already graded.")
+@lang_option
+@click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
+def batch_cmd(submissions: Path, chapter: str, out: Path, jobs: int, exercises: tuple[str, ...], seed: int | None,
+              executor: str, scheduler: str | None, sandbox: str, allow_weak_sandbox: bool, timeout_s: float,
+              exercise_timeout_s: float | None, memory_mb: int, force: bool, lang: str | None,
+              verbose: bool) -> None:
+    """Grade every submission in SUBMISSIONS (a folder, notebook or .zip per student). 批量评分全班作业。
+
+    Running the same command again resumes: students already graded with unchanged
+    files and the same seed are kept (--force grades them again).
+    """
+    from grader.batch.run import BatchError, BatchOptions, run_batch
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    setup_logging(verbose)
+    if scheduler and executor != "dask":
+        raise UserError(words(T("batch.error.scheduler_needs_dask")))
+    if executor == "dask":
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise UserError(words(T("batch.error.no_dask"))) from None
+    options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
+                           scheduler=scheduler, sandbox=sandbox, allow_weak_sandbox=allow_weak_sandbox,
+                           timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
+                           force=force, lang=lang)
+    display = _Display(words, options)
+    try:
+        with display:
+            result = run_batch(submissions, options, on_plan=display.plan, on_result=display.row)
+    except BatchError as exc:
+        raise UserError(words(exc.text)) from None
+    except KeyboardInterrupt as stop:
+        partial = getattr(stop, "result", None)
+        if partial is None:
+            raise
+        click.echo(words(T("batch.ui.interrupted", done=len(partial.graded) + len(partial.skipped),
+                           total=len(partial.rows), out=str(out))), err=True)
+        sys.exit(130)
+    problems = sum(r.status != "completed" for r in result.rows)
+    click.echo(words(T("batch.ui.done", graded=len(result.graded), skipped=len(result.skipped), problems=problems,
+                       grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
+
+
+class _Display:
+    """A progress bar with an ETA on a terminal (rich); a line per student elsewhere."""
+
+    def __init__(self, words, options):
+        self.words = words
+        self.options = options
+        self.bar = None
+        self.task = None
+        self.max_score = None
+
+    def __enter__(self) -> "_Display":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def plan(self, to_grade: int, skipped: int, seed: int) -> None:
+        from grader.batch.run import make_executor
+
+        click.echo(self.words(T("batch.ui.plan", to_grade=to_grade, skipped=skipped, seed=seed,
+                                executor=make_executor(self.options).describe())), err=True)
+        if sys.stderr.isatty() and to_grade:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                console=Console(stderr=True), transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task(self.words(T("batch.ui.progress")), total=to_grade)
+
+    def row(self, row, done: int, total: int) -> None:
+        score = f"{row.total:g}"
+        most = row.report.get("max_score", "?") if row.report else "–"
+        line = self.words(T("batch.ui.row", done=done, total=total, name=row.name, score=score, max_score=most,
+                            status=row.status))
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+            self.bar.advance(self.task)
+        else:
+            click.echo(line, err=True)
