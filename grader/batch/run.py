@@ -33,6 +33,9 @@ MANIFEST = "manifest.json"
 SCHEMA = "grade-batch/1"
 #: time a worker gets beyond the submission's own limit (starting JAX, waiting for cores)
 WORKER_SLACK_S = 300.0
+#: failures that the same files would meet again: not retried on resume (a crash or a timeout of
+#: the grading itself is)
+FINAL_FAILURES = ("unreadable",)
 
 
 class BatchError(Exception):
@@ -222,8 +225,12 @@ def _settings(options: BatchOptions) -> dict:
 def _store(name: str, outcome: dict, out: Path, manifest: "Manifest") -> Row:
     """Write one student's result as it arrives: their reports first, then the manifest's entry."""
     if not outcome.get("ok"):
-        return gradebook.row_from_failure(name, outcome.get("status", "crash"), outcome.get("message", ""),
-                                          outcome.get("duration_s", 0.0))
+        row = gradebook.row_from_failure(name, outcome.get("status", "crash"), outcome.get("message", ""),
+                                         outcome.get("duration_s", 0.0))
+        if row.status in FINAL_FAILURES:  # the same files would fail the same way: kept for resume
+            manifest.record(name, {**manifest.pending.pop(name), "status": row.status, "report": None,
+                                   "detail": row.detail})
+        return row
     for file_name, text in outcome["files"].items():
         gradebook.write_text(out / name / Path(file_name).name, text)
     report = json.loads(outcome["files"][outcome["report"]])
@@ -303,6 +310,8 @@ class Manifest:
         entry = self.data["students"].get(name)
         if not entry or any(entry.get(k) != v for k, v in key.items()):
             return None
+        if entry.get("status") in FINAL_FAILURES:
+            return gradebook.row_from_failure(name, entry["status"], entry.get("detail", ""))
         try:
             report = json.loads((out / name / entry["report"]).read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError):
