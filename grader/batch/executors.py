@@ -68,7 +68,8 @@ class DaskExecutor:
     Every task has a distinct key (``pure=False``: two identical submissions are two
     students), is retried ``retries`` times when it fails, and one whose workers keep
     dying (``KilledWorker``) becomes that student's error row. The reference is
-    scattered to the workers once, not sent with every task.
+    one task of its own that the gradings depend on: it travels to each worker once,
+    not with every task, and is computed again if the workers holding it die.
     """
 
     def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task):
@@ -95,7 +96,9 @@ class DaskExecutor:
             host_slots = Counter()
             for worker in workers:
                 host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
-            shipped = client.scatter([reference], broadcast=True)[0] if reference is not None else None
+            # the reference as a task of its own, not scattered data: when the workers holding it die,
+            # the scheduler computes it again instead of cancelling every grading that needs it
+            shipped = client.submit(hold, reference, key=f"reference-{uuid.uuid4().hex[:12]}", pure=False)
             for name, payload in tasks:
                 key = f"grade-{uuid.uuid4().hex[:12]}-{''.join(c if c.isalnum() else '_' for c in name)[:40]}"
                 future = client.submit(self.task, payload, shipped, dict(host_slots), timeout_s, key=key,
@@ -110,6 +113,11 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def hold(value):
+    """The value itself: a task that keeps the class's reference where the gradings need it."""
+    return value
 
 
 def _result(future) -> dict:

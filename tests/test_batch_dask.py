@@ -1,0 +1,103 @@
+"""grade batch --executor dask: a real ``distributed.LocalCluster`` (no mock).
+
+A small class (full marks, stubs, a crash, and two students who handed in the same
+files) graded on a local cluster of two workers, with the plain process sandbox
+allowed explicitly (so the summary says so on its first line); and a task whose
+workers keep dying, which must become that student's error row and not lose the
+batch. About 40 seconds.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SOLUTIONS, STUBS, make_submission
+
+from grader.cli import main
+
+distributed = pytest.importorskip("distributed", reason="Dask is in the batch extra: pip install -e '.[batch]'")
+pytestmark = pytest.mark.slow
+SEED = 21
+CRASH = (SOLUTIONS / "ex01_jit_forms.py").read_text(encoding="utf-8").replace(
+    "    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)",
+    "    import os\n    os._exit(7)")
+
+
+def _student(klass: Path, name: str, replacements: dict | None = None, base: Path = SOLUTIONS) -> None:
+    made = make_submission(klass / f".{name}-tmp", replacements, base=base)
+    made.rename(klass / name)
+    shutil.rmtree(klass / f".{name}-tmp")
+
+
+@pytest.fixture(scope="module")
+def dask_batch(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dask")
+    klass = root / "class"
+    klass.mkdir()
+    _student(klass, "ada")
+    _student(klass, "ada-twin")  # the same files: two students, not one merged task
+    _student(klass, "bea", base=STUBS)
+    _student(klass, "cy", {"ex01_jit_forms": CRASH})
+    out = root / "results"
+    code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "--executor", "dask", "-j", "2",
+                 "-k", "1", "--seed", str(SEED), "--exercise-timeout", "20", "--sandbox", "process",
+                 "--allow-weak-sandbox", "--lang", "en"])
+    with (out / "grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    return {"code": code, "out": out, "rows": rows}
+
+
+def test_a_class_is_graded_on_a_local_dask_cluster(dask_batch):
+    rows = dask_batch["rows"]
+    assert dask_batch["code"] == 0
+    assert {n: r["status"] for n, r in rows.items()} == {"(max points)": "", "ada": "completed",
+                                                         "ada-twin": "completed", "bea": "completed", "cy": "crash"}
+    assert rows["ada"]["total"] == rows["ada-twin"]["total"] == "10" and rows["bea"]["total"] == "0"
+    for name in ("ada", "ada-twin", "bea", "cy"):
+        report = json.loads((dask_batch["out"] / name / "report.partial.json").read_text(encoding="utf-8"))
+        assert report["seed"] == SEED and float(rows[name]["total"]) == report["score"]
+        assert report["submission"]["path"].endswith(f"/class/{name}")
+
+
+def test_the_workers_used_the_reference_shipped_to_them(dask_batch):
+    manifest = json.loads((dask_batch["out"] / "manifest.json").read_text(encoding="utf-8"))
+    sources = {name: entry["reference_source"] for name, entry in manifest["students"].items()}
+    assert sources == {"ada": "shipped", "ada-twin": "shipped", "bea": "shipped", "cy": "shipped"}
+
+
+def test_the_summary_says_on_its_first_line_that_the_sandbox_was_weaker(dask_batch):
+    for name in ("summary.md", "summary.html"):
+        text = (dask_batch["out"] / name).read_text(encoding="utf-8")
+        first = text.split("<body>", 1)[-1].strip().splitlines()[0]
+        assert "Warning: graded with a weaker sandbox (process+uid" in first or \
+            "Warning: graded with a weaker sandbox (process" in first, first
+
+
+# ------------------------------------------------------------------ workers that keep dying
+def doomed(payload: dict, reference, host_slots, timeout_s: float) -> dict:
+    """A Dask task that kills its worker for the student ``doomed``, and grades nobody."""
+    if payload["name"] == "doomed":
+        os._exit(1)
+    return {"ok": False, "status": "crash", "message": "not graded in this test"}
+
+
+def test_a_task_whose_workers_keep_dying_becomes_an_error_row(tmp_path):
+    import cloudpickle
+    import dask
+
+    import test_batch_dask
+    from grader.batch.executors import DaskExecutor
+
+    cloudpickle.register_pickle_by_value(test_batch_dask)  # the workers cannot import this test module
+    results: dict[str, dict] = {}
+    tasks = [("doomed", {"name": "doomed"}), ("fine", {"name": "fine"})]
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        DaskExecutor(2, task=doomed, retries=0).run(tasks, {"digest": "x"}, 60,
+                                                    lambda name, result: results.__setitem__(name, result))
+    assert results["doomed"]["status"] == "crash" and "KilledWorker" in results["doomed"]["message"]
+    assert results["fine"]["message"] == "not graded in this test"

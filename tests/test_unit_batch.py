@@ -1,0 +1,170 @@
+"""Unit tests of the batch's parts that need no grading: the class roster, packing, the
+core slots, the shipped reference, and the gradebook's formats on a hand-made report."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from grader.batch import cpus, gradebook, roster
+from grader.batch.reference import content_digest, seed_cache
+from grader.chapter import load_chapter
+from grader.grading import ReferenceCache
+from grader.i18n import grader_catalog
+
+
+# ------------------------------------------------------------------ roster
+def test_the_roster_names_students_and_says_why_some_are_not_graded(tmp_path):
+    klass = tmp_path / "class"
+    (klass / "ann").mkdir(parents=True)
+    (klass / "Bo").mkdir()
+    (klass / "bo.zip").write_bytes(b"PK")
+    (klass / "cy.ipynb").write_text("{}", encoding="utf-8")
+    (klass / "readme.txt").write_text("hi", encoding="utf-8")
+    (klass / ".DS_Store").write_bytes(b"")
+    (klass / "results").mkdir()
+    (klass / "link").symlink_to(klass / "ann")
+    students = {s.name: s for s in roster.read_class(klass, klass / "results")}
+    assert set(students) == {"ann", "Bo", "bo", "cy", "readme.txt", "link"}
+    assert students["ann"].problem is None and students["cy"].problem is None
+    assert students["Bo"].status == students["bo"].status == "name_clash"
+    words = lambda t: grader_catalog().render(t, "en")  # noqa: E731
+    assert "Bo, bo.zip" in words(students["bo"].problem)
+    assert students["readme.txt"].status == "not_a_submission"
+    assert students["link"].status == "not_a_submission" and "link" in words(students["link"].problem)
+
+
+def test_an_empty_class_or_a_missing_folder_is_an_error(tmp_path):
+    with pytest.raises(roster.ClassError) as empty:
+        roster.read_class(tmp_path)
+    assert empty.value.text.key == "batch.error.empty"
+    with pytest.raises(roster.ClassError) as missing:
+        roster.read_class(tmp_path / "nowhere")
+    assert missing.value.text.key == "batch.error.not_a_folder"
+
+
+def test_packing_leaves_links_out_and_unpacks_the_same_files(tmp_path):
+    folder = tmp_path / "ann"
+    folder.mkdir()
+    (folder / "ex01_jit_forms.py").write_text("x = 1\n", encoding="utf-8")
+    (folder / "data").mkdir()
+    secret = tmp_path / "secret.py"
+    secret.write_text("classmate's\n", encoding="utf-8")
+    (folder / "peek.py").symlink_to(secret)
+    packed = roster.pack(roster.Student("ann", folder))
+    assert set(packed["files"]) == {"ex01_jit_forms.py"} and packed["dirs"] == ["data"]
+    again = roster.unpack(json.loads(json.dumps(packed)), "ann", tmp_path / "there")
+    assert again.name == "ann" and (again / "ex01_jit_forms.py").read_text(encoding="utf-8") == "x = 1\n"
+    assert (again / "data").is_dir() and not (again / "peek.py").exists()
+    (folder / "ex01_jit_forms.py").write_text("x = 2\n", encoding="utf-8")
+    assert roster.pack(roster.Student("ann", folder))["digest"] != packed["digest"]
+
+
+def test_a_submission_too_large_to_send_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(roster, "MAX_TOTAL_BYTES", 10)
+    big = tmp_path / "big.zip"
+    big.write_bytes(b"x" * 100)
+    with pytest.raises(roster.ClassError) as too_large:
+        roster.pack(roster.Student("big", big))
+    assert too_large.value.text.key == "error.too_large"
+
+
+# ------------------------------------------------------------------ core slots
+def test_slots_split_the_cores_and_none_when_too_few():
+    assert cpus.slots(2, [0, 1, 2, 3]) == [[0, 1], [2, 3]]
+    assert cpus.slots(3, [0, 1, 2, 3]) == [[0], [1], [2, 3]]
+    assert cpus.slots(1, [0, 1]) == [[0, 1]]
+    assert cpus.slots(3, [0, 1]) == []
+
+
+def test_two_gradings_never_hold_the_same_cores(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpus, "LOCK_DIR", tmp_path)
+    monkeypatch.setattr(cpus, "machine_cpus", lambda: [0, 1])
+    first = cpus.acquire(2, wait_s=0)
+    second = cpus.acquire(2, wait_s=0)
+    assert first is not None and second is not None
+    assert sorted(first.cores + second.cores) == [0, 1]
+    assert cpus.acquire(2, wait_s=0) is None  # both slots held: no third
+    first.release()
+    third = cpus.acquire(2, wait_s=0)
+    assert third is not None and third.cores == first.cores
+    second.release()
+    third.release()
+
+
+def test_pinning_restricts_this_process_and_what_it_starts():
+    before = os.sched_getaffinity(0)
+    try:
+        cpus.CoreSlot([min(before)], []).pin()
+        assert os.sched_getaffinity(0) == {min(before)}
+        import subprocess
+        import sys
+
+        child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                               capture_output=True, text=True, check=True)
+        assert child.stdout.strip() == f"[{min(before)}]"
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+# ------------------------------------------------------------------ the shipped reference
+def test_a_shipped_reference_is_used_only_for_the_same_chapter_code_and_seed(tmp_path):
+    from grader.runner.jobs import JobOutcome
+    from grader import wire
+    import dataclasses
+
+    chapter = load_chapter("ch4")
+    ex = chapter.exercises[0]
+    outcome = JobOutcome(end="done", side="reference", observations={"k": [1.5]})
+    shipped = {"digest": content_digest(chapter), "seed": 4,
+               "outcomes": {ex.id: wire.encode(dataclasses.asdict(outcome))}}
+    cache, used = seed_cache(shipped, chapter, 4, None)
+    assert used and cache.get(ReferenceCache.key(chapter, ex, 4, chapter.solutions)) == outcome
+    assert seed_cache(shipped, chapter, 5, None)[1] is False
+    assert seed_cache({**shipped, "digest": "other"}, chapter, 4, None)[1] is False
+    timed = next(e for e in chapter.exercises if e.timed)
+    shipped["outcomes"][timed.id] = shipped["outcomes"][ex.id]
+    cache, _ = seed_cache(shipped, chapter, 4, None)
+    assert cache.get(ReferenceCache.key(chapter, timed, 4, chapter.solutions)) is None  # timed: never shipped
+
+
+# ------------------------------------------------------------------ formats
+def _report() -> dict:
+    check = lambda cid, status, points: {"id": cid, "title": f"title {cid}", "category": "numeric",  # noqa: E731
+                                        "points": points, "max_points": 2, "status": status,
+                                        "message": f"seen {cid}", "hint": "reread section 1", "hint_id": "check"}
+    return {"score": 3, "max_score": 6, "title": "Chapter 4: 3 / 6", "duration_s": 4.0, "partial": True,
+            "sandbox": {"kind": "bwrap", "uid_isolation": True},
+            "exercises": [{"id": "ex01", "score": 2, "max_score": 4, "status": "partial", "duration_s": 2.0,
+                           "error": None, "checks": [check("a", "passed", 2), check("b", "failed", 0)]},
+                          {"id": "ex02", "score": 1, "max_score": 2, "status": "timeout", "duration_s": 2.0,
+                           "error": "ran past 5 s", "checks": [check("c", "timeout", 1)]}]}
+
+
+def test_rows_and_gradebook_from_a_report():
+    row = gradebook.row_from_report("ann", _report())
+    assert row.status == "timeout" and "ex02: timeout (ran past 5 s)" in row.detail and row.total == 3
+    failed = gradebook.row_from_failure("bo", "unreadable", "bad zip")
+    text = gradebook.grades_csv([row, failed], {"ex01": 4, "ex02": 2})
+    lines = list(csv.reader(io.StringIO(text)))
+    assert lines[0] == ["student", "ex01", "ex02", "total", "percent", "status", "detail"]
+    assert lines[1] == ["(max points)", "4", "2", "6", "100", "", ""]
+    assert lines[2][:6] == ["ann", "2", "1", "3", "50", "timeout"]
+    assert lines[3] == ["bo", "0", "0", "0", "0", "unreadable", "bad zip"]
+
+
+def test_gradescope_and_junit_from_a_report():
+    row = gradebook.row_from_report("ann", _report())
+    results = gradebook.gradescope(row)
+    assert results["score"] == 3 and [t["status"] for t in results["tests"]] == ["passed", "failed", "failed"]
+    assert results["tests"][1]["output"] == "seen b\nHint: reread section 1"
+    root = ET.fromstring(gradebook.junit_xml([row, gradebook.row_from_failure("bo", "crash", "died")], "ch4"))
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "2")
+    suite = root.find("testsuite[@name='ann']")
+    assert suite.find("testcase[@name='b']/failure").get("message") == "seen b"
+    assert suite.find("testcase[@name='c']/error").get("type") == "timeout"
