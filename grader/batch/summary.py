@@ -42,9 +42,9 @@ class CheckRate:
 
 @dataclass
 class Failure:
-    """A mistake many students made: a check failed with the same hint."""
+    """A mistake many students made: a check failed with the same hint, or an exercise crashed or hung."""
 
-    #: ``<exercise id> · <check id>``
+    #: ``<exercise id> · <check id>``, or ``<exercise id> · (error)`` / ``(timeout)`` for a whole exercise
     label: str
     #: how many students' checks failed this way
     count: int
@@ -100,12 +100,18 @@ def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, war
     examples: dict[tuple, tuple[str, str]] = {}
     for row in rows:
         for ex in (row.report or {}).get("exercises", []):
+            ended = ex["status"] in ("error", "timeout")  # a crash or a hang: one failure, not one per check
+            if ended:
+                key = (f"{ex['id']} · ({ex['status']})", "", ex["status"])
+                failures[key] += 1
+                first = next((c["message"] for c in ex["checks"] if c["status"] == ex["status"]), "")
+                examples.setdefault(key, (_short(ex.get("error") or first), ""))
             for c in ex["checks"]:
                 label = f"{ex['id']} · {c['id']}"
                 rate = rates.setdefault(label, CheckRate(label, c["title"], 0, 0))
                 rate.graded += 1
                 rate.passed += c["status"] == "passed"
-                if c["status"] in ("failed", "error", "timeout"):
+                if c["status"] == "failed" or (c["status"] in ("error", "timeout") and not ended):
                     key = (label, c.get("hint_id") or "", c["status"])
                     failures[key] += 1
                     examples.setdefault(key, (_short(c["message"]), c["hint"] or ""))
