@@ -41,6 +41,14 @@ def T(key: str, **args: Any) -> Text:
     return Text(key, args)
 
 
+class TextError(Exception):
+    """An error told to the user in one line: ``text``, put into words in their language."""
+
+    def __init__(self, text: Text):
+        super().__init__(text.key)
+        self.text = text
+
+
 @dataclass(frozen=True)
 class Bilingual:
     """Text already written in both languages (titles and hints from a chapter file)."""

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
 from grader.notebooks import CellMap, NotebookError, defined_names, notebook_source
-from grader.i18n import T, Text
+from grader.i18n import T, Text, TextError
 
 MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 32 << 20
@@ -24,12 +24,8 @@ MAX_FILES = 500
 REPORT_DIR_NAME = ".grade"
 
 
-class SubmissionError(Exception):
+class SubmissionError(TextError):
     """The submission cannot be graded at all; ``text`` is one line for the user."""
-
-    def __init__(self, text: Text):
-        super().__init__(text.key)
-        self.text = text
 
 
 @dataclass

@@ -4,15 +4,17 @@ One class is graded once for the module (two exercises, ``-k 1 -k 2``, to keep i
 short): full marks (a folder), the stubs (a zip), common mistakes (a notebook), code
 that crashes, code that hangs, a student whose code tries to delete a classmate's
 folder and the results and to read the reference, a zip with a path outside the
-archive, a file that is not a submission and two names equal but for case. The tests
-read what it wrote: the gradebook against each student's report and against ``grade``
-run alone on that student with the same seed, the exports, the summary (in headless
-Chromium too), the classmates' folders, and resuming. About a minute in all.
+archive, a zip that inflates to 48 MiB, a file that is not a submission and two
+names equal but for case. The tests read what it wrote: the gradebook against each
+student's report and against ``grade`` run alone on that student with the same seed,
+the exports, the summary (in headless Chromium too), the classmates' folders, and
+resuming. About a minute and a half in all on two cores.
 """
 from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import signal
@@ -98,6 +100,8 @@ def build_class(root: Path) -> Path:
     with zipfile.ZipFile(klass / "oscar.zip", "w") as archive:  # a path outside the archive
         archive.writestr("../../escaped.py", "print('escaped')\n")
         archive.writestr("ex01_jit_forms.py", "x = 1\n")
+    with zipfile.ZipFile(klass / "victor.zip", "w", zipfile.ZIP_DEFLATED) as archive:  # inflates to 48 MiB
+        archive.writestr("ex01_jit_forms.py", "#" * (48 << 20))
     (klass / "notes.txt").write_text("not a submission\n", encoding="utf-8")
     for name in ("Pat", "pat"):
         _student(klass, name, base=STUBS)
@@ -136,12 +140,13 @@ def test_the_batch_runs_to_its_end_and_gives_every_student_a_row(batch):
     assert rows["(max points)"]["ex01_jit_forms"] == "10" and rows["(max points)"]["total"] == "20"
     statuses = {name: row["status"] for name, row in rows.items() if name != "(max points)"}
     assert statuses == {"alice": "completed", "bob": "completed", "carmen": "completed", "dan": "crash",
-                        "erin": "timeout", "mallory": "completed", "oscar": "unreadable",
+                        "erin": "timeout", "mallory": "completed", "oscar": "unreadable", "victor": "unreadable",
                         "notes.txt": "not_a_submission", "Pat": "name_clash", "pat": "name_clash"}
     assert rows["alice"]["total"] == "20" and rows["alice"]["percent"] == "100"
     assert rows["bob"]["total"] == "0"
     assert "escaped.py" in rows["oscar"]["detail"] and "unsafe path" in rows["oscar"]["detail"]
     assert "Pat, pat" in rows["pat"]["detail"] and "rename" in rows["pat"]["detail"]
+    assert "victor.zip" in rows["victor"]["detail"] and "more than" in rows["victor"]["detail"]
     assert "ex02_where: timeout" in rows["erin"]["detail"]
 
 
@@ -169,6 +174,18 @@ def test_a_students_report_is_what_grade_gives_alone_with_that_seed(batch, name)
                                                                            ex_alone["status"])
         assert [(c["id"], c["status"], c["message"]) for c in ex_batch["checks"]] == \
             [(c["id"], c["status"], c["message"]) for c in ex_alone["checks"]]
+
+
+@needs_strong
+def test_each_grading_ran_on_cores_of_its_own(batch):
+    """-j 2: each worker held one slot of the machine's cores (the timed exercise's, had there been one)."""
+    cores = sorted(os.sched_getaffinity(0))
+    manifest = json.loads((batch["out"] / "manifest.json").read_text(encoding="utf-8"))
+    used = {tuple(entry["cpus"]) for entry in manifest["students"].values() if entry.get("report")}
+    if len(cores) >= 2:
+        assert used <= {tuple(cores[:len(cores) // 2]), tuple(cores[len(cores) // 2:])}, used
+    else:
+        assert used == {None}
 
 
 @needs_strong
@@ -255,7 +272,7 @@ def test_rerunning_the_command_resumes_and_regrades_only_what_changed(batch, cap
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", *EXERCISES,
                  "--exercise-timeout", "10", "--lang", "en"])
     err = capsys.readouterr().err
-    assert code == 0 and "0 to grade, 7 already graded (kept), seed 11" in err
+    assert code == 0 and "0 to grade, 8 already graded (kept), seed 11" in err
     assert (out / "alice" / "report.partial.json").read_bytes() == alice_report
     # bob hands in ex01 done: only bob is graded again
     done = _student(batch["root"], "bob-ex01", {"ex01_jit_forms": SOLUTIONS / "ex01_jit_forms.py"}, base=STUBS)
@@ -263,7 +280,7 @@ def test_rerunning_the_command_resumes_and_regrades_only_what_changed(batch, cap
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", *EXERCISES,
                  "--exercise-timeout", "10", "--lang", "en"])
     err = capsys.readouterr().err
-    assert code == 0 and "1 to grade, 6 already graded (kept)" in err
+    assert code == 0 and "1 to grade, 7 already graded (kept)" in err
     assert _grades(out)["bob"]["ex01_jit_forms"] == "10"
     assert (out / "alice" / "report.partial.json").read_bytes() == alice_report
 

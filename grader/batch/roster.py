@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.i18n import T, Text
+from grader.i18n import T, Text, TextError
 from grader.submission import MAX_FILES, MAX_TOTAL_BYTES
 
 SUBMISSION_SUFFIXES = (".zip", ".ipynb")
@@ -38,12 +38,8 @@ class Student:
     status: str | None = None
 
 
-class ClassError(Exception):
-    """``SUBMISSIONS/`` itself cannot be used; ``text`` is one line for the user."""
-
-    def __init__(self, text: Text):
-        super().__init__(text.key)
-        self.text = text
+class ClassError(TextError):
+    """``SUBMISSIONS/`` itself, or one submission in it, cannot be used; ``text`` is one line for the user."""
 
 
 def read_class(folder: Path, results: Path | None = None) -> list[Student]:

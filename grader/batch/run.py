@@ -25,7 +25,7 @@ from grader.batch import gradebook, reference as references, roster, summary as 
 from grader.batch.gradebook import Row
 from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
 from grader.grading import GradeOptions, new_seed
-from grader.i18n import T, Text
+from grader.i18n import T, TextError
 from grader.runner import sandbox as sandboxes
 from grader.runner.jobs import Limits
 
@@ -38,12 +38,8 @@ WORKER_SLACK_S = 300.0
 FINAL_FAILURES = ("unreadable",)
 
 
-class BatchError(Exception):
+class BatchError(TextError):
     """The batch cannot start; ``text`` is one line for the user (exit status 2)."""
-
-    def __init__(self, text: Text):
-        super().__init__(text.key)
-        self.text = text
 
 
 @dataclass
@@ -161,11 +157,11 @@ def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
             on_result(row, done[0], len(tasks))
 
     if tasks:
-        shipped = references.compute(chapter, seed, GradeOptions(
-            chapter=chapter.id, exercises=tuple(ids), seed=seed, sandbox=options.sandbox,
-            limits=Limits(memory_bytes=options.memory_mb << 20)))
         executor = executor or make_executor(options)
         try:
+            shipped = references.compute(chapter, seed, GradeOptions(
+                chapter=chapter.id, exercises=tuple(ids), seed=seed, sandbox=options.sandbox,
+                limits=Limits(memory_bytes=options.memory_mb << 20)))
             executor.run(tasks, shipped, options.timeout_s + WORKER_SLACK_S, collect)
         except KeyboardInterrupt as stop:
             result.interrupted = True

@@ -83,7 +83,22 @@ def _sandbox_word(described: dict) -> str:
     return described.get("kind", "?") + ("+uid" if described.get("uid_isolation") else "")
 
 
+def _stop_with_parent() -> None:
+    """Be interrupted (as by Ctrl-C) if the process that started this one dies (Linux):
+    a Dask worker killed mid-task leaves no grading running on."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
 def main() -> int:
+    _stop_with_parent()
     payload = json.loads(sys.stdin.buffer.read())
     from grader.grading import Interrupted
 

@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Callable
 
 
 def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
@@ -140,29 +141,45 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def kill_until_gone(find: Callable[[], list[int]], *, rounds: int = 50,
+                    settle: Callable[[list[int]], None] | None = None) -> int:
+    """SIGKILL the processes ``find()`` lists, round after round, until it lists none.
+
+    ``settle(pids)`` waits between rounds (default: 10 ms). Returns how many were killed.
+    """
+    killed = 0
+    for _ in range(rounds):
+        pids = find()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        if settle is None:
+            time.sleep(0.01)
+        else:
+            settle(pids)
+    return killed
+
+
 def _end_leftovers(jobs: dict[int, str], rounds: int = 100) -> int:
     """SIGKILL every child of the host that is not a running job, until none is left.
 
     As the subreaper the host inherits what a killed leftover had started, so killing
     its children round after round ends the whole tree. Returns how many were killed.
     """
-    killed = 0
     me = os.getpid()
-    for _ in range(rounds):
-        strays = [pid for pid in _children(me) if pid not in jobs]
-        if not strays:
-            break
-        for pid in strays:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+
+    def settle(strays: list[int]) -> None:
         deadline = time.monotonic() + 0.2
         while time.monotonic() < deadline and any(p in _children(me) for p in strays):
             _reap_strays(jobs)
             time.sleep(0.005)
-    return killed
+
+    return kill_until_gone(lambda: [pid for pid in _children(me) if pid not in jobs], rounds=rounds, settle=settle)
 
 
 def _reap_strays(jobs: dict[int, str]) -> None:

@@ -72,6 +72,25 @@ def lang_option(fn):
                         help="Report language (default: from the locale). 报告语言。")(fn)
 
 
+def limit_options(fn):
+    """``--sandbox``, ``--timeout``, ``--exercise-timeout`` and ``--memory-limit``: how a submission
+    is isolated and limited (``grade PATH`` and ``grade batch`` alike)."""
+    options = [
+        click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto",
+                     show_default=True, help="Isolation of the student's code."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
+                     help="Time limit for the whole submission, in seconds."),
+        click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
+                     help="Cap every exercise's time limit (seconds)."),
+        click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096,
+                     show_default=True, help="Memory for each exercise's process, in MiB, on top of JAX's own "
+                                             "(CPU only)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 
 
 def setup_logging(verbose: bool) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.app import UserError, cli, lang_option, setup_logging
+from grader.cli.app import UserError, cli, lang_option, limit_options, setup_logging
 from grader.i18n import T, default_lang, grader_catalog
 
 
@@ -31,16 +31,9 @@ from grader.i18n import T, default_lang, grader_catalog
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="Where the gradings run: here, or on Dask (a local cluster, or --scheduler).")
 @click.option("--scheduler", default=None, help="A running Dask scheduler's address (tcp://host:8786).")
-@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
-              help="Isolation of the students' code.")
+@limit_options
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Grade even without bubblewrap and per-job uids (the summary says so on its first line).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
-              help="Time limit for each submission, in seconds.")
-@click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
-              help="Cap every exercise's time limit (seconds).")
-@click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096, show_default=True,
-              help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
 @click.option("--force", is_flag=True, help="Grade every student again, even those already graded.")
 @lang_option
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from grader.chapter import ChapterError, load_chapter
-from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, setup_logging
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
 from grader.i18n import Catalog, T, default_lang, grader_catalog
 
 
@@ -68,14 +68,7 @@ class BarType(click.ParamType):
 @click.option("--fail-under", type=BarType(), default=None,
               help="Exit with status 1 when the score is below this: points (e.g. 60) or a percentage of the "
                    "maximum score (e.g. 75%).")
-@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
-              help="Isolation of the student's code.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=900.0, show_default=True,
-              help="Time limit for the whole submission, in seconds.")
-@click.option("--exercise-timeout", "exercise_timeout_s", type=click.FloatRange(1, None), default=None,
-              help="Cap every exercise's time limit (seconds).")
-@click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096, show_default=True,
-              help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
+@limit_options
 @click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="Sign the JSON report with this key file (HMAC); check it later with grade verify.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")

@@ -17,11 +17,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 
 from grader.i18n import T, Text
@@ -241,16 +239,6 @@ def processes_of(uid: int) -> list[int]:
 
 def kill_uid(uid: int, *, rounds: int = 50) -> int:
     """SIGKILL every process of ``uid`` until none is left; returns how many were killed."""
-    killed = 0
-    for _ in range(rounds):
-        pids = processes_of(uid)
-        if not pids:
-            return killed
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
-    return killed
+    from grader.child.host import kill_until_gone
+
+    return kill_until_gone(lambda: processes_of(uid), rounds=rounds)
