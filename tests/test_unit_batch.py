@@ -29,8 +29,10 @@ def test_the_roster_names_students_and_says_why_some_are_not_graded(tmp_path):
     (klass / ".DS_Store").write_bytes(b"")
     (klass / "results").mkdir()
     (klass / "link").symlink_to(klass / "ann")
+    (klass / "grades.csv.zip").write_bytes(b"PK")
     students = {s.name: s for s in roster.read_class(klass, klass / "results")}
-    assert set(students) == {"ann", "Bo", "bo", "cy", "readme.txt", "link"}
+    assert set(students) == {"ann", "Bo", "bo", "cy", "readme.txt", "link", "grades.csv"}
+    assert students["grades.csv"].status == "name_clash"
     assert students["ann"].problem is None and students["cy"].problem is None
     assert students["Bo"].status == students["bo"].status == "name_clash"
     words = lambda t: grader_catalog().render(t, "en")  # noqa: E731

@@ -22,6 +22,8 @@ from grader.i18n import T, Text, TextError
 from grader.submission import MAX_FILES, MAX_TOTAL_BYTES
 
 SUBMISSION_SUFFIXES = (".zip", ".ipynb")
+#: names of the batch's own files in the results folder: no student's folder may take one
+RESERVED = ("grades.csv", "junit.xml", "summary.md", "summary.html", "manifest.json")
 
 
 @dataclass
@@ -68,6 +70,9 @@ def read_class(folder: Path, results: Path | None = None) -> list[Student]:
                                     "not_a_submission"))
     if not students:
         raise ClassError(T("batch.error.empty", path=str(folder)))
+    for student in students:
+        if student.name.casefold() in RESERVED and student.problem is None:
+            student.problem, student.status = T("batch.row.reserved", name=student.path.name), "name_clash"
     _mark_clashes(students)
     return sorted(students, key=lambda s: (s.name.lower(), s.name))
 
@@ -96,7 +101,12 @@ def pack(student: Student) -> dict:
     files: dict[str, bytes] = {}
     dirs: list[str] = []
     if student.path.is_dir():
-        for entry in sorted(student.path.iterdir(), key=lambda p: p.name):
+        try:
+            entries = sorted(student.path.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            raise ClassError(T("batch.row.unreadable_file", path=str(student.path), detail=exc.strerror or str(exc))) \
+                from None
+        for entry in entries:
             if entry.is_symlink() or entry.name.startswith("."):
                 continue
             if entry.is_dir():
