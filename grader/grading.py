@@ -195,12 +195,12 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     """
     options = options or GradeOptions()
     wanted = [ex for ex in chapter.select(options.exercises) if ex.needs_reference and not ex.timed]
+    if not wanted:
+        return {}
     scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
     os.chmod(scratch, 0o755)
     try:
         run = _Run(chapter, wanted, None, seed, options, scratch)
-        if not wanted:
-            return {}
         run.reference.start()
         pool = ThreadPoolExecutor(max_workers=options.workers or max(1, min(2, os.cpu_count() or 1)))
         try:

@@ -177,11 +177,14 @@ def test_a_students_report_is_what_grade_gives_alone_with_that_seed(batch, name)
 
 
 @needs_strong
-def test_each_grading_ran_on_cores_of_its_own(batch):
-    """-j 2: each worker held one slot of the machine's cores (the timed exercise's, had there been one)."""
+def test_each_grading_ran_on_cores_of_its_own_with_the_shipped_reference(batch):
+    """-j 2: each worker held one slot of the machine's cores (the timed exercise's, had there been one),
+    and graded against the reference run once for the class, not a reference run of its own."""
     cores = sorted(os.sched_getaffinity(0))
     manifest = json.loads((batch["out"] / "manifest.json").read_text(encoding="utf-8"))
-    used = {tuple(entry["cpus"]) for entry in manifest["students"].values() if entry.get("report")}
+    graded = [entry for entry in manifest["students"].values() if entry.get("report")]
+    assert len(graded) == 6 and {entry["reference_source"] for entry in graded} == {"shipped"}  # run once, here
+    used = {tuple(entry["cpus"]) for entry in graded}
     if len(cores) >= 2:
         assert used <= {tuple(cores[:len(cores) // 2]), tuple(cores[len(cores) // 2:])}, used
     else:
