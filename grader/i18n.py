@@ -85,7 +85,7 @@ class Catalog:
         if isinstance(text, Bilingual):
             return text[lang]
         if isinstance(text, list):
-            return "; ".join(self.render(t, lang) for t in text)
+            return ("；" if lang == "zh" else "; ").join(self.render(t, lang) for t in text)
         if not isinstance(text, Text):
             return str(text)
         try:

@@ -151,7 +151,11 @@ def test_f_string_keys_have_their_expansions():
             assert isinstance(head, ast.Constant), ast.unparse(arg)
             prefixes.add(head.value)
     # a new family of computed keys needs its own expansion test below
-    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live."}
+    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live.", "compile.why."}
+
+
+def test_every_reason_to_compile_again_has_its_words(catalog):
+    assert sorted(k for k in ("dtype", "shape", "weak_type") if f"compile.why.{k}" not in catalog.keys()) == []
 
 
 def test_every_kind_of_error_has_its_hint(catalog):

@@ -138,9 +138,14 @@ def _printed_norms(text: str) -> list[float | None]:
 @check("debug_norm.prints")
 def debug_norm_prints(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     measured = {"lines": []}
-    for i, x in enumerate(ctx.inputs["norm_xs"]):
+    texts = []
+    for i in range(len(ctx.inputs["norm_xs"])):
         s.call(KEYS.value(name="debug_norm", case=i))
-        text = s.value(KEYS.printed(i=i)).get("text", "")
+        texts.append(s.value(KEYS.printed(i=i)).get("text", ""))
+    if texts[0].strip() and not any(t.strip() for t in texts[1:]):  # Python's print ran while tracing only
+        raise Fail(T("ch4.ex07.printed_at_trace", first=texts[0].strip().splitlines()[0][:80], calls=len(texts)),
+                   {"lines": [t.strip()[:80] for t in texts]})
+    for i, (x, text) in enumerate(zip(ctx.inputs["norm_xs"], texts)):
         values = _printed_norms(text)
         measured["lines"].append(text.strip()[:80])
         expected = float(np.linalg.norm(x.astype(np.float64)))
