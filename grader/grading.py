@@ -147,41 +147,93 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
     every process it started has been stopped.
     """
     options = options or GradeOptions()
-    started = time.monotonic()
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    path = Path(path)
-    chapter = submissions.resolve_chapter(path, options.chapter)
-    try:
-        selected = chapter.select(options.exercises)
-    except UnknownExercise as exc:
-        raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
-                                            known=exc.known)) from None
-    seed = options.seed if options.seed is not None else new_seed()
-    scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
-    os.chmod(scratch, 0o755)
-    try:
-        sub = submissions.load(path, chapter, scratch / "submission")
-        os.chmod(scratch / "submission", 0o755)
+    with Grading(path, options) as grading:
+        return grading.run(options.exercises)
+
+
+class Grading:
+    """One submission's grading: its chapter, its seed, a scratch folder and the two hosts.
+
+    :func:`grade` runs it once. Watch mode keeps one open and runs it again after every
+    save: the hosts stay warm (JAX imported once), the reference's results for the seed
+    stay cached, and each run reads the submission afresh. Closing it stops every
+    process it started and removes its scratch folder.
+    """
+
+    def __init__(self, path: Path, options: GradeOptions):
+        self.path = Path(path)
+        self.options = options
+        self.chapter = submissions.resolve_chapter(self.path, options.chapter)
+        self.seed = options.seed if options.seed is not None else new_seed()
+        self.references = options.reference_cache or ReferenceCache()
+        self.plan = sandboxes.plan(options.sandbox)
+        self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
+        self.reference_dir = options.reference_dir or self.chapter.solutions
+        if not self.reference_dir.is_dir():
+            raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
+                                                path=str(self.reference_dir)))
+        self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
+        os.chmod(self.scratch, 0o755)
+        self.hosts: tuple[HostProcess, HostProcess] | None = None
+
+    def __enter__(self) -> "Grading":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def run(self, exercises: tuple[str, ...] | list[str] = ()) -> Report:
+        """Grade ``exercises`` (all when empty) of the submission as it is now."""
+        started = time.monotonic()
+        started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        chapter = self.chapter
+        try:
+            selected = chapter.select(exercises)
+        except UnknownExercise as exc:
+            raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
+                                                known=exc.known)) from None
+        sub = submissions.load(self.path, chapter, self.scratch / "submission")
+        for folder in (self.scratch / "submission", sub.module_dir):
+            os.chmod(folder, 0o755)
         for file in sub.module_dir.iterdir():
             os.chmod(file, 0o644)
-        os.chmod(sub.module_dir, 0o755)
-        run = _Run(chapter, selected, sub, seed, options, scratch)
+        run = _Run(chapter, selected, sub, self.seed, self.options, self._hosts(sub), self.references)
         interrupted = False
         try:
-            exercises = run.execute()
+            exercises_done = run.execute()
         except KeyboardInterrupt:
-            exercises, interrupted = run.finished(), True
-        report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=seed, started_at=started_at,
+            exercises_done, interrupted = run.finished(), True
+        report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,
                         duration_s=time.monotonic() - started, submission=sub.describe(),
-                        environment=run.environment(), exercises=exercises,
+                        environment=run.environment(), exercises=exercises_done,
                         integrity=sub.integrity_findings(chapter) + run.runtime_findings,
-                        sandbox=run.plan.describe(), timings=run.timings, interrupted=interrupted)
+                        sandbox=self.plan.describe(), timings=run.timings, interrupted=interrupted)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
         return report
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    def _hosts(self, sub: submissions.Submission) -> tuple[HostProcess, HostProcess]:
+        """The student's host (importing from the submission's folder, which stays where it is) and the
+        reference's; made at the first run, started when a job needs them."""
+        if self.hosts is None:
+            chapter = self.chapter
+            common = {"modules": chapter.child_modules, "limits": self.options.limits,
+                      "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
+                      else [chapter.search_folder]}
+            self.hosts = (HostProcess(side="student", module_dir=sub.module_dir, scratch=self.scratch / "student",
+                                      plan=self.plan, uids=self.uids, **common),
+                          HostProcess(side="reference", module_dir=self.reference_dir,
+                                      scratch=self.scratch / "reference",
+                                      plan=sandboxes.SandboxPlan("process", False), **common))
+        return self.hosts
+
+    def close(self) -> None:
+        """Stop every process this grading started; remove its scratch folder."""
+        for host in self.hosts or ():
+            host.stop()
+        self.hosts = None
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class Sides:
@@ -207,31 +259,20 @@ class _Run:
     """The state of one grading run: its hosts, deadline and the results collected so far."""
 
     def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
-                 options: GradeOptions, scratch: Path):
+                 options: GradeOptions, hosts: tuple[HostProcess, HostProcess], references: ReferenceCache):
         self.chapter = chapter
         self.selected = selected
         self.sub = sub
         self.seed = seed
         self.options = options
-        self.references = options.reference_cache or ReferenceCache()
+        self.references = references
         self.deadline = time.monotonic() + options.submission_timeout_s
-        self.plan = sandboxes.plan(options.sandbox)
-        self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.timings: dict[str, Any] = {}
         self.envs: list[dict] = []
         self.runtime_findings: list[dict] = []
         self.results: dict[str, ExerciseResult] = {}
         self._lock = threading.Lock()
-        reference_dir = options.reference_dir or chapter.solutions
-        if not reference_dir.is_dir():
-            raise submissions.SubmissionError(T("error.no_reference", chapter=chapter.id, path=str(reference_dir)))
-        common = {"modules": chapter.child_modules, "limits": options.limits,
-                  "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
-                  else [chapter.search_folder]}
-        self.student = HostProcess(side="student", module_dir=sub.module_dir, scratch=scratch / "student",
-                                   plan=self.plan, uids=self.uids, **common)
-        self.reference = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                                     plan=sandboxes.SandboxPlan("process", False), **common)
+        self.student, self.reference = hosts
 
     # ------------------------------------------------------------------ running
     def execute(self) -> list[ExerciseResult]:
@@ -243,8 +284,9 @@ class _Run:
         if runnable:
             t0 = time.monotonic()
             self.student.listener = self._on_phase
-            self.student.start()
-            self.reference.start()
+            for host in (self.student, self.reference):
+                if not host.alive():
+                    host.start()
             pool = ThreadPoolExecutor(max_workers=self.options.workers or max(1, min(2, os.cpu_count() or 1)))
             try:
                 plain = [ex for ex in runnable if not ex.timed]
@@ -258,8 +300,6 @@ class _Run:
                 raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-                self.student.stop()
-                self.reference.stop()
             self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
             self.timings["host_restarts"] = self.student.restarts
         return self.finished()

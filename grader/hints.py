@@ -14,17 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.chapter import Chapter, CheckSpec, ExerciseSpec, UnknownExercise
-from grader.i18n import Bilingual, T, Text
+from grader.i18n import Bilingual, T, Text, TextError
 
 STATE_FILE = "hints.json"
 
 
-class HintError(ValueError):
+class HintError(TextError):
     """The check asked for cannot be found; ``text`` says why in the user's words."""
-
-    def __init__(self, text: Text):
-        super().__init__(text.key)
-        self.text = text
 
 
 @dataclass
@@ -33,11 +29,13 @@ class Layer:
 
     #: ``ex02_where/piecewise.values``
     key: str
-    #: the exercise and the check
+    #: the exercise
     exercise: ExerciseSpec
+    #: the check
     check: CheckSpec
-    #: which layer this is (1: the nudge) and how many there are
+    #: which layer this is (1: the nudge)
     number: int
+    #: how many layers the check's hint has
     total: int
     #: the text of the layer
     text: Bilingual | Text
@@ -57,11 +55,11 @@ def find_check(chapter: Chapter, wanted: str) -> tuple[ExerciseSpec, CheckSpec]:
     if len(found) == 1:
         return found[0]
     if found:  # the same check id in several exercises: name those
-        raise HintError(T("hint.ambiguous", check=wanted,
+        raise HintError(T("layers.ambiguous", check=wanted,
                           known=", ".join(f"{ex.id.split('_')[0]}/{c.id}" for ex, c in found)))
     known = ", ".join(f"{ex.id.split('_')[0]}/{c.id}" for ex in exercises for c in ex.checks) if exercise_part \
         else ", ".join(ex.id for ex in exercises)
-    raise HintError(T("hint.unknown_check", check=wanted, known=known))
+    raise HintError(T("layers.unknown_check", check=wanted, known=known))
 
 
 def next_layer(chapter: Chapter, wanted: str, report_dir: Path) -> Layer:

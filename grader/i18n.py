@@ -37,6 +37,14 @@ class Text:
         return f"T({self.key!r}, {dict(self.args)!r})"
 
 
+class TextError(Exception):
+    """An error whose ``text`` says, in the user's words (either language), what is wrong."""
+
+    def __init__(self, text: Text):
+        super().__init__(text.key)
+        self.text = text
+
+
 def T(key: str, **args: Any) -> Text:
     return Text(key, args)
 

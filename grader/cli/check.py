@@ -79,6 +79,8 @@ class BarType(click.ParamType):
 @click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="Sign the JSON report with this key file (HMAC); check it later with grade verify.")
 @click.option("--open", "open_", is_flag=True, help="Open the HTML report in the browser when grading is done.")
+@click.option("--watch", is_flag=True,
+              help="Grade, then grade again each exercise whose file you save (Ctrl-C stops). 保存即重新评测。")
 @click.option("--hint", "hint", metavar="CHECK",
               help="Show the next layer of a check's hint (e.g. ex02/piecewise.values), without grading: "
                    "why it matters under jit, then a worked explanation of the concept.")
@@ -86,7 +88,7 @@ class BarType(click.ParamType):
 def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
               seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
               timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
-              open_: bool, hint: str | None, verbose: bool) -> None:
+              open_: bool, watch: bool, hint: str | None, verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
@@ -109,6 +111,9 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
+        if watch:
+            _watch(path, options, report_dir or _default_report_dir(path), lang)
+            return
         live = sys.stderr.isatty() and not as_json
         if live:
             click.echo(f"grade: {path} …", err=True)
@@ -154,6 +159,23 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         sys.exit(EXIT_FAIL_UNDER)
 
 
+def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
+    """``grade PATH --watch``: grade, then grade again on every save, until Ctrl-C."""
+    catalog = grader_catalog()
+    try:
+        import watchfiles  # noqa: F401 - the watch extra
+    except ImportError:
+        raise UserError(catalog.render(T("watch.needs_watchfiles"), lang)) from None
+    from grader.watch import Watcher
+
+    watcher = Watcher(path, options, catalog, lang, out=sys.stdout, report_dir=report_dir,
+                      screen=sys.stdout.isatty(), color=sys.stdout.isatty())
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        click.echo(watcher.words(T("watch.stopped", path=str(report_dir))))
+
+
 def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path | None, lang: str) -> None:
     """``grade PATH --hint CHECK``: the next layer of that check's hint, and how many are left."""
     from grader.hints import HintError, next_layer
@@ -168,11 +190,12 @@ def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path
     except HintError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
     words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
-    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("hint.not_graded"))
-    click.echo(words(T("hint.header", number=layer.number, total=layer.total, check=layer.key,
+    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("layers.not_graded"))
+    click.echo(words(T("layers.header", number=layer.number, total=layer.total, check=layer.key,
                        title=layer.check.title, status=status)))
     click.echo(words(layer.text))
-    click.echo(words(T("hint.last" if layer.number >= layer.total else "hint.more", path=str(path), check=wanted)))
+    closing = "layers.last" if layer.number >= layer.total else "layers.more"
+    click.echo(words(T(closing, path=str(path), check=wanted)))
 
 
 def _open_in_browser(page: Path, catalog: Catalog, lang: str) -> None:

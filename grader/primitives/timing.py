@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
@@ -48,31 +49,37 @@ class Ready:
         return self
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as a function is
 class Instrument:
-    """A function with known cost, for judging a timing harness.
+    """A function with known cost, for judging a timing harness (it records every call)."""
 
-    ``duration``: seconds of work per call; ``slow_first``/``slow_duration``: the first
-    calls cost more (like tracing and compiling); ``outlier_at``/``outlier_duration``:
-    one slow call; ``asynchronous``: calls return at once with a :class:`Pending`
-    whose work runs in the background, one call after the other, like a device queue.
-    """
-
-    def __init__(self, *, duration: float, slow_first: int = 0, slow_duration: float = 0.0,
-                 outlier_at: int | None = None, outlier_duration: float = 0.0, asynchronous: bool = False,
-                 expected_args: tuple = ()):
-        self.duration = duration
-        self.slow_first = slow_first
-        self.slow_duration = slow_duration
-        self.outlier_at = outlier_at
-        self.outlier_duration = outlier_duration
-        self.asynchronous = asynchronous
-        self.expected_args = expected_args
-        self.calls = 0
-        self.bad_args = 0
-        self.waited: set[int] = set()
-        self.work: list[float] = []  # nominal work of each call
-        self.actual: list[float] = []  # measured duration of each synchronous call
-        self._queue_end = 0.0
+    #: seconds of work per call
+    duration: float
+    #: how many first calls cost more (like tracing and compiling)
+    slow_first: int = 0
+    #: how long each of those takes
+    slow_duration: float = 0.0
+    #: one slow call: its index among all calls
+    outlier_at: int | None = None
+    #: how long that call takes
+    outlier_duration: float = 0.0
+    #: calls return at once with a :class:`Pending` whose work runs in the background, one
+    #: call after the other, like a device queue
+    asynchronous: bool = False
+    #: the arguments every call must receive (checked by identity)
+    expected_args: tuple = ()
+    #: calls made so far
+    calls: int = field(default=0, init=False)
+    #: calls that received other arguments than ``expected_args``
+    bad_args: int = field(default=0, init=False)
+    #: the indexes of the calls whose result was waited on
+    waited: set = field(default_factory=set, init=False)
+    #: the nominal work of each call
+    work: list = field(default_factory=list, init=False)
+    #: the measured duration of each synchronous call
+    actual: list = field(default_factory=list, init=False)
+    #: when the queue of asynchronous work empties
+    _queue_end: float = field(default=0.0, init=False)
 
     def cost(self, index: int) -> float:
         if index < self.slow_first:
