@@ -313,12 +313,15 @@ def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int
 
 
 def alternate(student: Any, reference: Any, case: str, *, rounds: int, reps: int, batches: tuple[int, int],
-              deadline: float) -> tuple[dict, dict]:
+              deadline: float, decided: Callable[[dict, dict], bool] | None = None,
+              min_rounds: int = 4) -> tuple[dict, dict]:
     """Time ``case`` in both processes, alternating rounds (the grader's driver).
 
     ``student`` and ``reference`` are job sessions whose probes serve timing requests.
     Returns each side's samples (seconds per call, per rep) and the grader's wall
-    clock for each request; a side that fails keeps an ``error``.
+    clock for each request; a side that fails keeps an ``error``. After ``min_rounds``,
+    ``decided(student_stats, reference_stats)`` may end the timing early: when the
+    verdict can no longer change (a gain far above the bar, or far below it).
     """
     sides = {"student": student, "reference": reference}
     samples: dict[str, dict] = {name: {"baseline": [], "candidate": [], "wall": []} for name in sides}
@@ -334,7 +337,25 @@ def alternate(student: Any, reference: Any, case: str, *, rounds: int, reps: int
             samples[name]["baseline"] += got["baseline"]
             samples[name]["candidate"] += got["candidate"]
             samples[name]["wall"].append(got["wall"])
+        if decided is not None and round_ + 1 >= min_rounds and not any("error" in s for s in samples.values()) \
+                and decided(speedup_stats(samples["student"]), speedup_stats(samples["reference"])):
+            break
     return samples["student"], samples["reference"]
+
+
+def clear_verdict(fraction: float, *, margin: float = 1.5) -> Callable[[dict, dict], bool]:
+    """``decided`` for :func:`alternate`: the student's gain is ``margin`` times above the bar in three
+    reps out of four, or ``margin`` times below it in three out of four (the bar being ``fraction`` of
+    the reference's gain), so more rounds cannot change the verdict."""
+    def decided(student: dict, reference: dict) -> bool:
+        if student.get("speedup") is None or reference.get("speedup") is None:
+            return False
+        bar_gain = fraction * (reference["speedup"] - 1.0)
+        if bar_gain <= 0:
+            return False
+        return student["q25"] - 1.0 > margin * bar_gain or student["q75"] - 1.0 < bar_gain / margin
+
+    return decided
 
 
 def batch_sizes(samples: dict, *, target_s: float = 0.002, most: int = 200) -> tuple[int, int]:
