@@ -11,7 +11,6 @@ this same function.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import os
 import platform
