@@ -35,15 +35,19 @@ log = logging.getLogger("grader")
 
 def root() -> Path:
     """The cache's root for this JAX version."""
-    from importlib import metadata
-
     base = os.environ.get("GRADER_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "jit-grader")
+    return Path(base) / f"jaxlib-{_jaxlib_version()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _jaxlib_version() -> str:
+    from importlib import metadata
+
     try:
-        version = metadata.version("jaxlib")
+        return metadata.version("jaxlib")
     except metadata.PackageNotFoundError:
-        version = "unknown"
-    return Path(base) / f"jaxlib-{version}"
+        return "unknown"
 
 
 def reference_dir() -> Path | None:

@@ -135,7 +135,8 @@ class HostProcess:
                 message = control.recv()
             except (ProtocolError, OSError) as exc:
                 message = None
-                log.warning("%s host: bad control message: %s", self.side, exc)
+                if self._control is control:  # not while the grader is stopping it
+                    log.warning("%s host: bad control message: %s", self.side, exc)
             if message is None:
                 with self._events_cv:
                     if self._control is control:
