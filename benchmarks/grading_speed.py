@@ -45,6 +45,14 @@ def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> float:
     return took
 
 
+def _versions(python: str) -> str:
+    """The versions that decide the cost of importing JAX, in the environment of ``python``."""
+    code = ("from importlib import metadata as m\n"
+            "print(' '.join(f'{p} {m.version(p)}' for p in ('jax', 'jaxlib', 'ml_dtypes', 'numpy')))")
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() or f"unknown ({done.stderr.strip()[-200:]})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -76,7 +84,7 @@ def main() -> int:
                 [args.otter_bin, "run", "-a", "autograder.zip", "submission.ipynb"], "none")
         else:
             print(f"otter-grader not found ({args.otter_bin}): install otter-grader[grading]==7.0.0 "
-                  "with the grader's jax and jaxlib, or pass --otter-bin", file=sys.stderr)
+                  "with the grader's jax, jaxlib and ml_dtypes, or pass --otter-bin", file=sys.stderr)
     base = {k: v for k, v in os.environ.items() if k != "GRADER_CACHE_DIR"}
     env = {"none": base, "warm": {**base, "GRADER_CACHE_DIR": str(warm_cache)}}
     # The warm cache starts with one grading of the same seed as "same seed" below.
@@ -108,6 +116,10 @@ def main() -> int:
         print(f"  grade -k ex01 -k ex02 -k ex03 / otter run: "
               f"{medians['grade solutions/ch4 -k ex01 -k ex02 -k ex03'] / otter:.2f}")
         print(f"  grade (all eight) / otter run: {medians['grade solutions/ch4 (all)'] / otter:.2f}")
+    print(f"\ngrade's environment: {_versions(sys.executable)}")
+    if otter:
+        otter_python = Path(args.otter_bin).resolve().parent / "python"
+        print(f"otter's environment: {_versions(str(otter_python))} (compare like with like)")
     load = os.getloadavg()
     print(f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; sandbox {args.sandbox}")
     shutil.rmtree(work, ignore_errors=True)
