@@ -1,33 +1,74 @@
 """The reference's outcomes, computed once for the class and shipped to every grading.
 
 The reference is trusted and deterministic for a seed, so the batch runs it once per
-exercise (:func:`grader.grading.reference_outcomes`) and gives the outcomes, as plain
-JSON-ready data (:mod:`grader.wire` encodes the arrays), to every grading: a worker
-subprocess on this machine, or a Dask worker on another. A worker uses them only when
-its own reference solutions and chapter are those the outcomes came from (the same
-:func:`content_digest`); otherwise it runs its own reference. Timed exercises (ex06)
-are never shipped: their reference is measured beside the student's, in the same run.
+exercise (:func:`reference_outcomes`, on a reference host of its own) and gives the
+outcomes, as plain JSON-ready data (:mod:`grader.wire` encodes the arrays), to every
+grading: a worker subprocess on this machine, or a Dask worker on another. A worker
+uses them only when its chapter, reference solutions and grader code, its jaxlib and
+its kind of machine are those the outcomes came from (the same :func:`content_digest`,
+what :class:`~grader.cache.ReferenceCache` keys its disk layer by); otherwise it runs
+its own reference. Timed exercises (ex06) are never shipped: their reference is
+measured beside the student's, in the same run.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader import wire
+from grader import cache, wire
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, ReferenceCache, reference_outcomes
-from grader.runner.jobs import JobOutcome
+from grader.grading import GradeOptions, ReferenceCache, Sides, _Run, reference_host
+from grader.runner.jobs import JobOutcome, run_job
 
 
 def content_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
-    """A fingerprint of the chapter's code and its reference solutions, by content (machine-independent)."""
-    digest = hashlib.sha256(chapter.id.encode())
-    for folder in (chapter.folder, Path(reference_dir or chapter.solutions)):
-        for file in sorted(folder.glob("*")):
-            if file.is_file() and file.suffix in (".py", ".toml"):
-                digest.update(file.name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
+    """A fingerprint of what the reference's outcomes depend on: the chapter's code and its reference
+    solutions (by content), the grader's code, jaxlib's version and the kind of machine."""
+    parts = [chapter.id, cache.content_digest(chapter.folder), cache.content_digest(reference_dir or chapter.solutions),
+             cache.grader_digest(), cache.root().name, cache.machine()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None = None) -> dict[str, JobOutcome]:
+    """The reference's outcome of every selected exercise that a cache can hold, by exercise id.
+
+    Outcomes already in ``options.reference_cache`` (else the on-disk cache) are not
+    computed again. Timed exercises are left out, and so is an exercise whose reference
+    run failed (each grading then runs it itself).
+    """
+    options = options or GradeOptions()
+    references = options.reference_cache or ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
+    reference_dir = Path(options.reference_dir or chapter.solutions)
+    wanted = [ex for ex in chapter.select(options.exercises) if ex.needs_reference and not ex.timed]
+    keys = {ex.id: ReferenceCache.key(chapter, ex, seed, reference_dir) for ex in wanted}
+    found = {ex.id: references.get(keys[ex.id]) for ex in wanted}
+    missing = [ex for ex in wanted if found[ex.id] is None]
+    if missing:
+        scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
+        os.chmod(scratch, 0o755)
+        host = reference_host(chapter, options, reference_dir, scratch,
+                              cache.reference_dir() if options.compile_cache else None)
+        pool = ThreadPoolExecutor(max_workers=options.workers or (os.cpu_count() or 1))
+        try:
+            host.start()
+            run = _Run(chapter, missing, None, seed, options, (None, host), references)
+            jobs = pool.map(lambda ex: run_job(Sides(run, ex).reference(ex.timeout_s * 2), ex.inputs(seed)), missing)
+            for ex, outcome in zip(missing, jobs):
+                if outcome.end == "done":
+                    references.put(keys[ex.id], outcome)
+                    found[ex.id] = outcome
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            host.stop()
+            if host.compile_cache is not None:
+                cache.prune(host.compile_cache)
+            shutil.rmtree(scratch, ignore_errors=True)
+    return {ex_id: outcome for ex_id, outcome in found.items() if outcome is not None}
 
 
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
@@ -40,16 +81,17 @@ def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
 def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir: Path | None) -> tuple[ReferenceCache, bool]:
     """A cache holding the shipped outcomes when they fit this chapter, reference and seed.
 
-    Returns the cache and whether the shipped outcomes were used.
+    Returns the cache and whether the shipped outcomes were used. Without them, the
+    cache is the on-disk one: a worker that runs its own reference keeps it for the next.
     """
-    cache = ReferenceCache()
     if not shipped or shipped.get("seed") != seed or shipped.get("digest") != content_digest(chapter, reference_dir):
-        return cache, False
+        return ReferenceCache(cache.outcomes_dir()), False
+    references = ReferenceCache()
     folder = Path(reference_dir or chapter.solutions)
     fields = {f.name for f in dataclasses.fields(JobOutcome)}
     for ex in chapter.exercises:
         data = shipped["outcomes"].get(ex.id)
         if data is not None and not ex.timed:
             outcome = JobOutcome(**{k: v for k, v in wire.decode(data).items() if k in fields})
-            cache.put(ReferenceCache.key(chapter, ex, seed, folder), outcome)
-    return cache, True
+            references.put(ReferenceCache.key(chapter, ex, seed, folder), outcome)
+    return references, True
