@@ -2,7 +2,7 @@
 
 One class is graded once for the module (two exercises, ``-k 1 -k 2``, to keep it
 short): full marks (a folder), the stubs (a zip), common mistakes (a notebook), code
-that crashes, code that hangs, a student whose code tries to delete a classmate's
+that crashes, code that hangs, code that fills memory, a student whose code tries to delete a classmate's
 folder and the results and to read the reference, a zip with a path outside the
 archive, a zip that inflates to 48 MiB, a file that is not a submission and two
 names equal but for case. The tests read what it wrote: the gradebook against each
@@ -41,8 +41,14 @@ needs_strong = pytest.mark.skipif(not STRONG, reason="batch grading needs bubble
                                                      "test_batch_dask.py")
 SEED = 11
 EXERCISES = ["-k", "1", "-k", "2"]
+#: short, for the hanging student; long enough for a full-mark exercise on a loaded 2-core machine
+EXERCISE_TIMEOUT = 20
 CRASH = (SOLUTIONS / "ex02_where.py").read_text(encoding="utf-8").replace(
     "    return jnp.where(x > 0, x * x, 0.5 * x)", "    import os\n    os._exit(3)")
+#: fills memory: 16 GiB in 256 MiB pieces if nothing stopped it (the batch runs with --memory-limit 1024)
+HOARD = (SOLUTIONS / "ex02_where.py").read_text(encoding="utf-8").replace(
+    "    return jnp.where(x > 0, x * x, 0.5 * x)",
+    "    hoard = [bytearray(1 << 28) for _ in range(64)]\n    return jnp.where(x > 0, x * x, 0.5 * x)")
 HANG = (SOLUTIONS / "ex02_where.py").read_text(encoding="utf-8").replace(
     "    return jnp.where(x > 0, x * x, 0.5 * x)", "    while True:\n        pass")
 #: at import: delete a classmate's folder and the results, read the reference (into its output)
@@ -93,6 +99,7 @@ def build_class(root: Path) -> Path:
     _notebook(klass / "carmen.ipynb", ex01, (VARIANTS / "ex02_where" / "python_if_piecewise.py").read_text("utf-8"))
     _student(klass, "dan", {"ex02_where": CRASH})
     _student(klass, "erin", {"ex02_where": HANG})
+    _student(klass, "fay", {"ex02_where": HOARD})
     victims = [str(klass / "alice"), str(root / "results")]
     secrets = [str(ROOT / "solutions" / "ch4" / "ex01_jit_forms.py"), str(klass / "alice" / "ex02_where.py")]
     attack = ATTACK.replace("VICTIMS", repr(victims)[1:-1] + ",").replace("SECRETS", repr(secrets)[1:-1] + ",")
@@ -119,7 +126,8 @@ def batch(tmp_path_factory):
     before = _snapshot(klass)
     out = root / "results"
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", *EXERCISES,
-                 "--seed", str(SEED), "--exercise-timeout", "10", "--lang", "en"])
+                 "--seed", str(SEED), "--exercise-timeout", str(EXERCISE_TIMEOUT), "--memory-limit", "1024",
+                 "--lang", "en"])
     return {"root": root, "class": klass, "out": out, "code": code, "before": before}
 
 
@@ -140,7 +148,7 @@ def test_the_batch_runs_to_its_end_and_gives_every_student_a_row(batch):
     assert rows["(max points)"]["ex01_jit_forms"] == "10" and rows["(max points)"]["total"] == "20"
     statuses = {name: row["status"] for name, row in rows.items() if name != "(max points)"}
     assert statuses == {"alice": "completed", "bob": "completed", "carmen": "completed", "dan": "crash",
-                        "erin": "timeout", "mallory": "completed", "oscar": "unreadable", "victor": "unreadable",
+                        "erin": "timeout", "fay": "completed", "mallory": "completed", "oscar": "unreadable", "victor": "unreadable",
                         "notes.txt": "not_a_submission", "Pat": "name_clash", "pat": "name_clash"}
     assert rows["alice"]["total"] == "20" and rows["alice"]["percent"] == "100"
     assert rows["bob"]["total"] == "0"
@@ -148,12 +156,13 @@ def test_the_batch_runs_to_its_end_and_gives_every_student_a_row(batch):
     assert "Pat, pat" in rows["pat"]["detail"] and "rename" in rows["pat"]["detail"]
     assert "victor.zip" in rows["victor"]["detail"] and "more than" in rows["victor"]["detail"]
     assert "ex02_where: timeout" in rows["erin"]["detail"]
+    assert float(rows["fay"]["ex01_jit_forms"]) == 10 and float(rows["fay"]["ex02_where"]) < 10  # memory: ex02 only
 
 
 @needs_strong
 def test_the_gradebook_matches_each_students_report(batch):
     rows = _grades(batch["out"])
-    for name in ("alice", "bob", "carmen", "dan", "erin", "mallory"):
+    for name in ("alice", "bob", "carmen", "dan", "erin", "fay", "mallory"):
         report = _report(batch["out"], name)
         assert report["seed"] == SEED
         assert float(rows[name]["total"]) == report["score"]
@@ -165,7 +174,7 @@ def test_the_gradebook_matches_each_students_report(batch):
 @pytest.mark.parametrize("name", ["carmen", "dan"])
 def test_a_students_report_is_what_grade_gives_alone_with_that_seed(batch, name):
     path = next(p for p in batch["class"].iterdir() if p.name == name or p.stem == name)
-    alone = grade_to_dict(path, exercises=("1", "2"), seed=SEED, exercise_timeout_s=10)
+    alone = grade_to_dict(path, exercises=("1", "2"), seed=SEED, exercise_timeout_s=EXERCISE_TIMEOUT)
     graded = _report(batch["out"], name)
     assert graded["submission"]["sha256"] == alone["submission"]["sha256"]
     assert graded["submission"]["path"] == str(path)
@@ -183,7 +192,7 @@ def test_each_grading_ran_on_cores_of_its_own_with_the_shipped_reference(batch):
     cores = sorted(os.sched_getaffinity(0))
     manifest = json.loads((batch["out"] / "manifest.json").read_text(encoding="utf-8"))
     graded = [entry for entry in manifest["students"].values() if entry.get("report")]
-    assert len(graded) == 6 and {entry["reference_source"] for entry in graded} == {"shipped"}  # run once, here
+    assert len(graded) == 7 and {entry["reference_source"] for entry in graded} == {"shipped"}  # run once, here
     used = {tuple(entry["cpus"]) for entry in graded}
     if len(cores) >= 2:
         assert used <= {tuple(cores[:len(cores) // 2]), tuple(cores[len(cores) // 2:])}, used
@@ -200,6 +209,10 @@ def test_common_mistakes_crashes_and_hangs_cost_only_their_exercise(batch):
     assert dan["ex01_jit_forms"]["status"] == "passed" and dan["ex02_where"]["status"] == "error"
     erin = {e["id"]: e for e in _report(batch["out"], "erin")["exercises"]}
     assert erin["ex01_jit_forms"]["status"] == "passed" and erin["ex02_where"]["status"] == "timeout"
+    fay = {e["id"]: e for e in _report(batch["out"], "fay")["exercises"]}
+    assert fay["ex01_jit_forms"]["status"] == "passed"  # the memory limit stopped ex02 (MemoryError, or killed)
+    assert fay["ex02_where"]["status"] in ("partial", "failed", "error")
+    assert "MemoryError" in json.dumps(fay["ex02_where"]) or "memory" in (fay["ex02_where"]["error"] or "")
 
 
 @needs_strong
@@ -247,7 +260,7 @@ def test_the_summary_says_what_the_class_got_wrong(batch):
     assert "ex02_where · piecewise.traceable" in common
     assert "**oscar**: unreadable" in text and "**pat**: name_clash" in text
     slowest = text.split("## Slowest submissions (seconds)")[1].split("##")[0]
-    assert "erin" in slowest  # the hang, stopped after 10 s
+    assert "erin" in slowest  # the hang, stopped after EXERCISE_TIMEOUT seconds
 
 
 @needs_strong
@@ -273,17 +286,17 @@ def test_rerunning_the_command_resumes_and_regrades_only_what_changed(batch, cap
     alice_report = (out / "alice" / "report.partial.json").read_bytes()
     # the same command, without --seed: the manifest's seed, every graded student kept
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", *EXERCISES,
-                 "--exercise-timeout", "10", "--lang", "en"])
+                 "--exercise-timeout", str(EXERCISE_TIMEOUT), "--lang", "en"])
     err = capsys.readouterr().err
-    assert code == 0 and "0 to grade, 8 already graded (kept), seed 11" in err
+    assert code == 0 and "0 to grade, 9 already graded (kept), seed 11" in err
     assert (out / "alice" / "report.partial.json").read_bytes() == alice_report
     # bob hands in ex01 done: only bob is graded again
     done = _student(batch["root"], "bob-ex01", {"ex01_jit_forms": SOLUTIONS / "ex01_jit_forms.py"}, base=STUBS)
     _zip(done, klass / "bob.zip")
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", *EXERCISES,
-                 "--exercise-timeout", "10", "--lang", "en"])
+                 "--exercise-timeout", str(EXERCISE_TIMEOUT), "--lang", "en"])
     err = capsys.readouterr().err
-    assert code == 0 and "1 to grade, 7 already graded (kept)" in err
+    assert code == 0 and "1 to grade, 8 already graded (kept)" in err
     assert _grades(out)["bob"]["ex01_jit_forms"] == "10"
     assert (out / "alice" / "report.partial.json").read_bytes() == alice_report
 
