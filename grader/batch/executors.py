@@ -67,9 +67,14 @@ class DaskExecutor:
 
     Every task has a distinct key (``pure=False``: two identical submissions are two
     students), is retried ``retries`` times when it fails, and one whose workers keep
-    dying (``KilledWorker``) becomes that student's error row. The reference is
-    one task of its own that the gradings depend on: it travels to each worker once,
-    not with every task, and is computed again if the workers holding it die.
+    dying (``KilledWorker``) becomes that student's error row. The class's reference
+    (about 100 kB for all of chapter 4) travels inside every task: the tasks depend on
+    nothing, so the scheduler spreads them by load, and a dying worker takes no shared
+    data with it. (As a task of their own that the gradings depended on, the scheduler
+    queued gradings on the worker holding it, where one dying worker took its
+    neighbours' tasks with it.) A local cluster gives each worker exactly as many tasks
+    as it has threads (``worker-saturation`` 1.0), so no task waits on a worker that a
+    classmate's task might bring down.
     """
 
     def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task):
@@ -85,10 +90,13 @@ class DaskExecutor:
             on_result: OnResult) -> None:
         from distributed import Client, LocalCluster, as_completed as completed
 
+        import dask
+
         cluster = None
         if self.scheduler is None:
-            cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=40)
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+                cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
         client = Client(cluster if cluster is not None else self.scheduler, timeout="60s")
         futures: dict = {}
         try:
@@ -96,12 +104,9 @@ class DaskExecutor:
             host_slots = Counter()
             for worker in workers:
                 host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
-            # the reference as a task of its own, not scattered data: when the workers holding it die,
-            # the scheduler computes it again instead of cancelling every grading that needs it
-            shipped = client.submit(hold, reference, key=f"reference-{uuid.uuid4().hex[:12]}", pure=False)
             for name, payload in tasks:
                 key = f"grade-{uuid.uuid4().hex[:12]}-{''.join(c if c.isalnum() else '_' for c in name)[:40]}"
-                future = client.submit(self.task, payload, shipped, dict(host_slots), timeout_s, key=key,
+                future = client.submit(self.task, payload, reference, dict(host_slots), timeout_s, key=key,
                                        pure=False, retries=self.retries)
                 futures[future] = name
             for future in completed(futures):
@@ -113,11 +118,6 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
-
-
-def hold(value):
-    """The value itself: a task that keeps the class's reference where the gradings need it."""
-    return value
 
 
 def _result(future) -> dict:
