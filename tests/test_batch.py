@@ -349,3 +349,31 @@ def test_a_weaker_sandbox_is_refused_without_the_flag(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1
     assert "--allow-weak-sandbox" in err and "process" in err
     assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_a_terminal_shows_a_progress_bar_with_an_eta(tmp_path):
+    """On a terminal (a pseudo-terminal here) the batch draws rich's progress bar, with the count and an ETA."""
+    import pty
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    _student(klass, "ann", base=STUBS)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(klass), "--chapter", "ch4", "--out",
+                             str(tmp_path / "results"), "-k", "1", "--lang", "en", "--allow-weak-sandbox"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=300) == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", errors="replace"))
+    assert re.search(r"grading the class .*\b1/1 +\d+:\d\d:\d\d ETA \d+:\d\d:\d\d", text), text[-600:]
+    assert "[1/1] ann: 0 / 10 (completed)" in text  # a line per student above the bar

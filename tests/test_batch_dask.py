@@ -104,3 +104,28 @@ def test_a_task_whose_workers_keep_dying_becomes_an_error_row(tmp_path):
                                                     lambda name, result: results.__setitem__(name, result))
     assert results["doomed"]["status"] == "crash" and "KilledWorker" in results["doomed"]["message"]
     assert results["fine"]["message"] == "not graded in this test"
+
+
+def test_a_running_scheduler_is_used_and_force_grades_again(tmp_path, capsys):
+    """--scheduler ADDRESS: the batch joins a cluster started beforehand (as `dask scheduler` and
+    `dask worker ADDRESS` would be); the same command again keeps the student, --force grades again."""
+    from distributed import LocalCluster
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    _student(klass, "ada", base=STUBS)
+    out = tmp_path / "results"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as cluster:
+        args = ["batch", str(klass), "--chapter", "ch4", "--out", str(out), "--executor", "dask", "--scheduler",
+                cluster.scheduler_address, "-k", "1", "--seed", str(SEED), "--sandbox", "process",
+                "--allow-weak-sandbox", "--lang", "en"]
+        assert main(args) == 0
+        err = capsys.readouterr().err
+        assert f"1 to grade, 0 already graded (kept), seed {SEED}, dask, {cluster.scheduler_address}" in err
+        assert main(args) == 0
+        assert "0 to grade, 1 already graded (kept)" in capsys.readouterr().err
+        assert main(args + ["--force"]) == 0
+        assert "1 to grade, 0 already graded (kept)" in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["students"]["ada"]["status"] == "completed" and manifest["seed"] == SEED
