@@ -354,11 +354,12 @@ def test_grade_help_lists_the_grading_options(capsys):
                    "--sign-key"):
         assert option in out, option
     commands = [line for line in out.split("Commands:")[1].splitlines() if line.strip()]
-    assert {line.split()[0] for line in commands} == {"check", "dev", "verify"}
+    assert {line.split()[0] for line in commands} == {"batch", "check", "dev", "verify"}
     assert not any(line.rstrip().endswith("...") for line in commands), commands
 
 
-@pytest.mark.parametrize("argv", [["dev", "--help"], ["verify", "--help"], ["dev", "validate", "--help"]])
+@pytest.mark.parametrize("argv", [["dev", "--help"], ["verify", "--help"], ["dev", "validate", "--help"],
+                                  ["batch", "--help"]])
 def test_other_help_is_not_cut_off(capsys, argv):
     code, out, err = run(capsys, *argv)
     body = out.split("\n", 1)[1]  # after the usage line, which ends in [ARGS]...
