@@ -274,6 +274,7 @@ class _Run:
             host.close()
 
     def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
+        result.notes = list(self.sub.notes.get(ex.id, ())) + result.notes
         self.results[ex.id] = result
         self._progress(Progress(ex.id, "done", "ended", result=result))
 

@@ -21,9 +21,9 @@ from grader.results import CheckResult, ExerciseResult, exercise_status
 
 log = logging.getLogger("grader")
 
-#: how a message's ``where`` (``file:line`` of the module graded) reads for the student
-#: (a notebook's cell and line): :meth:`grader.submission.Submission.locate`
-Locate = Callable[[str | None], str]
+#: how a message's ``where`` (``file:line`` of the module graded) and ``file`` read for the
+#: student (a notebook's cell and line, the notebook): :meth:`grader.submission.Submission.locate`
+Locate = Callable[[str | None], Any]
 
 
 @dataclass
@@ -46,8 +46,8 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     """
     if student.end == "import_error":
         d = student.detail
-        reason = T("job.import_error", file=ex.filename, type=d.get("type", "?"), message=d.get("message", ""),
-                   where=locate(d.get("where")))
+        reason = _located(T("job.import_error", file=ex.filename, type=d.get("type", "?"),
+                            message=d.get("message", ""), where=d.get("where") or "?"), locate)
         return unrunnable(ex, reason, output=student.output), []
     termination = termination_of(student, ex)
     termination.reason = _located(termination.reason, locate)
@@ -146,11 +146,12 @@ def _placed(hint: Any, ex: Any) -> Any:
 
 
 def _located(text: Any, locate: Locate) -> Any:
-    """``text`` with every ``where`` argument read as the student knows the place."""
+    """``text`` with every ``where`` (a line) and ``file`` (the module) argument read as the
+    student knows the place (a notebook's cell, the notebook)."""
     if isinstance(text, list):
         return [_located(t, locate) for t in text]
     if isinstance(text, Text):
-        args = {k: (locate(v) if k == "where" and isinstance(v, str) else _located(v, locate))
+        args = {k: (locate(v) if k in ("where", "file") and isinstance(v, str) else _located(v, locate))
                 for k, v in text.args.items()}
         return Text(text.key, args)
     return text

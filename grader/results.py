@@ -94,6 +94,10 @@ class ExerciseResult(_Scored):
     #: instead of the checks. Set by grading; :func:`is_unrunnable` also recognises
     #: such a result by its checks.
     unrunnable: bool = False
+    #: what the student should know about how the exercise's code was read (a
+    #: :class:`~grader.i18n.Text` each), e.g. a notebook's function defined in two cells
+    #: (the later one is graded); empty for most
+    notes: list = field(default_factory=list)
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(c.points, c.max_points) for c in self.checks]
@@ -211,6 +215,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
             "error": words(ex.error) or None,
             "duration_s": round(ex.duration_s, 3),
             "output": ex.output,
+            "notes": [words(note) for note in ex.notes],
             "checks": [
                 {
                     "id": c.id,

@@ -24,13 +24,15 @@ def dev() -> None:
               help="Also replace stub files that hold work of their own, keeping a backup copy beside each.")
 @lang_option
 def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> None:
-    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers).
+    """Regenerate a chapter's stubs and its notebook (exercises/ch4.ipynb) from its
+    solutions (BEGIN/END SOLUTION markers).
 
-    A stub file that differs from what would be written is replaced only when it is an
+    A stub file (or the notebook) that differs from what would be written is replaced only when it is an
     old stub, the one generated from its solution as committed at git HEAD. Any other
     file is someone's work: nothing is written (exit 1) unless --force, and then a
     backup copy of it is kept beside it. 重新生成练习文件；不会覆盖学生的作答。
     """
+    from grader.authoring import notebook
     from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate
 
     lang = lang or default_lang()
@@ -38,17 +40,18 @@ def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> 
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     spec = _chapter(chapter)
     try:
-        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force)
+        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force,
+                         more=[notebook.planned(spec)])
     except StubFormatError as exc:
         raise UserError(str(exc)) from None
     except StubsInTheWay as exc:
         for diff in exc.diffs:
-            click.echo(words(T("stubs.edited", path=str(spec.stubs / diff.name))), err=True)
+            click.echo(words(T("stubs.edited", path=str(diff.path))), err=True)
         sys.exit(EXIT_FAIL_UNDER)
     line_key = "stubs.out_of_date" if check_only else "stubs.wrote"
     for diff in diffs:
         reason = T("stubs.reason_missing") if diff.reason == "missing" else T("stubs.reason_differs")
-        click.echo(words(T(line_key, path=str(spec.stubs / diff.name), reason=reason)))
+        click.echo(words(T(line_key, path=str(diff.path), reason=reason)))
         if diff.backup is not None:
             click.echo(words(T("stubs.backup", path=diff.name, backup=str(diff.backup))))
     if check_only and diffs:

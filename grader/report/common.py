@@ -116,13 +116,16 @@ def problem_lines(report: Report, render) -> dict[str, str]:
     return lines
 
 
-def file_to_open(report: Report, ex: ExerciseResult) -> str:
-    """The file a student edits for ``ex``, as the graded path names it."""
+def file_to_open(report: Report, ex: ExerciseResult) -> str | Text:
+    """The file a student edits for ``ex``, as the graded path names it (for the cells a
+    kernel ran, checked from inside a notebook: that exercise's cells there)."""
     sub = report.submission
     path = Path(str(sub.get("path", ".")))
     kind = str(sub.get("kind", "folder"))
     files = sub.get("files") or []
     filename = f"{ex.id}.py"
+    if sub.get("from") == "kernel history":
+        return T("notebook.next_cells", exercise=ex.id)
     if kind == "notebook":
         return str(path if path.suffix == ".ipynb" or not files else path / files[0])
     if kind.startswith("zip"):

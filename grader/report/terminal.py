@@ -88,6 +88,8 @@ def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], prob
                  screen.wrap(f"{head}{status_word}  {problem}", " ", EXERCISE_MORE)]
     else:
         lines = _head_and_checks(screen, ex, head, status_word)
+    for note in ex.notes:  # how its code was read (a notebook's cells)
+        lines += screen.labelled("ui.note", screen.words(note), EXERCISE_MORE, EXERCISE_MORE + "  ", bold=True)
     if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
         lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
         lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)
