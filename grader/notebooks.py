@@ -248,17 +248,23 @@ def _grader_module(name: str | None) -> bool:
 
 
 def _grader_names(sources) -> set[str]:
-    """The names the cells import from the grader (``check``, ``grader``, an alias)."""
+    """The names the cells import from the grader (``check``, ``grader``, an alias), and the
+    names bound from those (``result = check("ex02")``)."""
+    trees = [tree for tree in (_parse(_without_magics(source)) for source in sources) if tree is not None]
     names: set[str] = set()
-    for source in sources:
-        tree = _parse(_without_magics(source))
-        for node in tree.body if tree else ():
+    while True:
+        found = set(names)
+        for node in (node for tree in trees for node in tree.body):
             if isinstance(node, ast.ImportFrom) and _grader_module(node.module):
-                names |= {alias.asname or alias.name for alias in node.names}
+                found |= {alias.asname or alias.name for alias in node.names}
             elif isinstance(node, ast.Import):
-                names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
+                found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
                           if _grader_module(alias.name)}
-    return names
+            elif _is_grader_statement(node, found):
+                found |= _bound(ast.Module(body=[node], type_ignores=[]))
+        if found == names:
+            return names
+        names = found
 
 
 def _is_grader_statement(node: ast.stmt, grader_names: set[str]) -> bool:

@@ -23,8 +23,8 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     for ex in report.exercises:
         out += ["", f"## {ICONS.get(ex.status, '')} {ex.id}: {words(ex.title)} ({num(ex.score)} / {num(ex.max_score)})",
                 ""]
-        out += [f"> **{words(T('ui.note'))}:** {_escape(words(note))}" for note in ex.notes]
-        out += [""] if ex.notes else []
+        for note in ex.notes:
+            out += [f"> **{words(T('ui.note'))}:** {_escape(words(note))}", ""]
         if ex.id in problems:  # could not run: one line, not its checks
             out.append(f"**{_escape(problems[ex.id])}**")
         else:
