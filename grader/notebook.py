@@ -149,7 +149,7 @@ def check(*exercises: str, seed: int | None = None, lang: str | None = None, cha
     except OSError as exc:
         return Checked(error=catalog.render(T("notebook.cannot_write", path=str(session),
                                               detail=exc.strerror or str(exc)), lang))
-    order = {"session": str(session), "exercises": list(exercises), "seed": seed, "lang": lang,
+    order = {"session": str(session), "exercises": [str(e) for e in exercises], "seed": seed, "lang": lang,
              "chapter": chapter, "report_dir": str(folder), "timeout_s": timeout_s, "notebook": _notebook_name(),
              "result": str(folder / ".check-result.json")}
     what = ", ".join(exercises) if exercises else catalog.render(T("notebook.every_exercise"), lang)

@@ -58,7 +58,7 @@ class Submission:
     def describe(self) -> dict:
         return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
 
-    def locate(self, where: str | None):
+    def locate(self, where: str | None) -> str | Text:
         """A place as the student knows it: ``file:line``, or a notebook's cell and line (and
         the notebook for the module made from it)."""
         if self.cells is None:

@@ -214,6 +214,22 @@ def test_cells_defined_twice_or_failed_when_run_are_named_in_the_notes(solved_ru
             f"ZeroDivisionError when it ran") in html
 
 
+def test_the_inline_result_reads_in_a_browser_as_in_the_notebook(solved_run, tmp_path):
+    """The HTML under the check cell, in a page of its own, as headless Chromium shows it."""
+    from browser import render
+
+    from grader.report.html import page
+
+    nb, filled, _, _ = solved_run
+    path = tmp_path / "check.html"
+    path.write_text(page("check", result_of(nb.cells[filled + 5])["html"]), encoding="utf-8")
+    shown = render(path, tmp_path / "check.png")
+    for text in ("piecewise.traceable", "0 / 0.5", "failed", "Hint: Inside jit, x > 0 is a traced array",
+                 f"cell In [{nb.cells[filled + 2].execution_count}], line 3", "Note: piecewise is defined",
+                 "ex03_static_args 10 / 10 passed"):
+        assert text in shown, text
+
+
 # ------------------------------------------------------------------ grade on a saved notebook
 def test_grade_on_a_saved_notebook_names_the_cell_of_a_function_defined_twice(tmp_path, ch4, capsys):
     from grader.cli import main

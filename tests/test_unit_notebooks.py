@@ -195,3 +195,23 @@ def test_a_history_notebook_is_read_as_runs(tmp_path):
     assert json.loads(path.read_text(encoding="utf-8"))["metadata"]["grader"] == {"history": True}
     cells, history = read_cells(path)
     assert history and [(c.number, c.not_run is None) for c in cells] == [(2, True), (3, False)]
+
+
+# ------------------------------------------------------------------ check() without grading anything
+def test_check_outside_a_kernel_says_so_in_one_line():
+    from grader.notebook import check
+
+    result = check("ex02", lang="zh")
+    assert result.error == words(T("notebook.not_in_kernel"), "zh") and "\n" not in result.error
+    assert repr(result) == result.error and result.error in result._repr_html_() and not result.passed
+
+
+def test_an_unknown_exercise_is_one_line_not_a_traceback(tmp_path):
+    from grader.notebook import _grade_order, write_session
+
+    session = tmp_path / "session.ipynb"
+    write_session(session, [Run(1, "import jax")])
+    result = _grade_order({"session": str(session), "exercises": ["ex99"], "lang": "en", "chapter": None,
+                           "report_dir": str(tmp_path), "seed": 1, "timeout_s": 60, "notebook": None})
+    assert result.error and "ex99" in result.error and "\n" not in result.error
+    assert result.score == 0 and not (tmp_path / "report.partial.json").exists()
