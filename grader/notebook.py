@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.i18n import T, Text, default_lang, grader_catalog
+from grader.i18n import LANGS, T, Text, default_lang, grader_catalog
 from grader.notebooks import Run
 
 #: the folder (in the kernel's working folder) the graded runs and the reports go to
@@ -135,8 +135,10 @@ def check(*exercises: str, seed: int | None = None, lang: str | None = None, cha
     (default: from the locale); ``report_dir`` is where the graded runs and the reports
     go (default: ``.grade/`` in the kernel's working folder).
     """
-    lang = lang or default_lang()
     catalog = grader_catalog()
+    if lang is not None and lang not in LANGS:
+        return Checked(error=catalog.render(T("notebook.bad_lang", lang=lang, langs=", ".join(LANGS)), "en"))
+    lang = lang or default_lang()
     shell = _shell()
     if shell is None:
         return Checked(error=catalog.render(T("notebook.not_in_kernel"), lang))

@@ -204,6 +204,7 @@ def test_check_outside_a_kernel_says_so_in_one_line():
     result = check("ex02", lang="zh")
     assert result.error == words(T("notebook.not_in_kernel"), "zh") and "\n" not in result.error
     assert repr(result) == result.error and result.error in result._repr_html_() and not result.passed
+    assert check(lang="fr").error == "check(lang='fr'): the language is one of en, zh"
 
 
 def test_an_unknown_exercise_is_one_line_not_a_traceback(tmp_path):
