@@ -318,7 +318,8 @@ def _grade_order(order: dict) -> Checked:
     catalog = load_chapter(report.chapter).catalog
     written = write_reports(report, catalog, lang, Path(order["report_dir"]))
     lines = [catalog.render(_graded_cells(session), lang),
-             catalog.render(T("notebook.report", path=str(written.with_suffix(".md"))), lang)]
+             catalog.render(T("notebook.report", path=str(written.with_suffix(".html")),
+                               md=str(written.with_suffix(".md"))), lang)]
     if interrupted is not None:
         lines.insert(0, catalog.render(T("notebook.interrupted", done=len(report.exercises), path=str(written),
                                          total=len(report.exercises) + len(interrupted.pending)), lang))

@@ -125,6 +125,8 @@ def test_the_generated_notebook_runs_and_every_check_says_not_attempted(stubs_ru
     assert "Chapter 4: JIT basics: 0 / 80" in everything["text"]
     for ex in ch4.exercises:
         assert re.search(rf"{ex.id}\s+0/{ex.max_score:g}\s+not attempted", everything["text"])
+    line = f"Report: {folder / '.grade' / 'report.html'} (and {folder / '.grade' / 'report.md'})"
+    assert line in everything["text"] and html.escape(line, quote=False) in everything["html"]
     report = json.loads((folder / ".grade" / "report.json").read_text(encoding="utf-8"))
     assert report["score"] == 0 and not report["partial"]
     assert {e["status"] for e in report["exercises"]} == {"not_attempted"}
@@ -248,3 +250,5 @@ def test_grade_on_a_saved_notebook_names_the_cell_of_a_function_defined_twice(tm
             f"the last one, notebook cell {index + 2}, is the one graded, as in the kernel") in out
     report = json.loads((tmp_path / "r" / "report.partial.json").read_text(encoding="utf-8"))
     assert report["exercises"][0]["notes"] and "ex02_where.py" not in json.dumps(report["exercises"])
+    page = flat((tmp_path / "r" / "report.partial.html").read_text(encoding="utf-8"))
+    assert f"Note: piecewise is defined in more than one cell (notebook cell {first}" in page

@@ -129,7 +129,8 @@ def drive(sides, inputs: dict, budget: float):
                 cases = [f"{name}/{size}" for size in sizes if f"{name}/{size}" in ready["student"]
                          and f"{name}/{size}" in ready["reference"]]
                 if cases:
-                    results[name] = _time_function(student, reference, cases, deadline)
+                    results[name] = _time_function(student, reference, cases, deadline,
+                                                   sides.exercise.speedup_fraction)
                     phases[f"{name}_timed_s"] = round(time.monotonic() - t0, 3)
         for name, session in (("student", student), ("reference", reference)):
             if ready.get(name) is None:
@@ -151,7 +152,7 @@ def _await_record(session, key: str, deadline: float):
     return session.outcome.observations[key]
 
 
-def _time_function(student, reference, cases: list[str], deadline: float) -> dict:
+def _time_function(student, reference, cases: list[str], deadline: float, fraction: float) -> dict:
     calibration = {}
     for case in cases:  # the reference alone, a few reps per candidate size
         probe_run = timing.request_times(reference, case, reps=3, batches=(1, 1), deadline=deadline)
@@ -169,9 +170,9 @@ def _time_function(student, reference, cases: list[str], deadline: float) -> dic
     case = max(calibration, key=lambda c: calibration[c]["q25"])
     batches = tuple(calibration[case]["batches"])
     s_samples, r_samples = timing.alternate(student, reference, case, rounds=ROUNDS, reps=REPS, batches=batches,
-                                            deadline=deadline)
+                                            deadline=deadline, decided=timing.clear_verdict(fraction))
     out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches),
-           "rounds": ROUNDS, "reps_per_round": REPS}
+           "rounds": len(s_samples.get("wall", [])), "reps_per_round": REPS}
     for side, samples in (("student", s_samples), ("reference", r_samples)):
         stats = timing.speedup_stats(samples)
         if "error" in samples:
