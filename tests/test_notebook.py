@@ -12,7 +12,8 @@ Three runs, shared by the tests (about 2 minutes in all on 2 cores):
   (a Python ``if`` on a traced value), a ``poly`` with a syntax error and a cell that
   raises, checked with ``check("ex02", "ex03")``: the failing check, what was seen and
   the hint inline, every message naming the cell;
-* ``grade`` on a saved notebook with a function defined in two cells.
+* ``grade`` on a saved notebook with a function defined in two cells, and on one with a
+  cell that raises at its top level (each a ``-k ex02`` grading of a few seconds).
 
 The client sends each cell's id with its execute request, as JupyterLab does.
 """
@@ -252,3 +253,20 @@ def test_grade_on_a_saved_notebook_names_the_cell_of_a_function_defined_twice(tm
     assert report["exercises"][0]["notes"] and "ex02_where.py" not in json.dumps(report["exercises"])
     page = flat(re.sub(r"<[^>]+>", "", (tmp_path / "r" / "report.partial.html").read_text(encoding="utf-8")))
     assert f"Note: piecewise is defined in more than one cell (notebook cell {first}" in page
+
+
+def test_grade_on_a_saved_notebook_names_the_cell_that_raises_at_its_top_level(tmp_path, ch4, capsys):
+    from grader.cli import main
+
+    nb = build(ch4, solved=True)
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex02-clip_by_norm")
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell("scale = 2\nrows = 1 / 0\n"))
+    path = tmp_path / "ch4.ipynb"
+    nbformat.write(nb, str(path))
+    assert main([str(path), "-k", "ex02", "--seed", str(SEED), "--lang", "en", "--report-dir",
+                 str(tmp_path / "r")]) == 0
+    out = flat(capsys.readouterr().out)
+    assert (f"importing ch4.ipynb failed: ZeroDivisionError: division by zero (at notebook cell {index + 2}, "
+            f"line 2)") in out
+    report = (tmp_path / "r" / "report.partial.json").read_text(encoding="utf-8")
+    assert f"notebook cell {index + 2}, line 2" in report and "ex02_where.py" not in report
