@@ -231,9 +231,17 @@ def text_of(nb) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+def missing_solutions(chapter: Chapter) -> list[Path]:
+    """The solution modules of the chapter's exercises that are not there: without them
+    there is no notebook to generate (the stubs of the others still are)."""
+    return [chapter.solutions / ex.filename for ex in chapter.exercises
+            if not (chapter.solutions / ex.filename).is_file()]
+
+
 def planned(chapter: Chapter) -> Generated:
     """The chapter's notebook as a generated file: what it should hold, and what the
-    solutions committed at git HEAD generate (an old notebook, replaced without asking)."""
+    solutions committed at git HEAD generate (an old notebook, replaced without asking).
+    Every exercise's solution module must be there (:func:`missing_solutions`)."""
 
     def old() -> str | None:
         sources = {}

@@ -39,9 +39,13 @@ def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> 
     catalog = grader_catalog()
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     spec = _chapter(chapter)
+    missing = notebook.missing_solutions(spec)
+    if missing:  # a chapter being written: its stubs still are generated, not its notebook
+        click.echo(words(T("notebook.not_generated", path=str(notebook.notebook_path(spec)),
+                           missing=str(missing[0]), n=len(missing))), err=True)
     try:
         diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force,
-                         more=[notebook.planned(spec)])
+                         more=[] if missing else [notebook.planned(spec)])
     except StubFormatError as exc:
         raise UserError(str(exc)) from None
     except StubsInTheWay as exc:
