@@ -21,7 +21,8 @@ def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
     from grader.authoring import notebook
 
     try:
-        more = [notebook.planned(chapter)] if notebook.notebook_path(chapter).exists() else []
+        has_notebook = notebook.notebook_path(chapter).exists() and not notebook.missing_solutions(chapter)
+        more = [notebook.planned(chapter)] if has_notebook else []
         problems += [f"{d.path}: {d.reason} (run grade dev stubs)"
                      for d in generate(chapter.solutions, chapter.stubs, write=False, more=more)]
     except StubFormatError as exc:
