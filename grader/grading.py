@@ -21,14 +21,16 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from grader import chapters as chapter_folders, submission as submissions
 from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
+from grader.checks import GraderError
 from grader.i18n import T
 from grader.judge import judge, unrunnable
+from grader.preview import Records, RecordsError, release_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
@@ -65,6 +67,10 @@ class GradeOptions:
     reference_cache: "ReferenceCache | None" = None
     #: told what the run is doing, for a live display (called from grading threads)
     on_progress: Callable[["Progress"], None] | None = None
+    #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
+    #: preview with them instead of running the reference; ``None``: those of a course
+    #: release's chapter when it has no solutions (:func:`release_records`), else none
+    preview: "Records | None" = None
 
 
 @dataclass
@@ -156,6 +162,14 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
     except UnknownExercise as exc:
         raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
                                             known=exc.known)) from None
+    try:
+        records = options.preview or (None if options.reference_dir else release_records(chapter))
+    except RecordsError as exc:
+        raise submissions.SubmissionError(T("release.records_unusable", detail=str(exc))) from None
+    if records is not None:  # a preview: the records answer for their public seed only
+        if options.seed not in (None, records.seed):
+            raise submissions.SubmissionError(T("release.seed_fixed", seed=options.seed, public=records.seed))
+        options = replace(options, seed=records.seed, preview=records)
     seed = options.seed if options.seed is not None else new_seed()
     scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
     os.chmod(scratch, 0o755)
@@ -175,7 +189,8 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
                         duration_s=time.monotonic() - started, submission=sub.describe(),
                         environment=run.environment(), exercises=exercises,
                         integrity=sub.integrity_findings(chapter) + run.runtime_findings,
-                        sandbox=run.plan.describe(), timings=run.timings, interrupted=interrupted)
+                        sandbox=run.plan.describe(), timings=run.timings, interrupted=interrupted,
+                        preview=records is not None)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
@@ -192,14 +207,19 @@ class Sides:
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 
-    def __init__(self, run: "_Run", ex: ExerciseSpec):
+    def __init__(self, run: "_Run", ex: ExerciseSpec, inputs: dict):
         self._run = run
         self.exercise = ex
+        #: a preview's recorded reference outcome (then there is no reference process), else ``None``
+        self.recorded: JobOutcome | None = run.recorded(ex, inputs) if run.records else None
 
     def student(self, timeout_s: float) -> JobSession:
         return self._run.session(self._run.student, self.exercise, timeout_s)
 
     def reference(self, timeout_s: float) -> JobSession:
+        if self._run.reference is None:
+            raise GraderError(f"{self.exercise.id}'s driver needs the reference's process, which a preview "
+                              f"does not run (it has the reference's records only: Sides.recorded)")
         return self._run.session(self._run.reference, self.exercise, timeout_s)
 
 
@@ -222,16 +242,19 @@ class _Run:
         self.runtime_findings: list[dict] = []
         self.results: dict[str, ExerciseResult] = {}
         self._lock = threading.Lock()
+        #: a preview's reference records (no reference process then), else ``None``
+        self.records: Records | None = options.preview
         reference_dir = options.reference_dir or chapter.solutions
-        if not reference_dir.is_dir():
+        if self.records is None and not reference_dir.is_dir():
             raise submissions.SubmissionError(T("error.no_reference", chapter=chapter.id, path=str(reference_dir)))
         common = {"modules": chapter.child_modules, "limits": options.limits,
                   "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
                   else [chapter.search_folder]}
         self.student = HostProcess(side="student", module_dir=sub.module_dir, scratch=scratch / "student",
                                    plan=self.plan, uids=self.uids, **common)
-        self.reference = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                                     plan=sandboxes.SandboxPlan("process", False), **common)
+        self.reference: HostProcess | None = None if self.records else HostProcess(
+            side="reference", module_dir=reference_dir, scratch=scratch / "reference",
+            plan=sandboxes.SandboxPlan("process", False), **common)
 
     # ------------------------------------------------------------------ running
     def execute(self) -> list[ExerciseResult]:
@@ -243,8 +266,8 @@ class _Run:
         if runnable:
             t0 = time.monotonic()
             self.student.listener = self._on_phase
-            self.student.start()
-            self.reference.start()
+            for host in self.hosts:
+                host.start()
             pool = ThreadPoolExecutor(max_workers=self.options.workers or max(1, min(2, os.cpu_count() or 1)))
             try:
                 plain = [ex for ex in runnable if not ex.timed]
@@ -258,8 +281,8 @@ class _Run:
                 raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-                self.student.stop()
-                self.reference.stop()
+                for host in self.hosts:
+                    host.stop()
             self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
             self.timings["host_restarts"] = self.student.restarts
         return self.finished()
@@ -268,9 +291,14 @@ class _Run:
         """The exercises graded so far, in chapter order."""
         return [self.results[ex.id] for ex in self.selected if ex.id in self.results]
 
+    @property
+    def hosts(self) -> list[HostProcess]:
+        """The student's host, and the reference's unless this is a preview."""
+        return [host for host in (self.student, self.reference) if host is not None]
+
     def cancel(self) -> None:
         """Stop grading now: no new job starts, every running one (and what it started) is killed."""
-        for host in (self.student, self.reference):
+        for host in self.hosts:
             host.close()
 
     def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
@@ -308,7 +336,7 @@ class _Run:
         if budget <= 1:
             return unrunnable(ex, T("job.submission_timeout", seconds=self.options.submission_timeout_s), "timeout")
         if ex.driver is not None:
-            student_out, reference_out = ex.driver(Sides(self, ex), inputs, budget)
+            student_out, reference_out = ex.driver(Sides(self, ex, inputs), inputs, budget)
             for outcome in (student_out, reference_out):
                 if outcome is not None:
                     self._note_environment(outcome)
@@ -318,7 +346,7 @@ class _Run:
             if ex.needs_reference and student_out.attempted():
                 reference_out = self._reference_job(ex, inputs)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
-                                 locate=self.sub.locate)
+                                 locate=self.sub.locate, preview=self.records is not None)
         result.duration_s = time.monotonic() - t0
         with self._lock:
             self.runtime_findings += findings
@@ -328,9 +356,15 @@ class _Run:
 
     def session(self, host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job of ``ex`` on ``host``, with the exercise's settings."""
-        return host.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
-                            timeout_s=timeout_s, options={"sync_cpu_dispatch": ex.sync_cpu_dispatch},
-                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if host.side == "student" else None)
+        return job_session(host, ex, timeout_s)
+
+    def recorded(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome:
+        """A preview's reference outcome for ``ex``; a failed one when no record fits these inputs."""
+        outcome = self.records.outcome(ex.id, self.seed, inputs)
+        if outcome is None:
+            log.error("no reference record of %s for seed %s and these inputs", ex.id, self.seed)
+            return JobOutcome(end="not_started", side="reference", detail={"records": "none for these inputs"})
+        return outcome
 
     def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(self.session(host, ex, timeout_s), inputs)
@@ -343,6 +377,8 @@ class _Run:
                 self.envs.append({"side": outcome.side, **outcome.env})
 
     def _reference_job(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome:
+        if self.records is not None:
+            return self.recorded(ex, inputs)
         key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
         cached = self.references.get(key)
         if cached is not None:
@@ -366,6 +402,14 @@ class _Run:
                    "backend": None, "device_kind": None}
         env["cpu_count"] = os.cpu_count()
         return env
+
+
+def job_session(host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
+    """A new, unstarted job of ``ex`` on ``host``, with the exercise's settings (the import
+    limit applies to the student's side only)."""
+    return host.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
+                        timeout_s=timeout_s, options={"sync_cpu_dispatch": ex.sync_cpu_dispatch},
+                        import_timeout_s=min(ex.import_timeout_s, timeout_s) if host.side == "student" else None)
 
 
 def _version(package: str) -> str | None:
