@@ -208,3 +208,24 @@ def test_a_release_takes_the_chapters_notebook_when_there_is_one(tmp_path, with_
         "def bucket_length(n):\n    length = 8\n    while length < n:\n        length *= 2\n    return length\n"))
     nbformat.write(notebook, written)
     assert any("exercises/ch4.ipynb: holds solution code" in line for line in leaks(root, chapter))
+
+
+# ------------------------------------------------------------------ grade dev release, refusing
+def test_release_refuses_a_folder_in_use_in_one_line(tmp_path, capsys):
+    from grader.cli import main
+
+    (tmp_path / "mine.txt").write_text("work\n", encoding="utf-8")
+    assert main(["dev", "release", "ch4", "--out", str(tmp_path), "--lang", "en"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not an empty folder" in err and "nothing was written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_release_needs_the_reference_solutions(tmp_path):
+    import dataclasses
+
+    from grader.authoring.release import build
+
+    with pytest.raises(ReleaseError, match="built from the full course repository"):
+        build(dataclasses.replace(CH4, solutions=tmp_path / "none"), tmp_path / "out", seed=1)
+    assert not (tmp_path / "out").exists()

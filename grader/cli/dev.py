@@ -13,7 +13,7 @@ from grader.i18n import T, default_lang, grader_catalog
 
 @cli.group("dev", short_help="Tools for course authors: stubs, chapter validation, a release.")
 def dev() -> None:
-    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
+    """Tools for course authors: stubs, chapter validation, a course release. 课程作者工具。"""
 
 
 @dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
