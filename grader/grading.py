@@ -30,7 +30,7 @@ from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
 from grader.checks import GraderError
 from grader.i18n import T
 from grader.judge import judge, unrunnable
-from grader.preview import Records, RecordsError, release_records
+from grader.preview import Records, RecordsError, mark_checked, release_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
@@ -302,7 +302,7 @@ class _Run:
             host.close()
 
     def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
-        self.results[ex.id] = result
+        self.results[ex.id] = mark_checked(result) if self.records is not None else result
         self._progress(Progress(ex.id, "done", "ended", result=result))
 
     def _on_phase(self, session: JobSession) -> None:

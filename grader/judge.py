@@ -17,7 +17,6 @@ from typing import Any, Callable
 from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Observations,
                            Pass)
 from grader.i18n import T, Text
-from grader.preview import FINAL_CATEGORIES
 from grader.results import CheckResult, ExerciseResult, exercise_status
 
 log = logging.getLogger("grader")
@@ -44,8 +43,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     ``ex`` is the :class:`~grader.chapter.ExerciseSpec` (its checks are the functions
     its module declares); ``reference`` is ``None`` when the exercise needs no
     reference run or the student attempted nothing. ``preview``: ``reference`` comes
-    from a release's records (:mod:`grader.preview`), and the checks a preview cannot
-    judge faithfully are marked ``checked="final"``.
+    from a release's records (:mod:`grader.preview`; the checks know it from their context).
     """
     if student.end == "import_error":
         d = student.detail
@@ -80,8 +78,6 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
             if check.status == "error":
                 check.message = T("release.no_record", seed=seed) if preview \
                     else T("job.reference_failed", how=how_it_ended(reference))
-    for check in checks:
-        check.checked = "final" if preview and check.category in FINAL_CATEGORIES else "now"
     for check in checks:
         check.message = _located(check.message, locate)
     status = exercise_status(checks, termination.kind)

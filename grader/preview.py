@@ -46,6 +46,14 @@ class RecordsError(Exception):
     """A records file that cannot be used; the message says why and what to do."""
 
 
+def mark_checked(result: Any) -> Any:
+    """Mark each check of a preview's exercise result as judged now, or decided at final
+    grading (:data:`FINAL_CATEGORIES`); returns ``result``."""
+    for check in result.checks:
+        check.checked = "final" if check.category in FINAL_CATEGORIES else "now"
+    return result
+
+
 def inputs_digest(inputs: dict) -> str:
     """A fingerprint of an exercise's hidden inputs (its arrays' bytes included)."""
     text = json.dumps(wire.encode(inputs), sort_keys=True, separators=(",", ":"), allow_nan=False)
