@@ -63,6 +63,10 @@ class CheckSpec:
     depends: tuple[str, ...] = ()
     #: named hints for the different mistakes the check tells apart (``Fail(hint=name)``)
     hints: dict[str, Bilingual] = field(default_factory=dict)
+    #: the hint's further layers, shown one at a time by ``grade ... --hint CHECK``: after the
+    #: nudge (``hint`` or a named hint), why it matters under ``jax.jit``, then a worked
+    #: explanation of the concept (never the answer's code)
+    layers: tuple[Bilingual, ...] = ()
     #: the function that judges, ``(student, reference, ctx) -> measured`` (raises ``Fail``)
     function: Callable | None = None
 
@@ -250,7 +254,7 @@ def _bilingual(value: Any, where: str) -> Bilingual:
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
              "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "release_speedup_bar": dict}
 _EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", *_SETTINGS}
-_CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints"}
+_CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints", "layers"}
 
 
 def _need(table: dict, key: str, where: str, path: Path) -> Any:
@@ -387,5 +391,7 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
         depends=tuple(function.check_depends),
         hints={str(name): _bilingual(text, f"{where}: check {cid} hint {name!r}")
                for name, text in c.get("hints", {}).items()},
+        layers=tuple(_bilingual(text, f"{where}: check {cid} hint layer {i + 2}")
+                     for i, text in enumerate(c.get("layers", ()))),
         function=function,
     )

@@ -11,7 +11,6 @@ this same function.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import os
 import platform
@@ -25,12 +24,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from grader import chapters as chapter_folders, submission as submissions
+from grader import cache, chapters as chapter_folders, submission as submissions
+from grader.cache import ReferenceCache
 from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
 from grader.checks import GraderError
 from grader.i18n import T
 from grader.judge import judge, unrunnable
-from grader.preview import Records, RecordsError, mark_checked, release_records
+from grader.preview import Records, mark_checked, preview_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
@@ -57,7 +57,8 @@ class GradeOptions:
     submission_timeout_s: float = 900.0
     #: caps every exercise's own time limit (seconds); ``None``: the chapter's limits
     exercise_timeout_s: float | None = None
-    #: exercises graded at once (untimed ones); ``None``: up to 2, as many CPUs allow
+    #: exercises graded at once (untimed ones); ``None``: one more than the CPUs (an exercise that
+    #: mostly waits, like a timing harness's, leaves its CPU to the others)
     workers: int | None = None
     #: the reference solutions; ``None``: the chapter's ``solutions`` folder
     reference_dir: Path | None = None
@@ -67,6 +68,8 @@ class GradeOptions:
     reference_cache: "ReferenceCache | None" = None
     #: told what the run is doing, for a live display (called from grading threads)
     on_progress: Callable[["Progress"], None] | None = None
+    #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.cache`)
+    compile_cache: bool = True
     #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
     #: preview with them instead of running the reference; ``None``: those of a course
     #: release's chapter when it has no solutions (:func:`release_records`), else none
@@ -103,44 +106,6 @@ class Interrupted(Exception):
         self.pending = pending
 
 
-class ReferenceCache:
-    """Reference outcomes by (exercise, seed, reference code): one reference run per batch.
-
-    The reference is trusted and deterministic for a given seed, so every submission
-    graded with the same seed and the same cache shares one run per exercise. Timed
-    exercises never come from here: their timings must be measured in the same run.
-    """
-
-    def __init__(self, size: int = 512):
-        self.size = size
-        self._data: dict[tuple, JobOutcome] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path) -> tuple:
-        return (chapter.id, ex.id, seed, str(reference_dir), tree_digest(reference_dir), tree_digest(chapter.folder))
-
-    def get(self, key: tuple) -> JobOutcome | None:
-        with self._lock:
-            return self._data.get(key)
-
-    def put(self, key: tuple, outcome: JobOutcome) -> None:
-        with self._lock:
-            if len(self._data) >= self.size:
-                self._data.pop(next(iter(self._data)))
-            self._data[key] = outcome
-
-
-def tree_digest(folder: Path) -> str:
-    """A fingerprint of a folder's Python and TOML files (names, sizes, times)."""
-    digest = hashlib.sha256()
-    for file in sorted(folder.glob("*")):
-        if file.is_file() and file.suffix in (".py", ".toml"):
-            stat = file.stat()
-            digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()
-
-
 def new_seed() -> int:
     return secrets.randbelow(2**31 - 1) + 1
 
@@ -153,50 +118,126 @@ def grade(path: Path, options: GradeOptions | None = None) -> Report:
     every process it started has been stopped.
     """
     options = options or GradeOptions()
-    started = time.monotonic()
-    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    path = Path(path)
-    chapter = submissions.resolve_chapter(path, options.chapter)
-    try:
-        selected = chapter.select(options.exercises)
-    except UnknownExercise as exc:
-        raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
-                                            known=exc.known)) from None
-    try:
-        records = options.preview or (None if options.reference_dir else release_records(chapter))
-    except RecordsError as exc:
-        raise submissions.SubmissionError(T("release.records_unusable", detail=str(exc))) from None
-    if records is not None:  # a preview: the records answer for their public seed only
-        if options.seed not in (None, records.seed):
-            raise submissions.SubmissionError(T("release.seed_fixed", seed=options.seed, public=records.seed))
-        options = replace(options, seed=records.seed, preview=records)
-    seed = options.seed if options.seed is not None else new_seed()
-    scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
-    os.chmod(scratch, 0o755)
-    try:
-        sub = submissions.load(path, chapter, scratch / "submission")
-        os.chmod(scratch / "submission", 0o755)
+    with Grading(path, options) as grading:
+        return grading.run(options.exercises)
+
+
+class Grading:
+    """One submission's grading: its chapter, its seed, a scratch folder and the two hosts.
+
+    :func:`grade` runs it once. Watch mode keeps one open and runs it again after every
+    save: the hosts stay warm (JAX imported once), the reference's results for the seed
+    stay cached, and each run reads the submission afresh. Closing it stops every
+    process it started and removes its scratch folder.
+    """
+
+    def __init__(self, path: Path, options: GradeOptions):
+        self.path = Path(path)
+        self.options = options
+        self._started: float | None = time.monotonic()  # the first run's duration counts from here
+        self.chapter = submissions.resolve_chapter(self.path, options.chapter)
+        #: a preview's reference records (then no reference process runs), else ``None``
+        self.records = preview_records(self.chapter, options)
+        if self.records is not None:  # a preview: the records answer for their public seed only
+            options = self.options = replace(options, seed=self.records.seed, preview=self.records)
+        self.seed = options.seed if options.seed is not None else new_seed()
+        self.references = options.reference_cache or \
+            ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
+        self.plan = sandboxes.plan(options.sandbox)
+        self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
+        self.reference_dir = options.reference_dir or self.chapter.solutions
+        if self.records is None and not self.reference_dir.is_dir():
+            raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
+                                                path=str(self.reference_dir)))
+        self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
+        os.chmod(self.scratch, 0o755)
+        self.hosts: tuple[HostProcess, HostProcess | None] | None = None
+        self._start_hosts()  # JAX imports in them while the submission is read
+
+    def __enter__(self) -> "Grading":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def run(self, exercises: tuple[str, ...] | list[str] = ()) -> Report:
+        """Grade ``exercises`` (all when empty) of the submission as it is now."""
+        started, self._started = self._started or time.monotonic(), None
+        started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        chapter = self.chapter
+        try:
+            selected = chapter.select(exercises)
+        except UnknownExercise as exc:
+            raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
+                                                known=exc.known)) from None
+        sub = submissions.load(self.path, chapter, self.scratch / "submission")
+        for folder in (self.scratch / "submission", sub.module_dir):
+            os.chmod(folder, 0o755)
         for file in sub.module_dir.iterdir():
             os.chmod(file, 0o644)
-        os.chmod(sub.module_dir, 0o755)
-        run = _Run(chapter, selected, sub, seed, options, scratch)
+        run = _Run(chapter, selected, sub, self.seed, self.options, self._start_hosts(), self.references)
         interrupted = False
         try:
-            exercises = run.execute()
+            exercises_done = run.execute()
         except KeyboardInterrupt:
-            exercises, interrupted = run.finished(), True
-        report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=seed, started_at=started_at,
+            exercises_done, interrupted = run.finished(), True
+        report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,
                         duration_s=time.monotonic() - started, submission=sub.describe(),
-                        environment=run.environment(), exercises=exercises,
+                        environment=run.environment(), exercises=exercises_done,
                         integrity=sub.integrity_findings(chapter) + run.runtime_findings,
-                        sandbox=run.plan.describe(), timings=run.timings, interrupted=interrupted,
-                        preview=records is not None)
+                        sandbox=self.plan.describe(), timings=run.timings, interrupted=interrupted,
+                        preview=self.records is not None)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
         return report
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+
+    def _start_hosts(self) -> tuple[HostProcess, HostProcess | None]:
+        """The student's host (importing from the submission's folder, which stays where it is) and the
+        reference's (none in a preview), started at once so that they are ready when a job needs them."""
+        if self.hosts is None:
+            chapter = self.chapter
+            module_dir = self.scratch / "submission" / "modules"  # where submissions.load puts the modules
+            module_dir.mkdir(parents=True)
+            common = {"modules": chapter.child_modules, "limits": self.options.limits,
+                      "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
+                      else [chapter.search_folder]}
+            student_cache, reference_cache = self._compile_caches()
+            self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
+                                      plan=self.plan, uids=self.uids, compile_cache=student_cache, **common),
+                          None if self.records is not None else
+                          HostProcess(side="reference", module_dir=self.reference_dir,
+                                      scratch=self.scratch / "reference", compile_cache=reference_cache,
+                                      plan=sandboxes.SandboxPlan("process", False), **common))
+            for folder in (self.scratch / "submission", module_dir):
+                os.chmod(folder, 0o755)
+            for host in filter(None, self.hosts):
+                host.start()
+        return self.hosts
+
+    def _compile_caches(self) -> tuple[Path | None, Path | None]:
+        """The student's and the reference's compilation caches, where they can be used safely."""
+        if not self.options.compile_cache:
+            return None, None
+        # A student's cache is seen by that student's jobs only: inside bubblewrap (mounted for
+        # them alone), or as the user's own folder when there are no per-job uids. Under per-job
+        # uids without bubblewrap, every uid could write into every student's: no cache there.
+        own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
+        student = cache.student_dir(self.path) if own else None
+        return student, cache.reference_dir()
+
+    def close(self) -> None:
+        """Stop every process this grading started; remove its scratch folder; keep the caches small."""
+        hosts, self.hosts = [host for host in self.hosts or () if host], None
+        stopping = [threading.Thread(target=host.stop, name=f"stop-{host.side}") for host in hosts]
+        for thread in stopping:  # both at once: each waits for its process to end
+            thread.start()
+        for thread in stopping:
+            thread.join()
+        for host in hosts:
+            if host.compile_cache is not None:
+                cache.prune(host.compile_cache)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class Sides:
@@ -211,15 +252,14 @@ class Sides:
         self._run = run
         self.exercise = ex
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
-        self.recorded: JobOutcome | None = run.recorded(ex, inputs) if run.records else None
+        self.recorded: JobOutcome | None = run.records and run.records.recorded(ex.id, run.seed, inputs)
 
     def student(self, timeout_s: float) -> JobSession:
         return self._run.session(self._run.student, self.exercise, timeout_s)
 
     def reference(self, timeout_s: float) -> JobSession:
-        if self._run.reference is None:
-            raise GraderError(f"{self.exercise.id}'s driver needs the reference's process, which a preview "
-                              f"does not run (it has the reference's records only: Sides.recorded)")
+        if self._run.reference is None:  # a driver must use ``recorded`` in a preview
+            raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
         return self._run.session(self._run.reference, self.exercise, timeout_s)
 
 
@@ -227,34 +267,22 @@ class _Run:
     """The state of one grading run: its hosts, deadline and the results collected so far."""
 
     def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
-                 options: GradeOptions, scratch: Path):
+                 options: GradeOptions, hosts: tuple[HostProcess, HostProcess | None], references: ReferenceCache):
         self.chapter = chapter
         self.selected = selected
         self.sub = sub
         self.seed = seed
         self.options = options
-        self.references = options.reference_cache or ReferenceCache()
+        self.references = references
         self.deadline = time.monotonic() + options.submission_timeout_s
-        self.plan = sandboxes.plan(options.sandbox)
-        self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.timings: dict[str, Any] = {}
         self.envs: list[dict] = []
         self.runtime_findings: list[dict] = []
         self.results: dict[str, ExerciseResult] = {}
         self._lock = threading.Lock()
-        #: a preview's reference records (no reference process then), else ``None``
-        self.records: Records | None = options.preview
-        reference_dir = options.reference_dir or chapter.solutions
-        if self.records is None and not reference_dir.is_dir():
-            raise submissions.SubmissionError(T("error.no_reference", chapter=chapter.id, path=str(reference_dir)))
-        common = {"modules": chapter.child_modules, "limits": options.limits,
-                  "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
-                  else [chapter.search_folder]}
-        self.student = HostProcess(side="student", module_dir=sub.module_dir, scratch=scratch / "student",
-                                   plan=self.plan, uids=self.uids, **common)
-        self.reference: HostProcess | None = None if self.records else HostProcess(
-            side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-            plan=sandboxes.SandboxPlan("process", False), **common)
+        self.student, self.reference = hosts
+        self.hosts = [host for host in hosts if host is not None]  # no reference's in a preview
+        self.records: Records | None = options.preview  # a preview's (no reference process then)
 
     # ------------------------------------------------------------------ running
     def execute(self) -> list[ExerciseResult]:
@@ -267,10 +295,11 @@ class _Run:
             t0 = time.monotonic()
             self.student.listener = self._on_phase
             for host in self.hosts:
-                host.start()
-            pool = ThreadPoolExecutor(max_workers=self.options.workers or max(1, min(2, os.cpu_count() or 1)))
-            try:
-                plain = [ex for ex in runnable if not ex.timed]
+                if not host.alive():
+                    host.start()
+            pool = ThreadPoolExecutor(max_workers=self.options.workers or (os.cpu_count() or 1) + 1)
+            try:  # the longest first (by their limits), so that no long one is left for the end
+                plain = sorted((ex for ex in runnable if not ex.timed), key=lambda ex: -ex.timeout_s)
                 timed = [ex for ex in runnable if ex.timed]
                 for ex, result in zip(plain, pool.map(self._grade_exercise, plain)):
                     self._done(ex, result)
@@ -281,8 +310,6 @@ class _Run:
                 raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
-                for host in self.hosts:
-                    host.stop()
             self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
             self.timings["host_restarts"] = self.student.restarts
         return self.finished()
@@ -290,11 +317,6 @@ class _Run:
     def finished(self) -> list[ExerciseResult]:
         """The exercises graded so far, in chapter order."""
         return [self.results[ex.id] for ex in self.selected if ex.id in self.results]
-
-    @property
-    def hosts(self) -> list[HostProcess]:
-        """The student's host, and the reference's unless this is a preview."""
-        return [host for host in (self.student, self.reference) if host is not None]
 
     def cancel(self) -> None:
         """Stop grading now: no new job starts, every running one (and what it started) is killed."""
@@ -341,10 +363,7 @@ class _Run:
                 if outcome is not None:
                     self._note_environment(outcome)
         else:
-            student_out = self._job(self.student, ex, inputs, budget)
-            reference_out = None
-            if ex.needs_reference and student_out.attempted():
-                reference_out = self._reference_job(ex, inputs)
+            student_out, reference_out = self._both_jobs(ex, inputs, budget)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
                                  locate=self.sub.locate, preview=self.records is not None)
         result.duration_s = time.monotonic() - t0
@@ -356,15 +375,7 @@ class _Run:
 
     def session(self, host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job of ``ex`` on ``host``, with the exercise's settings."""
-        return job_session(host, ex, timeout_s)
-
-    def recorded(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome:
-        """A preview's reference outcome for ``ex``; a failed one when no record fits these inputs."""
-        outcome = self.records.outcome(ex.id, self.seed, inputs)
-        if outcome is None:
-            log.error("no reference record of %s for seed %s and these inputs", ex.id, self.seed)
-            return JobOutcome(end="not_started", side="reference", detail={"records": "none for these inputs"})
-        return outcome
+        return host.exercise_session(ex, timeout_s)
 
     def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(self.session(host, ex, timeout_s), inputs)
@@ -376,20 +387,45 @@ class _Run:
             with self._lock:
                 self.envs.append({"side": outcome.side, **outcome.env})
 
-    def _reference_job(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome:
-        if self.records is not None:
-            return self.recorded(ex, inputs)
+    def _both_jobs(self, ex: ExerciseSpec, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+        """The student's job and the reference's, side by side (unless the reference's outcome is cached).
+
+        The reference's starts as soon as the student's shows it attempted something (a
+        call got past ``NotImplementedError``): a stub costs no reference run.
+        """
+        if not ex.needs_reference:
+            return self._job(self.student, ex, inputs, budget), None
+        if self.records is not None:  # a preview: the records stand for the reference's run
+            student_out = self._job(self.student, ex, inputs, budget)
+            return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
         key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
         cached = self.references.get(key)
         if cached is not None:
-            return cached
-        outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
+            return self._job(self.student, ex, inputs, budget), cached
+        student = self.session(self.student, ex, budget)
+        box: dict[str, JobOutcome] = {}
+
+        def reference_when_attempted() -> None:
+            while not student.attempted.wait(0.05):
+                if box.get("student") is not None:
+                    return  # the student's job ended having attempted nothing
+            box["reference"] = run_job(self.session(self.reference, ex, ex.timeout_s * 2), inputs)
+
+        thread = threading.Thread(target=reference_when_attempted, daemon=True, name=f"reference-{ex.id}")
+        thread.start()
+        box["student"] = student_out = run_job(student, inputs)
+        self._note_environment(student_out)
+        thread.join()
+        outcome = box.get("reference")
+        if outcome is None or not student_out.attempted():
+            return student_out, None
+        self._note_environment(outcome)
         if outcome.end not in ("done", "cancelled"):  # the reference is trusted: a failure is transient or a bug
             log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
             outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
         if outcome.end == "done":
             self.references.put(key, outcome)
-        return outcome
+        return student_out, outcome
 
     def environment(self) -> dict:
         """Where the grading ran: the reference's job's view first (the student's may be tampered with)."""
@@ -402,14 +438,6 @@ class _Run:
                    "backend": None, "device_kind": None}
         env["cpu_count"] = os.cpu_count()
         return env
-
-
-def job_session(host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
-    """A new, unstarted job of ``ex`` on ``host``, with the exercise's settings (the import
-    limit applies to the student's side only)."""
-    return host.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
-                        timeout_s=timeout_s, options={"sync_cpu_dispatch": ex.sync_cpu_dispatch},
-                        import_timeout_s=min(ex.import_timeout_s, timeout_s) if host.side == "student" else None)
 
 
 def _version(package: str) -> str | None:

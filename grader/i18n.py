@@ -37,6 +37,14 @@ class Text:
         return f"T({self.key!r}, {dict(self.args)!r})"
 
 
+class TextError(Exception):
+    """An error whose ``text`` says, in the user's words (either language), what is wrong."""
+
+    def __init__(self, text: Text):
+        super().__init__(text.key)
+        self.text = text
+
+
 def T(key: str, **args: Any) -> Text:
     return Text(key, args)
 
@@ -85,7 +93,7 @@ class Catalog:
         if isinstance(text, Bilingual):
             return text[lang]
         if isinstance(text, list):
-            return "; ".join(self.render(t, lang) for t in text)
+            return ("；" if lang == "zh" else "; ").join(self.render(t, lang) for t in text)
         if not isinstance(text, Text):
             return str(text)
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -34,6 +35,7 @@ from typing import Any
 from grader import wire
 from grader.runner.jobs import JobOutcome
 
+log = logging.getLogger("grader")
 SCHEMA = "grade-records/1"
 #: the records' file in a release's chapter folder
 FILENAME = "reference-records.json"
@@ -81,6 +83,14 @@ class Records:
             return None
         return JobOutcome(end="done", side="reference", observations=wire.decode(entry["observations"]))
 
+    def recorded(self, exercise_id: str, seed: int, inputs: dict) -> JobOutcome:
+        """:meth:`outcome`, or a failed outcome when no record fits (judged as the reference's failure)."""
+        outcome = self.outcome(exercise_id, seed, inputs)
+        if outcome is None:
+            log.error("no reference record of %s for seed %s and these inputs", exercise_id, seed)
+            return JobOutcome(end="not_started", side="reference", detail={"records": "none for these inputs"})
+        return outcome
+
     def to_json(self) -> str:
         data = {"schema": SCHEMA, "chapter": self.chapter, "seed": self.seed, "environment": self.environment,
                 "exercises": self.exercises}
@@ -110,16 +120,31 @@ def release_records(chapter: Any) -> Records | None:
     return records
 
 
+def preview_records(chapter: Any, options: Any) -> Records | None:
+    """The records a grading with ``options`` (:class:`grader.grading.GradeOptions`) previews
+    with: ``options.preview``, or a course release's own; ``None``: grade with the reference.
+    Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
+    from grader.i18n import T
+    from grader.submission import SubmissionError
+
+    try:
+        records = options.preview or (None if options.reference_dir else release_records(chapter))
+    except RecordsError as exc:
+        raise SubmissionError(T("release.records_unusable", detail=str(exc))) from None
+    if records is not None and options.seed not in (None, records.seed):  # the records answer for it only
+        raise SubmissionError(T("release.seed_fixed", seed=options.seed, public=records.seed))
+    return records
+
+
 def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
     """One reference job on the inputs of ``seed`` (tried twice: the reference is trusted, so
     a failure is transient or a bug), and those inputs. A timed exercise's probe serves a
     driver once its records are made: it is told to stop then."""
-    from grader.grading import job_session
     from grader.primitives.timing import READY
 
     inputs = ex.inputs(seed)
     for _ in range(2):
-        session = job_session(host, ex, ex.timeout_s * 2)
+        session = host.exercise_session(ex, ex.timeout_s * 2)
         try:
             if session.start() and session.send_inputs(inputs):
                 if ex.timed:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
 from grader.notebooks import CellMap, NotebookError, defined_names, notebook_source
-from grader.i18n import T, Text
+from grader.i18n import T, Text, TextError
 
 MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 32 << 20
@@ -24,12 +25,8 @@ MAX_FILES = 500
 REPORT_DIR_NAME = ".grade"
 
 
-class SubmissionError(Exception):
+class SubmissionError(TextError):
     """The submission cannot be graded at all; ``text`` is one line for the user."""
-
-    def __init__(self, text: Text):
-        super().__init__(text.key)
-        self.text = text
 
 
 @dataclass
@@ -150,6 +147,7 @@ def load(path: Path, chapter: Chapter, scratch: Path) -> Submission:
     scratch.mkdir(parents=True, exist_ok=True)
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"
+        shutil.rmtree(unpacked, ignore_errors=True)  # a zip graded again: nothing of the last one stays
         _unzip(path, unpacked)
         inner = _single_folder(unpacked)
         sub = _load_tree(inner, chapter, scratch / "modules", display=path)
@@ -182,7 +180,7 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
                                   expected=", ".join(expected[:3])))
     if len(py_files) > MAX_FILES:
         raise SubmissionError(T("error.too_many_files", path=str(display), n=len(py_files), limit=MAX_FILES))
-    target.mkdir(parents=True, exist_ok=True)
+    _empty(target)
     digest = hashlib.sha256()
     total = 0
     names = []
@@ -224,7 +222,7 @@ def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path)
         source, line_map = notebook_source(path)
     except NotebookError as exc:
         raise SubmissionError(T("error.bad_notebook", path=str(path), detail=str(exc))) from None
-    target.mkdir(parents=True, exist_ok=True)
+    _empty(target)
     for ex in chapter.exercises:
         (target / ex.filename).write_text(source, encoding="utf-8")
     cells = CellMap(path.name, line_map)
@@ -240,6 +238,17 @@ def _in_cells(text: Text, cells: CellMap) -> Text:
         return text
     cell, line = cells.cell_of(text.args["line"])
     return T("job.syntax_error", file=f"notebook cell {cell}", line=line, message=text.args["message"])
+
+
+def _empty(folder: Path) -> None:
+    """``folder`` exists and holds nothing. The folder itself stays (a warm host's sandbox has it
+    mounted), so grading the submission again reads only what it holds now."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ zips

@@ -11,6 +11,11 @@ numbers.
     ... change the code ...
     python scripts/report_snapshot.py --out after.json
     python scripts/report_snapshot.py --compare before.json after.json
+
+A change that draws the hidden inputs differently (same seed, other values) changes
+measured numbers and the messages that quote them, not verdicts: compare it with
+``--verdicts-only`` (each exercise's status and score, each check's status, points and
+hint).
 """
 from __future__ import annotations
 
@@ -75,10 +80,19 @@ def _stable(entry: dict) -> dict:
     return _exercise(entry, set())
 
 
-def compare(old: dict, new: dict) -> list[str]:
+def _verdicts(entry: dict) -> dict:
+    """A snapshot entry reduced to its verdicts."""
+    if "exercises" in entry:
+        return {"score": entry["score"], "exercises": [_verdicts(ex) for ex in entry["exercises"]]}
+    return {"id": entry["id"], "status": entry["status"], "score": entry["score"],
+            "checks": [{k: c.get(k) for k in ("id", "status", "points", "hint_id")} for c in entry["checks"]]}
+
+
+def compare(old: dict, new: dict, verdicts_only: bool = False) -> list[str]:
     differences = []
-    old = {k: _stable(v) for k, v in old.items()}
-    new = {k: _stable(v) for k, v in new.items()}
+    reduce = _verdicts if verdicts_only else _stable
+    old = {k: reduce(v) for k, v in old.items()}
+    new = {k: reduce(v) for k, v in new.items()}
     for name in sorted(set(old) | set(new)):
         if name not in old or name not in new:
             differences.append(f"{name}: only in {'the new' if name in new else 'the old'} snapshot")
@@ -96,10 +110,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    parser.add_argument("--verdicts-only", action="store_true",
+                        help="with --compare: compare statuses, scores, points and hints only")
     args = parser.parse_args()
     if args.compare:
         old, new = (json.loads(p.read_text(encoding="utf-8")) for p in args.compare)
-        differences = compare(old, new)
+        differences = compare(old, new, args.verdicts_only)
         print("\n".join(differences) or f"the same: {len(old)} reports")
         return 1 if differences else 0
     data = snapshot(args.seed)

@@ -1,14 +1,19 @@
 """Shared helpers: building submissions from the reference plus variants, and grading them."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# the grader's caches for this test session alone (what it compiles and the reference's outcomes);
+# subprocesses the tests start inherit it
+os.environ.setdefault("GRADER_CACHE_DIR", tempfile.mkdtemp(prefix="grader-test-cache-"))
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"

@@ -1,6 +1,8 @@
-"""Hints and titles nudge, they never hand out the answer: no hint or check title of
-chapter.toml holds a piece of a solution's code (a SOLUTION block) that the stub does
-not already show, and the sections are named alike in chapter.toml and the README."""
+"""Hints and titles nudge, they never hand out the answer: no hint, hint layer or check
+title of chapter.toml holds a piece of a solution's code (a SOLUTION block) that the stub
+does not already show; every check has its further layers (``grade ... --hint CHECK``) in
+both languages, none a copy of another, each naming a section of the course; and the
+sections are named alike in chapter.toml and the README."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,21 +28,73 @@ def test_code_pieces_find_the_answer_of_ex02_in_its_old_hint():
 EXERCISES = load_chapter("ch4").exercises
 
 
+def student_texts(check) -> dict:
+    """Everything a student may read about a check: its title, hint, named hints and hint layers."""
+    return {"title": check.title, "hint": check.hint, **{f"hint {k}": v for k, v in check.hints.items()},
+            **{f"layer {i}": v for i, v in enumerate(check.layers, start=2)}}
+
+
 @pytest.mark.parametrize("ex", EXERCISES, ids=[ex.id for ex in EXERCISES])
-def test_no_hint_or_title_holds_solution_code(ex):
+def test_no_hint_layer_or_title_holds_solution_code(ex):
     stub = normalised((STUBS / ex.filename).read_text(encoding="utf-8"))
     pieces = set().union(*map(code_pieces, solution_blocks((SOLUTIONS / ex.filename).read_text("utf-8"))))
     answers = {piece for piece in pieces if piece not in stub}  # what the stub shows is no secret
     assert answers, f"{ex.filename}: no solution code found"
+    assert any(check.layers for check in ex.checks), "the layers are read, so they are searched too"
     leaks = []
     for check in ex.checks:
-        texts = {"hint": check.hint, "title": check.title, **{f"hint {k}": v for k, v in
-                                                              getattr(check, "hints", {}).items()}}
-        for what, text in texts.items():
+        for what, text in student_texts(check).items():
             for lang in ("en", "zh"):
                 leaks += [f"{check.id} {what} ({lang}): {piece}" for piece in answers
                           if piece in normalised(text[lang])]
     assert leaks == []
+
+
+#: how many further layers every check has: why it matters under jit, then a worked explanation
+LAYERS = 2
+#: a layer points at the course: "section 3 (三)" in English, "第三节" in Chinese
+SECTION_EN = re.compile(r"section ([1-9]) \(([一二三四五六七八九])\)")
+SECTION_ZH = re.compile(r"第([一二三四五六七八九])节")
+CHECKS = [(ex, check) for ex in EXERCISES for check in ex.checks]
+
+
+@pytest.mark.parametrize("ex, check", CHECKS, ids=[f"{ex.id}:{check.id}" for ex, check in CHECKS])
+def test_every_check_has_its_layers_in_both_languages(ex, check):
+    assert len(check.layers) >= LAYERS, f"{ex.id} {check.id}: {len(check.layers)} layers, at least {LAYERS} wanted"
+    for i, layer in enumerate(check.layers, start=2):
+        assert layer.en.strip() and layer.zh.strip(), f"{ex.id} {check.id} layer {i}: a language is empty"
+        assert re.search(r"[\u4e00-\u9fff]", layer.zh), f"{ex.id} {check.id} layer {i}: the zh text is not Chinese"
+        assert not re.search(r"[\u4e00-\u9fff]", SECTION_EN.sub("", layer.en)), \
+            f"{ex.id} {check.id} layer {i}: the en text has Chinese"
+
+
+def test_no_layer_repeats_another_or_a_hint():
+    """A layer says something the nudge and the other layers do not, in either language."""
+    for lang in ("en", "zh"):
+        seen: dict[str, str] = {}
+        for ex, check in CHECKS:
+            for what, text in student_texts(check).items():
+                if what == "title":
+                    continue
+                key = normalised(text[lang]).lower()
+                where = f"{ex.id} {check.id} {what}"
+                if what.startswith("layer"):
+                    assert key not in seen, f"{where} ({lang}) repeats {seen[key]}"
+                seen.setdefault(key, where)
+
+
+def test_every_layer_names_a_section_of_the_course():
+    chapter = load_chapter("ch4")
+    for ex, check in CHECKS:
+        for i, layer in enumerate(check.layers, start=2):
+            where = f"{ex.id} {check.id} layer {i}"
+            named = SECTION_EN.findall(layer.en)
+            assert named, f"{where} (en) names no section, as in 'section 1 (一)'"
+            for number, numeral in named:
+                assert number in chapter.sections and NUMERALS[int(number) - 1] == numeral, f"{where}: {number} {numeral}"
+            numerals = SECTION_ZH.findall(layer.zh)
+            assert numerals, f"{where} (zh) names no section, as in '第一节'"
+            assert all(str(NUMERALS.index(n) + 1) in chapter.sections for n in numerals), where
 
 
 def test_sections_are_named_alike_in_both_languages_and_the_readme():

@@ -151,7 +151,11 @@ def test_f_string_keys_have_their_expansions():
             assert isinstance(head, ast.Constant), ast.unparse(arg)
             prefixes.add(head.value)
     # a new family of computed keys needs its own expansion test below
-    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live."}
+    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live.", "compile.why."}
+
+
+def test_every_reason_to_compile_again_has_its_words(catalog):
+    assert sorted(k for k in ("dtype", "shape", "weak_type") if f"compile.why.{k}" not in catalog.keys()) == []
 
 
 def test_every_kind_of_error_has_its_hint(catalog):
@@ -209,7 +213,7 @@ def test_render_nested_text_bilingual_and_lists(catalog):
     title = Bilingual(en="piecewise values", zh="piecewise 的数值")
     text = T("check.skipped", depends=[title, Bilingual(en="jitted", zh="已编译")])
     assert catalog.render(text, "en") == "skipped: it needs “piecewise values; jitted” to pass first"
-    assert "piecewise 的数值; 已编译" in catalog.render(text, "zh")
+    assert "piecewise 的数值；已编译" in catalog.render(text, "zh")
     inner = T("ch4.ex01.three_calls", name="softmax")
     outer = T("compile.exactly", what=inner, expected=1, seen=3, names="softmax ×3", reason="")
     assert catalog.render(outer, "en").startswith("three calls of softmax on new values of one shape: expected 1")
@@ -220,7 +224,7 @@ def test_render_plain_values(catalog):
     assert catalog.render(None, "en") == ""
     assert catalog.render("as is", "zh") == "as is"
     assert catalog.render(Bilingual(en="hello", zh="你好"), "zh") == "你好"
-    assert catalog.render([T("check.passed"), T("check.passed")], "zh") == "通过; 通过"
+    assert catalog.render([T("check.passed"), T("check.passed")], "zh") == "通过；通过"
 
 
 def test_render_unknown_key_falls_back_to_key_and_args(catalog):

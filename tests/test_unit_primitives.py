@@ -283,8 +283,8 @@ def test_compiles_exactly_passes():
 def test_compiles_exactly_fails_both_ways():
     for seen in (0, 3):
         failure = fail_of(compiles.expect, window(seen), what="three calls", exactly=1)
-        assert failure.message.key == "compile.exactly"
-        assert failure.message.args["seen"] == seen and failure.message.args["expected"] == 1
+        assert failure.message[0].key == "compile.exactly"
+        assert failure.message[0].args["seen"] == seen and failure.message[0].args["expected"] == 1
         assert failure.measured["compiles"] == seen
 
 
@@ -292,18 +292,41 @@ def test_compiles_at_most():
     assert compiles.expect(window(8), what="w", at_most=8)["at_most"] == 8
     assert compiles.expect(window(0), what="w", at_most=8)["compiles"] == 0
     failure = fail_of(compiles.expect, window(9), what="w", at_most=8)
-    assert failure.message.key == "compile.at_most"
-    assert failure.message.args["limit"] == 8 and failure.message.args["seen"] == 9
+    assert failure.message[0].key == "compile.at_most"
+    assert failure.message[0].args["limit"] == 8 and failure.message[0].args["seen"] == 9
+
+
+def test_a_failed_count_says_which_call_compiled_again_and_why():
+    """From JAX's own explanations of its cache misses (jax_explain_cache_misses)."""
+    why = [
+        {"call": 1, "text": "TRACING CACHE MISS at a.py:3:\n  never seen function:\n    f id=1 defined at a.py:1"},
+        {"call": 2, "params": ["x", "n_steps"], "text": "TRACING CACHE MISS at a.py:4:\n  for f defined at a.py:1\n"
+         "  different input pytree:\n  * at input path [0][1], now <class 'Static'> with pytree metadata "
+         "Static(val=5) and before <class 'Static'> with pytree metadata Static(val=3), so it does not match"},
+        {"call": 3, "text": "TRACING CACHE MISS ...\n  for f defined at a.py:1\n  different input types:\n"
+         "  * at x, now i32[4] and before f32[4]"},
+        {"call": 4, "text": "TRACING CACHE MISS ...\n  for f defined at a.py:1\n  different input types:\n"
+         "  * at x, now f32[8] and before f32[4]"},
+        {"call": 5, "text": "TRACING CACHE MISS at a.py:9:\n  never seen function:\n    f id=2 defined at a.py:1"},
+    ]
+    failure = fail_of(compiles.expect, {"count": 5, "names": {"jit(f)": 5}, "why": why}, what="w", exactly=1)
+    reasons = [(m.key, dict(m.args)) for m in failure.message[1:]]
+    assert reasons[0] == ("compile.why.static", {"call": 2, "arg": "n_steps", "before": "3", "now": "5"})
+    assert reasons[1][0] == "compile.why.dtype" and reasons[1][1]["now"] == "i32[4]"
+    assert reasons[2][0] == "compile.why.shape"
+    assert reasons[3] == ("compile.why.more", {"n": 1})  # the fourth (a jit made anew) is counted
+    assert [r.key for r in compiles.explain(why)] == ["compile.why.static", "compile.why.dtype",
+                                                       "compile.why.shape", "compile.why.new_function"]
 
 
 def test_compiles_message_names_what_compiled():
     names = {f"fn{i}": 1 for i in range(8)}
     names["big"] = 5
     failure = fail_of(compiles.expect, window(13, names), what="w", exactly=1)
-    shown = failure.message.args["names"]
+    shown = failure.message[0].args["names"]
     assert shown.startswith("big ×5, fn0 ×1")
     assert shown.endswith(", …")
-    assert fail_of(compiles.expect, window(0), what="w", exactly=1).message.args["names"] == "-"
+    assert fail_of(compiles.expect, window(0), what="w", exactly=1).message[0].args["names"] == "-"
 
 
 @pytest.mark.parametrize("count", [-1, 1.0, "1", None, [1]])

@@ -220,13 +220,14 @@ def test_json_is_strict_json_after_a_passing_numeric_check(report, catalog):
 
 
 # ------------------------------------------------------------------ files
-def test_write_reports_writes_both_files(report, catalog, tmp_path):
+def test_write_reports_writes_every_file(report, catalog, tmp_path):
     target = tmp_path / "deep" / ".grade"
     written = write_reports(report, catalog, "en", target)
     assert written == target / "report.json"
     assert json.loads(written.read_text(encoding="utf-8"))["schema"] == "grade-report/1"
     assert (target / "report.md").read_text(encoding="utf-8") == render_markdown(report, catalog, "en")
-    assert sorted(p.name for p in target.iterdir()) == ["report.json", "report.md"]  # no temporary files left
+    assert (target / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in target.iterdir()) == ["report.html", "report.json", "report.md"]  # no temporaries
 
 
 def test_write_reports_replaces_old_reports(report, catalog, tmp_path):

@@ -36,9 +36,8 @@ def _rounds() -> list[dict]:
 def verdicts(grade_cache):
     results = {}
     for round_ in _rounds():
-        timed = any(CHAPTER.exercise(ex).timed for ex in round_)
         report = grade_cache({ex: v.path for ex, v in round_.items()}, exercises=tuple(sorted(round_)),
-                             seed=4242 if not timed else 4242)
+                             seed=4242)
         for ex, v in round_.items():
             results[v.id] = exercise(report, ex)
     return results

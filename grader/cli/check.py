@@ -78,11 +78,17 @@ class BarType(click.ParamType):
               help="Memory for each exercise's process, in MiB, on top of JAX's own (CPU only).")
 @click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="Sign the JSON report with this key file (HMAC); check it later with grade verify.")
+@click.option("--open", "open_", is_flag=True, help="Open the HTML report in the browser when grading is done.")
+@click.option("--watch", is_flag=True,
+              help="Grade, then grade again each exercise whose file you save (Ctrl-C stops). 保存即重新评测。")
+@click.option("--hint", "hint", metavar="CHECK",
+              help="Show the next layer of a check's hint (e.g. ex02/piecewise.values), without grading: "
+                   "why it matters under jit, then a worked explanation of the concept.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
               seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
               timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
-              verbose: bool) -> None:
+              open_: bool, watch: bool, hint: str | None, verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
@@ -97,11 +103,17 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     lang = lang or default_lang()
     catalog = grader_catalog()
     setup_logging(verbose)
+    if hint is not None:
+        _show_hint(path, chapter, hint, report_dir, lang)
+        return
     key = _key(sign_key, catalog, lang) if sign_key else None
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
+        if watch:
+            _watch(path, options, report_dir or _default_report_dir(path), lang)
+            return
         live = sys.stderr.isatty() and not as_json
         if live:
             click.echo(f"grade: {path} …", err=True)
@@ -130,7 +142,10 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
         written_key = "ui.partial_written" if report.partial else "ui.report_written"
-        click.echo(catalog.render(T(written_key, json=str(written), md=str(written.with_suffix(".md"))), lang))
+        click.echo(catalog.render(T(written_key, json=str(written), md=str(written.with_suffix(".md")),
+                                    html=str(written.with_suffix(".html"))), lang))
+    if open_ and not as_json:
+        _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
         from grader.signing import ALGORITHM, key_id
 
@@ -142,6 +157,57 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
                   bar=fail_under.describe(report.max_score))
         click.echo(f"grade: {catalog.render(below, lang)}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
+    """``grade PATH --watch``: grade, then grade again on every save, until Ctrl-C."""
+    catalog = grader_catalog()
+    try:
+        import watchfiles  # noqa: F401 - the watch extra
+    except ImportError:
+        raise UserError(catalog.render(T("watch.needs_watchfiles"), lang)) from None
+    from grader.watch import Watcher
+
+    watcher = Watcher(path, options, catalog, lang, out=sys.stdout, report_dir=report_dir,
+                      screen=sys.stdout.isatty(), color=sys.stdout.isatty())
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        click.echo(watcher.words(T("watch.stopped", path=str(report_dir))))
+
+
+def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path | None, lang: str) -> None:
+    """``grade PATH --hint CHECK``: the next layer of that check's hint, and how many are left."""
+    from grader.hints import HintError, next_layer
+    from grader.submission import SubmissionError, resolve_chapter
+
+    catalog = grader_catalog()
+    try:
+        chapter = resolve_chapter(path, chapter_id)
+        layer = next_layer(chapter, wanted, report_dir or _default_report_dir(path))
+    except SubmissionError as exc:
+        raise UserError(catalog.render(exc.text, lang)) from None
+    except HintError as exc:
+        raise UserError(catalog.render(exc.text, lang)) from None
+    words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
+    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("layers.not_graded"))
+    click.echo(words(T("layers.header", number=layer.number, total=layer.total, check=layer.key,
+                       title=layer.check.title, status=status)))
+    click.echo(words(layer.text))
+    closing = "layers.last" if layer.number >= layer.total else "layers.more"
+    click.echo(words(T(closing, path=str(path), check=wanted)))
+
+
+def _open_in_browser(page: Path, catalog: Catalog, lang: str) -> None:
+    """Open the HTML report with the system's browser; say where it is when none can be opened."""
+    import webbrowser
+
+    try:
+        opened = webbrowser.open(page.resolve().as_uri())
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        click.echo(catalog.render(T("ui.open_failed", path=str(page)), lang), err=True)
 
 
 def _chapter_of(report):

@@ -1,10 +1,16 @@
-"""Compile counting: backend compiles around the grader's own calls.
+"""Compile counting: backend compiles around the grader's own calls, and why each happened.
 
 In the child, :data:`COUNTER` listens to JAX's monitoring event for every backend
 compile (``/jax/core/compile/backend_compile_duration``), so compiles done by any
 helper the student's function calls are counted too, eager ``jnp`` operations
 included. Probes open a window around their calls after building and placing the
-inputs; the window records the count and the names of what compiled.
+inputs; the window records the count, the names of what compiled, and JAX's own
+explanation of every tracing-cache miss (``jax_explain_cache_misses``, logged under
+``jax._src.interpreters.partial_eval``) with the number of the call it happened in.
+
+Grader side, :func:`expect` judges a window, and a failure says which call compiled
+again and why, in the student's terms (:func:`explain`): "call 2 compiled again:
+argument n_steps changed from 3 to 5, and it is static".
 
 ``jitted._cache_size()`` is not used: it counts dispatch entries, and a NumPy input
 or a weak-typed scalar adds entries without compiling.
@@ -13,21 +19,46 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
+import re
 import threading
-from typing import Iterator
+from typing import Any, Iterator
 
 from grader.checks import Fail
-from grader.i18n import T
+from grader.i18n import T, Text
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+#: the logger JAX explains its tracing-cache misses on
+MISS_LOGGER = "jax._src.interpreters.partial_eval"
+MAX_EXPLANATIONS = 12
 
 
 class _Window:
     def __init__(self) -> None:
         self.names: collections.Counter[str] = collections.Counter()
+        self.calls = 0  # the student's calls made in the window so far
+        self.params: list[str] = []  # the parameter names of the function called last
+        self.why: list[dict] = []
 
     def summary(self) -> dict:
-        return {"count": sum(self.names.values()), "names": dict(self.names)}
+        return {"count": sum(self.names.values()), "names": dict(self.names), "calls": self.calls,
+                "why": self.why}
+
+
+class _MissHandler(logging.Handler):
+    """Hands JAX's cache-miss explanations to the counter (nothing reaches the job's output)."""
+
+    def __init__(self, counter: "CompileCounter"):
+        super().__init__(logging.DEBUG)
+        self.counter = counter
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record: nothing to explain
+            return
+        if "CACHE MISS" in text:
+            self.counter._on_miss(text)
 
 
 class CompileCounter:
@@ -56,20 +87,66 @@ class CompileCounter:
             for window in self._windows:
                 window.names[label] += 1
 
+    def _on_miss(self, text: str) -> None:
+        with self._lock:
+            for window in self._windows:
+                if len(window.why) < MAX_EXPLANATIONS:
+                    window.why.append({"call": window.calls, "params": window.params, "text": text[:1500]})
+
+    def note_call(self, fn: Any = None) -> None:
+        """The probe is about to call ``fn``: later misses belong to this call (and name its parameters)."""
+        params = _parameters(fn) if self._windows else []
+        with self._lock:
+            for window in self._windows:
+                window.calls += 1
+                window.params = params
+
     @contextlib.contextmanager
     def window(self) -> Iterator[_Window]:
         self.install()
         window = _Window()
         with self._lock:
             self._windows.append(window)
-        try:
-            yield window
-        finally:
-            with self._lock:
-                self._windows.remove(window)
+        with _explaining(self):
+            try:
+                yield window
+            finally:
+                with self._lock:
+                    self._windows.remove(window)
+
+
+@contextlib.contextmanager
+def _explaining(counter: CompileCounter) -> Iterator[None]:
+    """JAX explains its cache misses to the counter while a window is open, and to nobody else."""
+    import jax
+
+    logger = logging.getLogger(MISS_LOGGER)
+    handler = _MissHandler(counter)
+    saved = (logger.level, logger.propagate, jax.config.jax_explain_cache_misses)
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    jax.config.update("jax_explain_cache_misses", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_explain_cache_misses", saved[2])
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 COUNTER = CompileCounter()
+
+
+def _parameters(fn: Any) -> list[str]:
+    """The parameter names of the Python function under a jit, for explanations that give positions."""
+    import inspect
+
+    try:
+        return list(inspect.signature(getattr(fn, "__wrapped__", fn)).parameters)[:32]
+    except (TypeError, ValueError):
+        return []
 
 
 # ---------------------------------------------------------------- grader side
@@ -80,22 +157,29 @@ def count(observation: dict) -> int:
     return value
 
 
-def expect(observation: dict, *, what: str, exactly: int | None = None, at_most: int | None = None,
-           reason: object = None) -> dict:
-    """Judge one window: the count must equal ``exactly`` or stay within ``at_most``."""
+def expect(observation: dict, *, what: Any, exactly: int | None = None, at_most: int | None = None) -> dict:
+    """Judge one window: the count must equal ``exactly`` or stay within ``at_most``.
+
+    A failure says why the calls compiled again, from JAX's own explanations.
+    """
     seen = count(observation)
     names = observation.get("names", {})
     measured = {"compiles": seen, "compiled": names}
+    reasons = explain(observation.get("why") or [])
+    if reasons:
+        measured["why"] = [r.args.get("call") for r in reasons]
+    bad = None
     if exactly is not None:
         measured["expected"] = exactly
         if seen != exactly:
-            raise Fail(T("compile.exactly", what=what, expected=exactly, seen=seen,
-                         names=_names(names), reason=reason or ""), measured)
-    if at_most is not None:
+            bad = T("compile.exactly", what=what, expected=exactly, seen=seen, names=_names(names))
+    if at_most is not None and bad is None:
         measured["at_most"] = at_most
         if seen > at_most:
-            raise Fail(T("compile.at_most", what=what, limit=at_most, seen=seen,
-                         names=_names(names), reason=reason or ""), measured)
+            bad = T("compile.at_most", what=what, limit=at_most, seen=seen, names=_names(names))
+    if bad is not None:
+        raise Fail([bad, *reasons[:3]] + ([T("compile.why.more", n=len(reasons) - 3)] if len(reasons) > 3 else []),
+                   measured)
     return measured
 
 
@@ -105,3 +189,58 @@ def _names(names: dict) -> str:
     parts = sorted(names.items(), key=lambda item: (-item[1], item[0]))
     shown = ", ".join(f"{name} ×{n}" for name, n in parts[:6])
     return shown + (", …" if len(parts) > 6 else "")
+
+
+# ---------------------------------------------------------------- why a call compiled again
+_STATIC = re.compile(r"at input path \[\d+\](?:\['(?P<name>[^']+)'\]|\[(?P<index>\d+)\]).*?"
+                     r"now .*?Static\(val=(?P<now>.*?)\) and before .*?Static\(val=(?P<before>.*?)\)")
+_TYPES = re.compile(r"\* at (?P<arg>[^,]+), now (?P<now>\S+) and before (?P<before>\S+?)(?:,|$)", re.M)
+_NEW = re.compile(r"never seen function:\s*\n\s*(?P<name>\S+) id=(?P<id>\d+)")
+_FOR = re.compile(r"for (?P<name>\S+) defined at")
+
+
+def explain(records: list[dict]) -> list[Text]:
+    """The calls that compiled again, each with why, from JAX's explanations (first compiles left out)."""
+    out: list[Text] = []
+    first_ids: dict[str, str] = {}
+    for record in records:
+        text, call = str(record.get("text", "")), record.get("call") or 1
+        new = _NEW.search(text)
+        if new:
+            name, fid = new["name"], new["id"]
+            if name in first_ids and first_ids[name] != fid:  # the same function, made anew
+                out.append(T("compile.why.new_function", call=call, name=name))
+            first_ids.setdefault(name, fid)
+            continue
+        reason = _reason(text, call, record.get("params") or [])
+        if reason is not None:
+            out.append(reason)
+    return out
+
+
+def _reason(text: str, call: int, params: list[str]) -> Text | None:
+    static = _STATIC.search(text)
+    if static:
+        index = int(static["index"]) if static["index"] else -1
+        argument = static["name"] or (params[index] if 0 <= index < len(params) else f"#{index}")
+        return T("compile.why.static", call=call, arg=argument, before=_value(static["before"]),
+                 now=_value(static["now"]))
+    types = _TYPES.search(text)
+    if types:
+        before, now = types["before"], types["now"]
+        kind = "dtype" if before.split("[")[0] != now.split("[")[0] else \
+            "weak_type" if "weak" in before + now else "shape"
+        return T(f"compile.why.{kind}", call=call, arg=types["arg"].strip(), before=before, now=now)
+    for_ = _FOR.search(text)  # a miss JAX explains otherwise: its own words
+    detail = next((line.strip(" *") for line in text.splitlines()[1:] if line.strip().startswith("*")), "")
+    if for_ or detail:
+        return T("compile.why.other", call=call, detail=detail or text.splitlines()[-1].strip())
+    return None
+
+
+def _value(text: str) -> str:
+    """A static value as a student reads it: floats to 4 significant digits."""
+    try:
+        return f"{float(text):.4g}" if "." in text or "e" in text.lower() else text
+    except ValueError:
+        return text

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
@@ -48,31 +49,37 @@ class Ready:
         return self
 
 
+@dataclass(eq=False)  # compared and hashed by identity, as a function is
 class Instrument:
-    """A function with known cost, for judging a timing harness.
+    """A function with known cost, for judging a timing harness (it records every call)."""
 
-    ``duration``: seconds of work per call; ``slow_first``/``slow_duration``: the first
-    calls cost more (like tracing and compiling); ``outlier_at``/``outlier_duration``:
-    one slow call; ``asynchronous``: calls return at once with a :class:`Pending`
-    whose work runs in the background, one call after the other, like a device queue.
-    """
-
-    def __init__(self, *, duration: float, slow_first: int = 0, slow_duration: float = 0.0,
-                 outlier_at: int | None = None, outlier_duration: float = 0.0, asynchronous: bool = False,
-                 expected_args: tuple = ()):
-        self.duration = duration
-        self.slow_first = slow_first
-        self.slow_duration = slow_duration
-        self.outlier_at = outlier_at
-        self.outlier_duration = outlier_duration
-        self.asynchronous = asynchronous
-        self.expected_args = expected_args
-        self.calls = 0
-        self.bad_args = 0
-        self.waited: set[int] = set()
-        self.work: list[float] = []  # nominal work of each call
-        self.actual: list[float] = []  # measured duration of each synchronous call
-        self._queue_end = 0.0
+    #: seconds of work per call
+    duration: float
+    #: how many first calls cost more (like tracing and compiling)
+    slow_first: int = 0
+    #: how long each of those takes
+    slow_duration: float = 0.0
+    #: one slow call: its index among all calls
+    outlier_at: int | None = None
+    #: how long that call takes
+    outlier_duration: float = 0.0
+    #: calls return at once with a :class:`Pending` whose work runs in the background, one
+    #: call after the other, like a device queue
+    asynchronous: bool = False
+    #: the arguments every call must receive (checked by identity)
+    expected_args: tuple = ()
+    #: calls made so far
+    calls: int = field(default=0, init=False)
+    #: calls that received other arguments than ``expected_args``
+    bad_args: int = field(default=0, init=False)
+    #: the indexes of the calls whose result was waited on
+    waited: set = field(default_factory=set, init=False)
+    #: the nominal work of each call
+    work: list = field(default_factory=list, init=False)
+    #: the measured duration of each synchronous call
+    actual: list = field(default_factory=list, init=False)
+    #: when the queue of asynchronous work empties
+    _queue_end: float = field(default=0.0, init=False)
 
     def cost(self, index: int) -> float:
         if index < self.slow_first:
@@ -317,14 +324,17 @@ def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int
 
 
 def alternate(student: Any, reference: Any | None, case: str, *, rounds: int, reps: int,
-              batches: tuple[int, int], deadline: float) -> tuple[dict, dict | None]:
+              batches: tuple[int, int], deadline: float, decided: Callable[[dict, dict], bool] | None = None,
+              min_rounds: int = 4) -> tuple[dict, dict | None]:
     """Time ``case`` in both processes, alternating rounds (the grader's driver).
 
     ``student`` and ``reference`` are job sessions whose probes serve timing requests;
     ``reference`` is ``None`` in a release's preview (only the student's process is
     timed, and ``None`` comes back for the reference). Returns each side's samples
     (seconds per call, per rep) and the grader's wall clock for each request; a side
-    that fails keeps an ``error``.
+    that fails keeps an ``error``. After ``min_rounds``, ``decided(student_stats,
+    reference_stats)`` may end the timing early: when the verdict can no longer change
+    (a gain far above the bar, or far below it).
     """
     sides = {name: session for name, session in (("student", student), ("reference", reference))
              if session is not None}
@@ -341,7 +351,26 @@ def alternate(student: Any, reference: Any | None, case: str, *, rounds: int, re
             samples[name]["baseline"] += got["baseline"]
             samples[name]["candidate"] += got["candidate"]
             samples[name]["wall"].append(got["wall"])
+        if decided is not None and reference is not None and round_ + 1 >= min_rounds \
+                and not any("error" in s for s in samples.values()) \
+                and decided(speedup_stats(samples["student"]), speedup_stats(samples["reference"])):
+            break
     return samples["student"], samples.get("reference")
+
+
+def clear_verdict(fraction: float, *, margin: float = 1.5) -> Callable[[dict, dict], bool]:
+    """``decided`` for :func:`alternate`: the student's gain is ``margin`` times above the bar in three
+    reps out of four, or ``margin`` times below it in three out of four (the bar being ``fraction`` of
+    the reference's gain), so more rounds cannot change the verdict."""
+    def decided(student: dict, reference: dict) -> bool:
+        if student.get("speedup") is None or reference.get("speedup") is None:
+            return False
+        bar_gain = fraction * (reference["speedup"] - 1.0)
+        if bar_gain <= 0:
+            return False
+        return student["q25"] - 1.0 > margin * bar_gain or student["q75"] - 1.0 < bar_gain / margin
+
+    return decided
 
 
 def batch_sizes(samples: dict, *, target_s: float = 0.002, most: int = 200) -> tuple[int, int]:

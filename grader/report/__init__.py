@@ -5,6 +5,6 @@ catalog that puts its messages into words, and the language. ``terminal`` prints
 the table, ``markdown`` writes ``report.md``, ``render`` writes ``report.json`` and
 chooses the files' names.
 """
-from grader.report.render import render_json, render_markdown, render_terminal, report_paths, write_reports
+from grader.report.render import render_html, render_json, render_markdown, render_terminal, report_paths, write_reports
 
-__all__ = ["render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]
+__all__ = ["render_html", "render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]

@@ -1,8 +1,8 @@
 """``report.json`` and the files a run writes.
 
-A run of every exercise writes ``report.json`` and ``report.md``; a partial run
-(``-k``) writes ``report.partial.json`` and ``report.partial.md`` beside them and
-never touches the full report.
+A run of every exercise writes ``report.json``, ``report.md`` and ``report.html``; a
+partial run (``-k``) writes ``report.partial.json``, ``.md`` and ``.html`` beside them
+and never touches the full report.
 """
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import os
 from pathlib import Path
 
 from grader.i18n import Catalog
+from grader.report.html_report import render_html
 from grader.report.markdown import render_markdown
 from grader.report.terminal import render_terminal
 from grader.results import Report, report_to_dict
 
-__all__ = ["render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]
+__all__ = ["render_html", "render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]
 
 
 def _strict(value):
@@ -52,7 +53,8 @@ def write_reports(report: Report, catalog: Catalog, lang: str, directory: Path, 
     directory.mkdir(parents=True, exist_ok=True)
     json_path, md_path = report_paths(report, directory)
     for path, text in ((json_path, render_json(report, catalog, lang, key=key)),
-                       (md_path, render_markdown(report, catalog, lang))):
+                       (md_path, render_markdown(report, catalog, lang)),
+                       (md_path.with_suffix(".html"), render_html(report, catalog, lang))):
         tmp = directory / f".{path.name}.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

@@ -64,8 +64,11 @@ class HostProcess:
 
     def __init__(self, *, side: str, module_dir: Path, scratch: Path, plan: sandboxes.SandboxPlan,
                  limits: Limits, modules: list[str], chapter_folders: list[Path] | None = None,
-                 uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0):
+                 uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0,
+                 compile_cache: Path | None = None):
         self.side = side
+        #: JAX's persistent compilation cache of this side (:mod:`grader.cache`), writable by its jobs
+        self.compile_cache = compile_cache
         self.modules = list(modules)
         self.chapter_folders = [Path(f) for f in chapter_folders or []]
         self.module_dir = Path(module_dir)
@@ -111,7 +114,8 @@ class HostProcess:
             self.plan, python_argv=python_argv,
             binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir),
                       *((folder, folder) for folder in self.chapter_folders)],
-            binds_rw=[self.scratch / "jobs", home], keep_fds=[theirs.fileno()],
+            binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
+            keep_fds=[theirs.fileno()],
         )
         (self.scratch / "jobs").mkdir(exist_ok=True)
         os.chmod(self.scratch / "jobs", 0o711)
@@ -131,7 +135,8 @@ class HostProcess:
                 message = control.recv()
             except (ProtocolError, OSError) as exc:
                 message = None
-                log.warning("%s host: bad control message: %s", self.side, exc)
+                if self._control is control:  # not while the grader is stopping it
+                    log.warning("%s host: bad control message: %s", self.side, exc)
             if message is None:
                 with self._events_cv:
                     if self._control is control:
@@ -234,4 +239,11 @@ class HostProcess:
                           functions=functions, timeout_s=timeout_s, options=options,
                           import_timeout_s=import_timeout_s)
 
-
+    def exercise_session(self, ex: Any, timeout_s: float) -> JobSession:
+        """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
+        with its settings; the import limit applies to the student's side only."""
+        return self.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
+                            timeout_s=timeout_s,
+                            options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
+                                     "compile_cache": str(self.compile_cache) if self.compile_cache else None},
+                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None)

@@ -16,6 +16,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,8 @@ class JobSession:
         self.functions = functions
         self.timeout_s = timeout_s
         self.outcome = JobOutcome(end="not_started", side=host.side)
+        #: set when a call of the student's gets past ``NotImplementedError`` (returns or raises)
+        self.attempted = threading.Event()
         self.channel: Channel | None = None
         self.uid: int | None = None
         self._started = 0.0
@@ -132,6 +135,7 @@ class JobSession:
         self._workdir: Path | None = None
         self._output: Path | None = None
         self._disk_checked = 0.0
+        self._cache_at_start = 0
 
     # ------------------------------------------------------------- start
     def start(self) -> bool:
@@ -146,6 +150,8 @@ class JobSession:
         self.deadline = self._started + self.timeout_s
         jobs = host.scratch / "jobs"
         self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=jobs))
+        # what the job may write: its folder, and what it adds to its side's compilation cache
+        self._cache_at_start = disk_usage(host.compile_cache) if host.compile_cache else 0
         output_dir = host.scratch / "output"
         output_dir.mkdir(exist_ok=True)
         self._output = output_dir / f"{self.name}.txt"
@@ -234,8 +240,11 @@ class JobSession:
                 key = message.get("key")
                 # "grader/..." keys are the grader's own results: a child cannot write them
                 if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
-                    self.outcome.observations[key] = message.get("value")
+                    value = message.get("value")
+                    self.outcome.observations[key] = value
                     self.outcome.arrivals[key] = time.monotonic() - self._started
+                    if isinstance(value, dict) and value.get("status") in ("ok", "raised"):
+                        self.attempted.set()
             elif op == "calling":
                 self.calling = str(message.get("function", "?"))[:80]
                 self._set_phase("calling")
@@ -292,14 +301,22 @@ class JobSession:
             return False
         self._disk_checked = now
         used = disk_usage(self._workdir)
+        if self.host.compile_cache is not None:
+            used += max(0, disk_usage(self.host.compile_cache) - self._cache_at_start)
         if used > self.host.limits.disk_bytes:
             self._end("disk_limit", {"disk_bytes": used, "limit": self.host.limits.disk_bytes})
             return True
         return False
 
     def abandon(self) -> None:
-        """The grader no longer needs this job: :meth:`finish` kills it without waiting."""
+        """The grader no longer needs this job (from any thread): it stops waiting for it at once,
+        and :meth:`finish` kills it without waiting."""
         self._end("abandoned")
+        if self.channel is not None:
+            try:  # wakes a thread blocked reading from the job
+                self.channel.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def run_to_end(self) -> None:
         if self.expect({"done"}) is not None:

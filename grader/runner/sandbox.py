@@ -72,7 +72,7 @@ def bwrap_works() -> str | None:
     return exe if proc.returncode == 0 else None
 
 
-def _readable_by_others(path: Path) -> bool:
+def reachable_by_others(path: Path) -> bool:
     """Whether an unprivileged uid can traverse to ``path`` and read it."""
     path = path.resolve()
     for part in [path, *path.parents]:
@@ -131,7 +131,7 @@ def plan(requested: str = "auto") -> SandboxPlan:
     if root:
         if use_bwrap:
             uid_isolation = True  # the sandbox binds the interpreter where any uid can read it
-        elif all(_readable_by_others(p) for p in python_roots() if p.exists()):
+        elif all(reachable_by_others(p) for p in python_roots() if p.exists()):
             uid_isolation = True
         else:
             notes.append(T("sandbox.python_unreadable"))

@@ -11,12 +11,6 @@ from grader.primitives import numeric
 F32 = np.float32
 
 
-# ------------------------------------------------------------------ hidden inputs
-def shape(rng: np.random.Generator, ndim: int, low: int = 2, high: int = 9) -> tuple[int, ...]:
-    """A random shape of ``ndim`` dimensions, each in ``[low, high)``."""
-    return tuple(int(n) for n in rng.integers(low, high, size=ndim))
-
-
 # ------------------------------------------------------------------ probes (child side)
 def put(tree):
     """NumPy arrays placed on the device (placing compiles nothing, so counts stay clean)."""

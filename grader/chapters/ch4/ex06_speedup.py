@@ -148,7 +148,8 @@ def drive(sides, inputs: dict, budget: float):
             for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
                 cases = [f"{name}/{size}" for size in sizes if all(f"{name}/{size}" in ready[n] for n in sessions)]
                 if cases:
-                    results[name] = _time_function(student, reference, cases, deadline)
+                    results[name] = _time_function(student, reference, cases, deadline,
+                                                   sides.exercise.speedup_fraction)
                     phases[f"{name}_timed_s"] = round(time.monotonic() - t0, 3)
         for name, session in sessions.items():
             if ready.get(name) is None:
@@ -173,9 +174,11 @@ def _await_record(session, key: str, deadline: float):
     return session.outcome.observations[key]
 
 
-def _time_function(student, reference, cases: list[str], deadline: float) -> dict:
+def _time_function(student, reference, cases: list[str], deadline: float, fraction: float) -> dict:
     """Pick the size where the gain is clearest (the reference's; in a preview, the
-    student's own), then time it in alternating rounds (one side only in a preview)."""
+    student's own), then time it in alternating rounds (one side only in a preview;
+    final grading stops early once the verdict against ``fraction`` of the reference's
+    gain is clear)."""
     calibrated_on = reference if reference is not None else student
     calibration = {}
     for case in cases:  # one side alone, a few reps per candidate size
@@ -195,9 +198,10 @@ def _time_function(student, reference, cases: list[str], deadline: float) -> dic
     case = max(calibration, key=lambda c: calibration[c]["q25"])
     batches = tuple(calibration[case]["batches"])
     s_samples, r_samples = timing.alternate(student, reference, case, rounds=ROUNDS, reps=REPS, batches=batches,
-                                            deadline=deadline)
+                                            deadline=deadline,
+                                            decided=timing.clear_verdict(fraction) if reference is not None else None)
     out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches),
-           "rounds": ROUNDS, "reps_per_round": REPS, "reference": None}
+           "rounds": len(s_samples.get("wall", [])), "reps_per_round": REPS, "reference": None}
     for side, samples in (("student", s_samples), ("reference", r_samples)):
         if samples is None:
             continue

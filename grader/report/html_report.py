@@ -1,0 +1,89 @@
+"""``report.html``: the report as one self-contained page (no network, no script).
+
+The per-exercise table, each exercise's checks to expand, the student's compile
+counts and speed-ups drawn beside what the reference does, and the hints; ``grade
+... --open`` opens it in the browser.
+"""
+from __future__ import annotations
+
+from grader.i18n import Catalog, T
+from grader.report import html, svg
+from grader.report.common import ICONS, environment_text, measured_text, num, problem_lines
+from grader.results import CheckResult, ExerciseResult, Report, headline
+
+
+def render_html(report: Report, catalog: Catalog, lang: str) -> str:
+    """The report as an HTML page, in ``lang``."""
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    title = words(headline(report))
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f'<p class="meta">{html.escape(words(environment_text(report)))} · '
+            f'{html.escape(words(T("ui.seed", seed=report.seed)))}</p>']
+    rows = [[f'<a href="#{ex.id}">{ICONS.get(ex.status, "")} {html.escape(ex.id)}</a> {html.escape(words(ex.title))}',
+             f"{num(ex.score)} / {num(ex.max_score)}", html.status(words(T(f"ui.status.{ex.status}")), ex.status)]
+            for ex in report.exercises]
+    body.append(html.table([words(T("ui.exercise")), words(T("ui.score")), words(T("ui.status"))], rows, numeric=[1]))
+    problems = problem_lines(report, words)
+    for ex in report.exercises:
+        body.append(_exercise(ex, problems.get(ex.id), words))
+    if report.integrity:
+        items = "".join(f"<li><code>{html.escape(i['file'])}:{i['line']}</code> {html.escape(words(i['message']))}</li>"
+                        for i in report.integrity)
+        body.append(f"<h2>{html.escape(words(T('ui.integrity')))}</h2><ul>{items}</ul>")
+    return html.page(title, "\n".join(body), lang=lang)
+
+
+def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
+    head = (f'<span class="{ex.status}">{ICONS.get(ex.status, "")}</span> <b id="{html.escape(ex.id)}">'
+            f'{html.escape(ex.id)}</b> {html.escape(words(ex.title))} — {num(ex.score)} / {num(ex.max_score)}')
+    parts = []
+    if problem:
+        parts.append(f'<p class="error">{html.escape(problem)}</p>')
+    else:
+        if ex.error:
+            parts.append(f'<p class="{ex.status}">{html.escape(words(ex.error))}</p>')
+        parts += [_check(c, words) for c in ex.checks]
+        charts = _charts(ex, words)
+        if charts:
+            parts.append(charts)
+    if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
+        parts.append(html.details(html.escape(words(T("ui.output"))), f"<pre>{html.escape(ex.output.strip())}</pre>"))
+    return html.details(head, "\n".join(parts), open_=ex.status not in ("passed", "not_attempted"))
+
+
+def _check(check: CheckResult, words) -> str:
+    head = (f'{html.status(ICONS.get(check.status, ""), check.status)} <code>{html.escape(check.id)}</code> '
+            f'{html.escape(words(check.title))} — {num(check.points)} / {num(check.max_points)}')
+    if check.status in ("passed", "not_attempted"):
+        return f'<div class="check">{head}</div>'
+    lines = [f'<p class="seen">{html.escape(words(T("ui.seen")))}: {html.escape(words(check.message))}</p>']
+    if check.hint:
+        lines.append(f'<p class="hint">{html.escape(words(T("ui.hint")))}: {html.escape(words(check.hint))}</p>')
+    if check.measured:
+        lines.append(f'<p class="measured">{html.escape(words(T("ui.measured")))}: '
+                     f'{html.escape(measured_text(check.measured, 600))}</p>')
+    return html.details(head, "".join(lines), open_=check.status == "failed", css="check")
+
+
+def _charts(ex: ExerciseResult, words) -> str:
+    """Compile counts beside what the reference does; speed-ups beside the reference's."""
+    compile_checks = [c for c in ex.checks if c.category == "compile" and isinstance(c.measured, dict)
+                      and "compiles" in c.measured and ("expected" in c.measured or "at_most" in c.measured)]
+    speedups = [c for c in ex.checks if c.category == "speedup" and isinstance(c.measured, dict)
+                and isinstance(c.measured.get("student"), dict)]
+    out = []
+    if compile_checks:
+        labels = [c.id for c in compile_checks]
+        yours = [float(c.measured["compiles"]) for c in compile_checks]
+        expected = [float(c.measured.get("expected", c.measured.get("at_most", 0))) for c in compile_checks]
+        out.append(svg.paired_bars(labels, [(words(T("ui.chart.yours")), yours),
+                                            (words(T("ui.chart.reference")), expected)],
+                                   title=words(T("ui.chart.compiles"))))
+    if speedups:
+        labels = [c.id for c in speedups]
+        yours = [c.measured["student"].get("speedup") for c in speedups]
+        ref = [c.measured.get("reference", {}).get("speedup") for c in speedups]
+        out.append(svg.paired_bars(labels, [(words(T("ui.chart.yours")), yours),
+                                            (words(T("ui.chart.reference")), ref)],
+                                   title=words(T("ui.chart.speedups")), unit="×"))
+    return "".join(f"<div>{chart}</div>" for chart in out)
