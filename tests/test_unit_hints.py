@@ -5,6 +5,7 @@ both languages, none a copy of another, each naming a section of the course; and
 sections are named alike in chapter.toml and the README."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
