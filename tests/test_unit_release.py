@@ -5,6 +5,7 @@ The release built, installed and used end to end is tests/test_release.py.
 """
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -119,6 +120,26 @@ def test_a_preview_says_so_first_and_marks_what_final_grading_decides(report, ca
     assert "Decided at final grading (a preview cannot judge them without the reference): ex01_jit_forms " \
            "softmax.values" in en
     assert "passed · decided at final grading" in render_markdown(report, catalog, "en")
+
+
+def test_a_previews_html_page_says_so_and_draws_the_release_bar(report, catalog):  # noqa: F811
+    """report.html too: the preview's notes, the label on what final grading decides, and in
+    the speed-up chart the release's bar beside the student's gain (there is no reference's)."""
+    from grader.report.html_report import render_html
+
+    report.preview = True
+    speedup = report.exercises[0].checks[0]
+    speedup.category, speedup.checked = "speedup", "final"
+    speedup.measured = {"student": {"speedup": 3.5}, "bar": 2.0, "bar_from": "release_speedup_bar"}
+    for lang, note, label, bar in (("en", "public seed 1234. Final grading", "decided at final grading",
+                                    "this release's bar"), ("zh", "公开种子 1234 的参考记录", "正式评测时判定", "本发布的标准")):
+        page = html.unescape(render_html(report, catalog, lang))
+        assert note in page and label in page and bar in page, lang
+        assert ">3.5×</text>" in page and ">2×</text>" in page
+    report.preview, speedup.checked = False, "now"
+    speedup.measured = {"student": {"speedup": 3.5}, "reference": {"speedup": 5.0}, "bar": 3.0}
+    page = html.unescape(render_html(report, catalog, "en"))
+    assert "reference records" not in page and "this release's bar" not in page and ">5×</text>" in page
 
 
 def test_a_final_grading_is_no_preview(report, catalog):  # noqa: F811
