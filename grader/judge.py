@@ -37,12 +37,13 @@ class Termination:
 
 
 def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: int,
-          locate: Locate = lambda where: where or "?") -> tuple[ExerciseResult, list[dict]]:
+          locate: Locate = lambda where: where or "?", preview: bool = False) -> tuple[ExerciseResult, list[dict]]:
     """The result of exercise ``ex`` from its jobs' outcomes, and any integrity finding.
 
     ``ex`` is the :class:`~grader.chapter.ExerciseSpec` (its checks are the functions
     its module declares); ``reference`` is ``None`` when the exercise needs no
-    reference run or the student attempted nothing.
+    reference run or the student attempted nothing. ``preview``: ``reference`` comes
+    from a release's records (:mod:`grader.preview`; the checks know it from their context).
     """
     if student.end == "import_error":
         d = student.detail
@@ -71,11 +72,12 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])
     r = Observations("reference", ref_data)
-    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed), termination)
+    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview), termination)
     if reference is not None and reference.end != "done":
         for check in checks:
             if check.status == "error":
-                check.message = T("job.reference_failed", how=how_it_ended(reference))
+                check.message = T("release.no_record", seed=seed) if preview \
+                    else T("job.reference_failed", how=how_it_ended(reference))
     for check in checks:
         check.message = _located(check.message, locate)
     status = exercise_status(checks, termination.kind)

@@ -3,11 +3,11 @@
 A solution module marks what the student writes with two kinds of blocks::
 
     # BEGIN SOLUTION
-    return jnp.where(x > 0, x * x, 0.5 * x)
+    return x * factor
     # END SOLUTION
     # BEGIN STUB
-    #| # TODO(ex02): use jnp.where(condition, if_true, if_false).
-    #| raise NotImplementedError("ex02: piecewise")
+    #| # TODO(ex01): multiply x by factor.
+    #| raise NotImplementedError("ex01: scale")
     # END STUB
 
 The stub keeps everything else, drops every SOLUTION block and un-comments every

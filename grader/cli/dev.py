@@ -1,4 +1,4 @@
-"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter)."""
+"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter, a course release)."""
 from __future__ import annotations
 
 import sys
@@ -11,9 +11,9 @@ from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option
 from grader.i18n import T, default_lang, grader_catalog
 
 
-@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation.")
+@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation, a release.")
 def dev() -> None:
-    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
+    """Tools for course authors: stubs, chapter validation, a course release. 课程作者工具。"""
 
 
 @dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
@@ -115,3 +115,37 @@ def dev_new_chapter(chapter: str, root: Path | None, exercise: str, lang: str | 
     env = f"GRADER_CHAPTERS={made.chapters} " if root is not None else ""
     click.echo(catalog.render(T("scaffold.next", env=env, chapter=chapter, stubs=str(made.stubs),
                                 guide="docs/authoring.md"), lang))
+
+
+@dev.command("release", short_help="Build a course release for students: exercises and grader, no answers.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="A new (or empty) folder for the release.")
+@click.option("--seed", type=click.IntRange(1, 2**31 - 1), default=None,
+              help="The public seed of the release's reference records (default: a fresh one, printed).")
+@lang_option
+def dev_release(chapter: str, out: Path, seed: int | None, lang: str | None) -> None:
+    """Build a course release of a chapter into OUT: the grader, the stubs (and the chapter's
+    notebook), a student README in Chinese and English, and reference records for a public
+    seed, with no solution code in any form. Students grade a preview with it; final grading
+    runs here, with the full repository. 构建学生发布：练习与评分器，不含答案。
+    """
+    from grader.authoring.release import ReleaseError, build, readme_command
+    from grader.grading import new_seed
+    from grader.preview import RecordsError
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    spec = _chapter(chapter)
+    seed = seed if seed is not None else new_seed()
+    click.echo(words(T("release.building", chapter=spec.id, seed=seed)))
+    try:
+        release = build(spec, out, seed=seed)
+    except (ReleaseError, RecordsError) as exc:
+        raise UserError(str(exc)) from None
+    env = release.environment
+    click.echo(words(T("release.wrote", out=str(release.out), seed=release.seed, jax=env.get("jax") or "?",
+                       backend=env.get("backend") or "?")))
+    command = readme_command((release.out / "README.md").read_text(encoding="utf-8"))
+    click.echo(words(T("release.next", command=command)))

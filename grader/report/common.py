@@ -133,6 +133,18 @@ def file_to_open(report: Report, ex: ExerciseResult) -> str | Text:
     return str(path / filename)
 
 
+def preview_notes(report: Report) -> list[Text]:
+    """What a course release's preview says of itself: graded with the public seed's records,
+    and which checks final grading decides (``checked == "final"``); nothing otherwise."""
+    if not report.preview:
+        return []
+    notes = [T("release.preview_note", seed=report.seed)]
+    final = [f"{e.id} {c.id}" for e in report.exercises for c in e.checks if c.checked == "final"]
+    if final:
+        notes.append(T("release.final_checks", checks=", ".join(final)))
+    return notes
+
+
 def next_step(report: Report) -> Text | None:
     """What to do next: all passed, or the first exercise still to do and the file to open."""
     if report.score >= report.max_score and report.max_score > 0:

@@ -11,7 +11,7 @@ import shutil
 from grader.i18n import Catalog, T
 from grader.report import textwidth
 from grader.report.common import (COLORS, ICONS, environment_text, measured_text, next_step, num,
-                                  problem_lines)
+                                  preview_notes, problem_lines)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
 #: where each kind of line starts, and where its continuation lines start
@@ -67,6 +67,8 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
         done = step.key == "ui.all_passed"
         lines += [screen.style(line, "passed" if done else None, bold=done)
                   for line in screen.wrap(screen.words(step), "", "  ")]
+    for note in preview_notes(report):
+        lines += screen.wrap(screen.words(note), "", "  ")
     if report.integrity:
         text = f"{screen.words(T('ui.integrity'))}: " + "; ".join(
             f"{i['file']}:{i['line']} {screen.words(i['message'])}" for i in report.integrity[:5])
