@@ -119,6 +119,10 @@ class ExerciseSpec:
     sync_cpu_dispatch: bool = False
     #: the bar of a speed-up check: this fraction of the reference's gain (``speedup - 1``)
     speedup_fraction: float = 0.5
+    #: a course release's preview has no reference to measure: the speed-up over the
+    #: provided eager code each function must reach there, by function name (the
+    #: instructor's bar; final grading uses ``speedup_fraction`` of the reference's gain)
+    release_speedup_bar: dict[str, float] = field(default_factory=dict)
     #: where the chapter teaches each kind of JAX error (``tracer_bool``, ...; ``""``: any
     #: other exception), for hints about exceptions; from the chapter's ``[error_sections]``
     error_sections: dict[str, Bilingual] = field(default_factory=dict)
@@ -248,7 +252,7 @@ def _bilingual(value: Any, where: str) -> Bilingual:
 
 #: an exercise's settings in chapter.toml, and their types
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
-             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float}
+             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "release_speedup_bar": dict}
 _EXERCISE_KEYS = {"id", "title", "section", "functions", "checks", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints", "layers"}
 
@@ -329,8 +333,19 @@ def _exercise(raw: dict, chapter_id: str, sections: dict, error_sections: dict, 
         preload=tuple(raw.get("preload", ())),
         sync_cpu_dispatch=bool(raw.get("sync_cpu_dispatch", False)),
         speedup_fraction=float(raw.get("speedup_fraction", 0.5)),
+        release_speedup_bar=_speedup_bars(raw.get("release_speedup_bar", {}), raw, where),
         error_sections={"": sections[section], **error_sections},
     )
+
+
+def _speedup_bars(table: dict, raw: dict, where: str) -> dict[str, float]:
+    """``release_speedup_bar``: a speed-up above 1 for functions of the exercise."""
+    for name, bar in table.items():
+        if name not in raw.get("functions", ()):
+            raise ChapterError(f"{where}: release_speedup_bar names {name!r}, which is not one of its functions")
+        if isinstance(bar, bool) or not isinstance(bar, (int, float)) or not bar > 1:
+            raise ChapterError(f"{where}: release_speedup_bar.{name} must be a speed-up above 1, not {bar!r}")
+    return {str(name): float(bar) for name, bar in table.items()}
 
 
 def _exercise_module(chapter_id: str, ex_id: str, folder: Path) -> ModuleType:

@@ -255,3 +255,6 @@ class CheckContext:
     inputs: dict
     #: the run's seed
     seed: int
+    #: a course release's preview: the reference's records stand in for its run (no
+    #: reference process; a speed-up bar comes from the chapter, see :mod:`grader.preview`)
+    preview: bool = False

@@ -20,15 +20,17 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from grader import cache, chapters as chapter_folders, submission as submissions
 from grader.cache import ReferenceCache
 from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
+from grader.checks import GraderError
 from grader.i18n import T
 from grader.judge import judge, unrunnable
+from grader.preview import Records, mark_checked, preview_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
@@ -68,6 +70,10 @@ class GradeOptions:
     on_progress: Callable[["Progress"], None] | None = None
     #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.cache`)
     compile_cache: bool = True
+    #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
+    #: preview with them instead of running the reference; ``None``: those of a course
+    #: release's chapter when it has no solutions (:func:`release_records`), else none
+    preview: "Records | None" = None
 
 
 @dataclass
@@ -130,18 +136,22 @@ class Grading:
         self.options = options
         self._started: float | None = time.monotonic()  # the first run's duration counts from here
         self.chapter = submissions.resolve_chapter(self.path, options.chapter)
+        #: a preview's reference records (then no reference process runs), else ``None``
+        self.records = preview_records(self.chapter, options)
+        if self.records is not None:  # a preview: the records answer for their public seed only
+            options = self.options = replace(options, seed=self.records.seed, preview=self.records)
         self.seed = options.seed if options.seed is not None else new_seed()
         self.references = options.reference_cache or \
             ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
         self.plan = sandboxes.plan(options.sandbox)
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.reference_dir = options.reference_dir or self.chapter.solutions
-        if not self.reference_dir.is_dir():
+        if self.records is None and not self.reference_dir.is_dir():
             raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
                                                 path=str(self.reference_dir)))
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
         os.chmod(self.scratch, 0o755)
-        self.hosts: tuple[HostProcess, HostProcess] | None = None
+        self.hosts: tuple[HostProcess, HostProcess | None] | None = None
         self._start_hosts()  # JAX imports in them while the submission is read
 
     def __enter__(self) -> "Grading":
@@ -175,27 +185,33 @@ class Grading:
                         duration_s=time.monotonic() - started, submission=sub.describe(),
                         environment=run.environment(), exercises=exercises_done,
                         integrity=sub.integrity_findings(chapter) + run.runtime_findings,
-                        sandbox=self.plan.describe(), timings=run.timings, interrupted=interrupted)
+                        sandbox=self.plan.describe(), timings=run.timings, interrupted=interrupted,
+                        preview=self.records is not None)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
         return report
 
-    def _start_hosts(self) -> tuple[HostProcess, HostProcess]:
+    def _start_hosts(self) -> tuple[HostProcess, HostProcess | None]:
         """The student's host (importing from the submission's folder, which stays where it is) and the
-        reference's, started as soon as the grading is made so that they are ready when a job needs them."""
+        reference's (none in a preview), started at once so that they are ready when a job needs them."""
         if self.hosts is None:
             chapter = self.chapter
             module_dir = self.scratch / "submission" / "modules"  # where submissions.load puts the modules
             module_dir.mkdir(parents=True)
+            common = {"modules": chapter.child_modules, "limits": self.options.limits,
+                      "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
+                      else [chapter.search_folder]}
             student_cache, reference_cache = self._compile_caches()
             self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
-                                      plan=self.plan, uids=self.uids, compile_cache=student_cache,
-                                      **_host_settings(chapter, self.options)),
-                          reference_host(chapter, self.options, self.reference_dir, self.scratch, reference_cache))
+                                      plan=self.plan, uids=self.uids, compile_cache=student_cache, **common),
+                          None if self.records is not None else
+                          HostProcess(side="reference", module_dir=self.reference_dir,
+                                      scratch=self.scratch / "reference", compile_cache=reference_cache,
+                                      plan=sandboxes.SandboxPlan("process", False), **common))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
-            for host in self.hosts:
+            for host in filter(None, self.hosts):
                 host.start()
         return self.hosts
 
@@ -212,7 +228,7 @@ class Grading:
 
     def close(self) -> None:
         """Stop every process this grading started; remove its scratch folder; keep the caches small."""
-        hosts, self.hosts = self.hosts or (), None
+        hosts, self.hosts = [host for host in self.hosts or () if host], None
         stopping = [threading.Thread(target=host.stop, name=f"stop-{host.side}") for host in hosts]
         for thread in stopping:  # both at once: each waits for its process to end
             thread.start()
@@ -224,21 +240,6 @@ class Grading:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def _host_settings(chapter: Chapter, options: GradeOptions) -> dict:
-    """What every host of a grading is started with: the chapter's modules and the limits."""
-    return {"modules": chapter.child_modules, "limits": options.limits,
-            "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]}
-
-
-def reference_host(chapter: Chapter, options: GradeOptions, reference_dir: Path, scratch: Path,
-                    compile_cache: Path | None) -> HostProcess:
-    """The reference's host, not started (trusted code: the plain process sandbox); a batch's shared
-    reference runs on one too (:mod:`grader.batch.reference`)."""
-    return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                       compile_cache=compile_cache, plan=sandboxes.SandboxPlan("process", False),
-                       **_host_settings(chapter, options))
-
-
 class Sides:
     """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
 
@@ -247,23 +248,26 @@ class Sides:
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 
-    def __init__(self, run: "_Run", ex: ExerciseSpec):
+    def __init__(self, run: "_Run", ex: ExerciseSpec, inputs: dict):
         self._run = run
         self.exercise = ex
+        #: a preview's recorded reference outcome (then there is no reference process), else ``None``
+        self.recorded: JobOutcome | None = run.records and run.records.recorded(ex.id, run.seed, inputs)
 
     def student(self, timeout_s: float) -> JobSession:
         return self._run.session(self._run.student, self.exercise, timeout_s)
 
     def reference(self, timeout_s: float) -> JobSession:
+        if self._run.reference is None:  # a driver must use ``recorded`` in a preview
+            raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
         return self._run.session(self._run.reference, self.exercise, timeout_s)
 
 
 class _Run:
     """The state of one grading run: its hosts, deadline and the results collected so far."""
 
-    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission | None,
-                 seed: int, options: GradeOptions, hosts: tuple[HostProcess | None, HostProcess],
-                 references: ReferenceCache):
+    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
+                 options: GradeOptions, hosts: tuple[HostProcess, HostProcess | None], references: ReferenceCache):
         self.chapter = chapter
         self.selected = selected
         self.sub = sub
@@ -277,6 +281,8 @@ class _Run:
         self.results: dict[str, ExerciseResult] = {}
         self._lock = threading.Lock()
         self.student, self.reference = hosts
+        self.hosts = [host for host in hosts if host is not None]  # no reference's in a preview
+        self.records: Records | None = options.preview  # a preview's (no reference process then)
 
     # ------------------------------------------------------------------ running
     def execute(self) -> list[ExerciseResult]:
@@ -288,7 +294,7 @@ class _Run:
         if runnable:
             t0 = time.monotonic()
             self.student.listener = self._on_phase
-            for host in (self.student, self.reference):
+            for host in self.hosts:
                 if not host.alive():
                     host.start()
             pool = ThreadPoolExecutor(max_workers=self.options.workers or (os.cpu_count() or 1) + 1)
@@ -314,11 +320,12 @@ class _Run:
 
     def cancel(self) -> None:
         """Stop grading now: no new job starts, every running one (and what it started) is killed."""
-        for host in (self.student, self.reference):
+        for host in self.hosts:
             host.close()
 
     def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
-        self.results[ex.id] = result
+        result.notes = list(self.sub.notes.get(ex.id, ())) + result.notes
+        self.results[ex.id] = mark_checked(result) if self.records is not None else result
         self._progress(Progress(ex.id, "done", "ended", result=result))
 
     def _on_phase(self, session: JobSession) -> None:
@@ -352,14 +359,14 @@ class _Run:
         if budget <= 1:
             return unrunnable(ex, T("job.submission_timeout", seconds=self.options.submission_timeout_s), "timeout")
         if ex.driver is not None:
-            student_out, reference_out = ex.driver(Sides(self, ex), inputs, budget)
+            student_out, reference_out = ex.driver(Sides(self, ex, inputs), inputs, budget)
             for outcome in (student_out, reference_out):
                 if outcome is not None:
                     self._note_environment(outcome)
         else:
             student_out, reference_out = self._both_jobs(ex, inputs, budget)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
-                                 locate=self.sub.locate)
+                                 locate=self.sub.locate, preview=self.records is not None)
         result.duration_s = time.monotonic() - t0
         with self._lock:
             self.runtime_findings += findings
@@ -369,11 +376,7 @@ class _Run:
 
     def session(self, host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job of ``ex`` on ``host``, with the exercise's settings."""
-        return host.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
-                            timeout_s=timeout_s,
-                            options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
-                                     "compile_cache": str(host.compile_cache) if host.compile_cache else None},
-                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if host.side == "student" else None)
+        return host.exercise_session(ex, timeout_s)
 
     def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(self.session(host, ex, timeout_s), inputs)
@@ -393,6 +396,9 @@ class _Run:
         """
         if not ex.needs_reference:
             return self._job(self.student, ex, inputs, budget), None
+        if self.records is not None:  # a preview: the records stand for the reference's run
+            student_out = self._job(self.student, ex, inputs, budget)
+            return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
         key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
         cached = self.references.get(key)
         if cached is not None:

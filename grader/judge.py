@@ -21,9 +21,9 @@ from grader.results import CheckResult, ExerciseResult, exercise_status
 
 log = logging.getLogger("grader")
 
-#: how a message's ``where`` (``file:line`` of the module graded) reads for the student
-#: (a notebook's cell and line): :meth:`grader.submission.Submission.locate`
-Locate = Callable[[str | None], str]
+#: how a message's ``where`` (``file:line`` of the module graded) and ``file`` read for the
+#: student (a notebook's cell and line, the notebook): :meth:`grader.submission.Submission.locate`
+Locate = Callable[[str | None], Any]
 
 
 @dataclass
@@ -37,17 +37,18 @@ class Termination:
 
 
 def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: int,
-          locate: Locate = lambda where: where or "?") -> tuple[ExerciseResult, list[dict]]:
+          locate: Locate = lambda where: where or "?", preview: bool = False) -> tuple[ExerciseResult, list[dict]]:
     """The result of exercise ``ex`` from its jobs' outcomes, and any integrity finding.
 
     ``ex`` is the :class:`~grader.chapter.ExerciseSpec` (its checks are the functions
     its module declares); ``reference`` is ``None`` when the exercise needs no
-    reference run or the student attempted nothing.
+    reference run or the student attempted nothing. ``preview``: ``reference`` comes
+    from a release's records (:mod:`grader.preview`; the checks know it from their context).
     """
     if student.end == "import_error":
         d = student.detail
-        reason = T("job.import_error", file=ex.filename, type=d.get("type", "?"), message=d.get("message", ""),
-                   where=locate(d.get("where")))
+        reason = _located(T("job.import_error", file=ex.filename, type=d.get("type", "?"),
+                            message=d.get("message", ""), where=d.get("where") or "?"), locate)
         return unrunnable(ex, reason, output=student.output), []
     termination = termination_of(student, ex)
     termination.reason = _located(termination.reason, locate)
@@ -71,11 +72,12 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])
     r = Observations("reference", ref_data)
-    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed), termination)
+    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview), termination)
     if reference is not None and reference.end != "done":
         for check in checks:
             if check.status == "error":
-                check.message = T("job.reference_failed", how=how_it_ended(reference))
+                check.message = T("release.no_record", seed=seed) if preview \
+                    else T("job.reference_failed", how=how_it_ended(reference))
     for check in checks:
         check.message = _located(check.message, locate)
     status = exercise_status(checks, termination.kind)
@@ -146,11 +148,12 @@ def _placed(hint: Any, ex: Any) -> Any:
 
 
 def _located(text: Any, locate: Locate) -> Any:
-    """``text`` with every ``where`` argument read as the student knows the place."""
+    """``text`` with every ``where`` (a line) and ``file`` (the module) argument read as the
+    student knows the place (a notebook's cell, the notebook)."""
     if isinstance(text, list):
         return [_located(t, locate) for t in text]
     if isinstance(text, Text):
-        args = {k: (locate(v) if k == "where" and isinstance(v, str) else _located(v, locate))
+        args = {k: (locate(v) if k in ("where", "file") and isinstance(v, str) else _located(v, locate))
                 for k, v in text.args.items()}
         return Text(text.key, args)
     return text

@@ -1,46 +1,220 @@
-"""Reading a notebook: its code cells as one module, and the map from that module's
-lines back to the cells (so that every message names the cell, not a generated line)."""
+"""Reading a notebook for grading: its code cells as one module, the map from that
+module's lines back to the cells (so that every message names the cell, not a line of
+a generated module), and what the report should tell about the cells.
+
+Two kinds of ``.ipynb`` are read:
+
+* a **saved notebook**: every code cell in the order they appear, each named by its
+  place, ``notebook cell 5`` (markdown cells counted);
+* the **cells a kernel ran**, written by :func:`grader.notebook.check` (its metadata
+  has ``grader.history``): one cell per run in the kernel's history, in the order they
+  ran, each named as Jupyter shows it, ``cell In [12]``. The kernel holds what those
+  runs left behind, so the runs that no longer matter are dropped: a run of a cell that
+  was run again later (when the front end says which cell ran), a run that defines no
+  name (a test, a print), and a run every name of which a later run defines again. A
+  run that raised or did not parse when it ran is not replayed; the report says so.
+
+In both, IPython magics (``%`` and ``!`` lines, ``%%`` cells) and the grader's own
+statements (``from grader.notebook import check``, ``check("ex02")``) are commented
+out, line for line: they are not the student's code.
+"""
 from __future__ import annotations
 
 import ast
+import io
+import json
+import re
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from grader.i18n import T, Text
+
+#: the module the in-notebook API lives in; statements that use it are the grader's, not the student's
+GRADER_PACKAGE = "grader"
 
 
 class NotebookError(Exception):
     """The file is not a notebook nbformat can read; ``detail`` says why."""
 
 
-def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
-    """The notebook's code cells as one module, with a line map back to the cells.
+@dataclass
+class Cell:
+    """One code cell of a saved notebook, or one run of a cell in a kernel."""
 
-    IPython magics (``%`` and ``!`` lines, ``%%`` cells) are commented out: they are
-    not Python, and nothing graded needs them.
-    """
+    #: its number: its place in a saved notebook (markdown cells counted), its
+    #: execution count (``In [12]``) for a run
+    number: int
+    #: its code as written (magics included)
+    source: str
+    #: its code as graded: magics and the grader's statements commented out, line for line
+    code: str = ""
+    #: True for a run in a kernel's history, False for a cell of a saved notebook
+    history: bool = False
+    #: why its code is not graded (it raised, or had a syntax error, when it ran); ``None``: graded
+    not_run: Text | None = None
+    #: a run of a cell whose every name a later cell defines again before any use: not
+    #: replayed, but still a definition the report mentions (the later one wins)
+    superseded: bool = False
+
+    @property
+    def label(self) -> Text:
+        """How the student knows it: ``notebook cell 5``, or ``cell In [12]`` for a run."""
+        return cell_label(self.number, self.history)
+
+
+def cell_label(number: int, history: bool) -> Text:
+    """``notebook cell 5`` (a saved notebook's fifth cell) or ``cell In [12]`` (a kernel's twelfth run)."""
+    return T("notebook.run", count=number) if history else T("notebook.cell", number=number)
+
+
+# ------------------------------------------------------------------ reading
+def read_cells(path: Path) -> tuple[list[Cell], bool]:
+    """The cells of the notebook at ``path`` to grade, in order (see the module's docstring),
+    and whether they are the runs of a kernel's history."""
     import nbformat
 
     try:
         nb = nbformat.read(str(path), as_version=4)
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
         raise NotebookError(f"{type(exc).__name__}: {exc}") from None
+    if (nb.metadata.get("grader") or {}).get("history"):
+        return history_cells([_run_of(cell) for cell in nb.cells if cell.get("cell_type") == "code"]), True
+    sources = [(number, _text(cell.get("source", ""))) for number, cell in enumerate(nb.cells, start=1)
+               if cell.get("cell_type") == "code"]
+    grader_names = _grader_names(source for _, source in sources)
+    return [Cell(number, source, _python(source, grader_names)) for number, source in sources], False
+
+
+@dataclass(frozen=True)
+class Run:
+    """One execution in a kernel's history, as :func:`grader.notebook.check` writes it."""
+
+    #: its execution count (``In [12]``)
+    count: int
+    #: the code that ran
+    source: str
+    #: the front end's id of the cell that ran it, when it sends one (JupyterLab does)
+    cell_id: str | None = None
+    #: the exception it raised when it ran (``NameError``, ``SyntaxError``), ``None``: it ran through
+    error: str | None = None
+
+
+def _run_of(cell: Any) -> Run:
+    meta = (cell.get("metadata") or {}).get("grader") or {}
+    count = meta.get("run")
+    cell_id, error = meta.get("cell_id"), meta.get("error")
+    return Run(count if isinstance(count, int) else 0, _text(cell.get("source", "")),
+               cell_id if isinstance(cell_id, str) else None, error if isinstance(error, str) else None)
+
+
+def history_cells(runs: list[Run]) -> list[Cell]:
+    """The runs of a kernel's history still to replay, as cells, and those that failed when they ran.
+
+    A run is replayed unless a later run of the same cell replaced it, it binds no name,
+    or every name it binds is bound again by a later replayed run before any replayed
+    run in between uses it (then, when the front end said which cell ran, it is kept as
+    a ``superseded`` cell: another cell's definition won). A failed run (it raised, or did
+    not parse) is kept as a cell that is not graded, so that the report can say why a
+    name it defines is missing.
+    """
+    latest = {run.cell_id: run.count for run in runs if run.cell_id}
+    runs = [run for run in runs if not run.cell_id or latest[run.cell_id] == run.count]
+    grader_names = _grader_names(run.source for run in runs)
+    cells: list[Cell] = []
+    replayed: list[tuple[set[str], set[str]]] = []  # (binds, uses) of the replayed runs after this one, in order
+    for run in reversed(runs):
+        code = _python(run.source, grader_names)
+        tree = _parse(code)
+        failed = run.error or ("SyntaxError" if tree is None else None)
+        if failed:
+            why = T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)
+            cells.append(Cell(run.count, run.source, code, history=True, not_run=why))
+            continue
+        names = _bound(tree)
+        if names and not all(_bound_again(name, replayed) for name in names):
+            cells.append(Cell(run.count, run.source, code, history=True))
+            replayed.insert(0, (names, _used(tree)))
+        elif names and run.cell_id:
+            cells.append(Cell(run.count, run.source, code, history=True, superseded=True))
+    return cells[::-1]
+
+
+def _bound_again(name: str, later: list[tuple[set[str], set[str]]]) -> bool:
+    """Whether a later run binds ``name`` again before any run uses it."""
+    for binds, uses in later:
+        if name in uses:
+            return False
+        if name in binds:
+            return True
+    return False
+
+
+def _used(tree: ast.Module) -> set[str]:
+    """Every name a run reads (anywhere in it, function bodies included: a conservative guess)."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    return used | {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign)
+                   and isinstance(n.target, ast.Name)}
+
+
+def _text(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+# ------------------------------------------------------------------ one module
+def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
+    """The notebook's code cells as one module, with a line map back to (cell number, line)."""
+    cells, history = read_cells(path)
+    source, cell_map = module_of(cells, path.name, history=history)
+    return source, cell_map.lines
+
+
+def module_of(cells: list[Cell], name: str, *, history: bool = False) -> tuple[str, "CellMap"]:
+    """The graded cells' code as one module (magics and the grader's statements commented
+    out, line for line) and the map of its lines back to the cells; ``name`` is the
+    notebook's file name, ``history`` whether the cells are a kernel's runs."""
     lines: list[str] = []
     line_map: list[tuple[int, int]] = []
-    for cell_number, cell in enumerate(nb.cells, start=1):  # numbered as they appear, markdown included
-        if cell.get("cell_type") != "code":
+    for cell in cells:
+        if cell.not_run is not None or cell.superseded:
             continue
-        cell_lines = cell.get("source", "").splitlines()
-        is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
-        kept: list[str] = []
-        for i, line in enumerate(cell_lines, start=1):
-            stripped = line.lstrip()
-            if is_magic_cell or (_looks_like_magic(stripped) and _starts_statement(kept)):
-                line = line[: len(line) - len(stripped)] + "# " + stripped
-            kept.append(line)
-            lines.append(line)
-            line_map.append((cell_number, i))
+        cell_lines = cell.code.splitlines()
+        lines += cell_lines
+        line_map += [(cell.number, i) for i in range(1, len(cell_lines) + 1)]
         lines.append("")
-        line_map.append((cell_number, len(cell_lines) + 1))
-    return "\n".join(lines) + "\n", line_map
+        line_map.append((cell.number, len(cell_lines) + 1))
+    return "\n".join(lines) + "\n", CellMap(name, line_map, history=history)
+
+
+def _python(source: str, grader_names: set[str]) -> str:
+    """``source`` with its magics, then its grader statements, commented out (same lines)."""
+    kept = _without_magics(source).split("\n")
+    tree = _parse("\n".join(kept))
+    if tree is not None:
+        for node in tree.body:
+            if _is_grader_statement(node, grader_names):
+                for i in range(node.lineno - 1, node.end_lineno or node.lineno):
+                    kept[i] = _commented(kept[i])
+    return "\n".join(kept)
+
+
+def _without_magics(source: str) -> str:
+    """``source`` with its IPython magics (``%`` and ``!`` lines, a ``%%`` cell) commented out."""
+    cell_lines = source.splitlines()
+    is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
+    kept: list[str] = []
+    for line in cell_lines:
+        stripped = line.lstrip()
+        if is_magic_cell or (_looks_like_magic(stripped) and _starts_statement(kept)):
+            line = _commented(line)
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _commented(line: str) -> str:
+    stripped = line.lstrip()
+    return line if stripped.startswith("#") else line[: len(line) - len(stripped)] + "# " + stripped
 
 
 def _looks_like_magic(stripped: str) -> bool:
@@ -49,9 +223,6 @@ def _looks_like_magic(stripped: str) -> bool:
 
 def _starts_statement(previous: list[str]) -> bool:
     """Whether the next line begins a new statement (not inside brackets, a string or a ``\\``)."""
-    import io
-    import tokenize
-
     if not previous:
         return True
     try:
@@ -64,55 +235,200 @@ def _starts_statement(previous: list[str]) -> bool:
     return True
 
 
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------ names
+def _grader_module(name: str | None) -> bool:
+    return bool(name) and (name == GRADER_PACKAGE or name.startswith(GRADER_PACKAGE + "."))
+
+
+def _grader_names(sources) -> set[str]:
+    """The names the cells import from the grader (``check``, ``grader``, an alias), and the
+    names bound from those (``result = check("ex02")``)."""
+    trees = [tree for tree in (_parse(_without_magics(source)) for source in sources) if tree is not None]
+    names: set[str] = set()
+    while True:
+        found = set(names)
+        for node in (node for tree in trees for node in tree.body):
+            if isinstance(node, ast.ImportFrom) and _grader_module(node.module):
+                found |= {alias.asname or alias.name for alias in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
+                          if _grader_module(alias.name)}
+            elif _is_grader_statement(node, found):
+                found |= _bound(ast.Module(body=[node], type_ignores=[]))
+        if found == names:
+            return names
+        names = found
+
+
+def _is_grader_statement(node: ast.stmt, grader_names: set[str]) -> bool:
+    """An import of the grader, or a statement that uses what was imported from it."""
+    if isinstance(node, ast.ImportFrom):
+        return _grader_module(node.module)
+    if isinstance(node, ast.Import):
+        return any(_grader_module(alias.name) for alias in node.names)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    return any(isinstance(n, ast.Name) and n.id in grader_names for n in ast.walk(node))
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    """The names a module's top level binds (inside ``if``/``try``/``with``/loops too)."""
+    names: set[str] = set()
+
+    def targets(node: ast.AST) -> None:
+        names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    targets(target)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                targets(node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, None) or [])
+            for handler in getattr(node, "handlers", None) or []:
+                visit(handler.body)
+
+    visit(tree.body)
+    return names
+
+
+_DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", re.M)
+
+
+def _defined(source: str) -> dict[str, ast.AST | None]:
+    """The names a cell defines at its top level, each with its definition (``None`` when
+    the cell does not parse and the name is read off its lines)."""
+    tree = _parse(_without_magics(source))
+    if tree is None:
+        return {m.group(1) or m.group(2): None for m in _DEFINES.finditer(source)}
+    found: dict[str, ast.AST | None] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node
+    return found
+
+
+def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[Text]]:
+    """What the report tells about the cells, by exercise id; ``functions`` gives the
+    exercise of each function the chapter grades.
+
+    A graded function (or a helper it uses) defined in more than one cell: the last
+    definition is the one graded, as in the kernel. A cell that defines a graded
+    function but failed when it ran: that definition is not graded.
+    """
+    where: dict[str, list[Cell]] = {}
+    failed: dict[str, list[Cell]] = {}
+    final: dict[str, ast.AST | None] = {}
+    for cell in cells:
+        for name, node in _defined(cell.source).items():
+            (failed if cell.not_run is not None else where).setdefault(name, []).append(cell)
+            if cell.not_run is None and not cell.superseded and (name in functions
+                                                                  or isinstance(node, ast.FunctionDef)):
+                final[name] = node
+    used: dict[str, set[str]] = {}  # helper -> the exercises whose graded functions name it
+    for name, exercise in functions.items():
+        for n in ast.walk(final[name]) if final.get(name) is not None else ():
+            if isinstance(n, ast.Name) and n.id != name:
+                used.setdefault(n.id, set()).add(exercise)
+    notes: dict[str, list[Text]] = {}
+    for name, defining in where.items():
+        labels: list[Text] = []
+        for cell in defining:
+            if cell.label not in labels:
+                labels.append(cell.label)
+        exercises = {functions[name]} if name in functions else used.get(name, set())
+        if len(labels) > 1 and name in final:
+            for exercise in exercises:
+                notes.setdefault(exercise, []).append(
+                    T("notebook.redefined", name=name, earlier=labels[:-1], last=labels[-1]))
+    for name, failing in failed.items():
+        last_good = where.get(name, [])
+        cell = failing[-1]
+        if name in functions and not (last_good and last_good[-1].number > cell.number):
+            notes.setdefault(functions[name], []).append(
+                T("notebook.not_graded", name=name, cell=cell.label, why=cell.not_run))
+    return notes
 
 
 def defined_names(notebook: bytes) -> set[str]:
     """The top-level names (functions, classes, assignments) a notebook's code cells define;
     a cell that does not parse is skipped."""
-    import json
-
     try:
         cells = json.loads(notebook.decode("utf-8")).get("cells", [])
     except (UnicodeDecodeError, ValueError, AttributeError):
         return set()
     names: set[str] = set()
     for cell in cells if isinstance(cells, list) else []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        lines = ["# " + line if _looks_like_magic(line.lstrip()) else line for line in source.splitlines()]
-        try:
-            tree = ast.parse("\n".join(lines))
-        except (SyntaxError, ValueError):
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            names |= {name for name, node in _defined(_text(cell.get("source", ""))).items() if node is not None}
     return names
 
 
+# ------------------------------------------------------------------ back to the cells
 class CellMap:
-    """Lines of the module made from a notebook, back to (cell, line in the cell)."""
+    """Lines of the module made from a notebook, back to (cell number, line in the cell)."""
 
-    def __init__(self, notebook: str, lines: list[tuple[int, int]]):
+    def __init__(self, notebook: str, lines: list[tuple[int, int]], *, history: bool = False):
+        #: the notebook's file name
         self.notebook = notebook
         self.lines = lines
+        #: whether the cells are a kernel's runs (``In [12]``) rather than a saved notebook's
+        self.history = history
+
+    @property
+    def name(self) -> Any:
+        """How messages name the whole: the notebook's file name, or the cells a kernel ran."""
+        return T("notebook.session") if self.history else self.notebook
 
     def cell_of(self, line: int) -> tuple[int, int] | None:
         if not self.lines or line < 1:
             return None
         return self.lines[min(line, len(self.lines)) - 1]
 
-    def locate(self, where: str | None) -> str:
-        """``ex02_where.py:12`` (a line of the generated module) as ``notebook cell 5, line 3``."""
+    def label(self, number: int) -> Text:
+        """How the student knows cell ``number``."""
+        return cell_label(number, self.history)
+
+    def plain(self, number: int) -> str:
+        """Cell ``number`` in a few language-free characters: ``cell 5``, ``In [12]``."""
+        return f"In [{number}]" if self.history else f"cell {number}"
+
+    def at(self, line: int) -> Text | None:
+        """Line ``line`` of the module as ``notebook cell 5, line 3`` (``cell In [12], line 3``)."""
+        place = self.cell_of(line)
+        return None if place is None else T("notebook.at", cell=self.label(place[0]), line=place[1])
+
+    def locate(self, where: str | None) -> Any:
+        """``ex02_where.py:12`` (a line of the generated module) as the cell and its line;
+        ``ex02_where.py`` (the module itself) as the notebook."""
         if not where:
             return "?"
+        if where.endswith(".py"):
+            return self.name
         try:
-            cell, line = self.cell_of(int(where.rsplit(":", 1)[1])) or (None, None)
+            line = int(where.rsplit(":", 1)[1])
         except (ValueError, IndexError):
             return where
-        return where if cell is None else f"notebook cell {cell}, line {line}"
+        return self.at(line) or where

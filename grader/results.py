@@ -49,6 +49,9 @@ class CheckResult:
     #: named hints, for the mistake the records show), or a grader message key (for
     #: example ``hint.exception``: an exception that is not the mistake the check looks for)
     hint_id: str = "check"
+    #: ``now``: the verdict is this run's; ``final``: a course release's preview cannot judge
+    #: the check faithfully (a speed-up without the reference), final grading decides it
+    checked: str = "now"
 
 
 class _Scored:
@@ -94,6 +97,10 @@ class ExerciseResult(_Scored):
     #: instead of the checks. Set by grading; :func:`is_unrunnable` also recognises
     #: such a result by its checks.
     unrunnable: bool = False
+    #: what the student should know about how the exercise's code was read (a
+    #: :class:`~grader.i18n.Text` each), e.g. a notebook's function defined in two cells
+    #: (the later one is graded); empty for most
+    notes: list = field(default_factory=list)
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(c.points, c.max_points) for c in self.checks]
@@ -133,6 +140,9 @@ class Report(_Scored):
     chapter_exercises: int = 0
     #: grading was interrupted (Ctrl-C): ``exercises`` holds only those graded before
     interrupted: bool = False
+    #: a course release's preview: graded with the reference's records for the public seed
+    #: (``seed``), not with the reference itself; the score is a preview of final grading's
+    preview: bool = False
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(e.score, e.max_score) for e in self.exercises]
@@ -165,13 +175,16 @@ def is_unrunnable(ex: ExerciseResult) -> bool:
 
 
 def headline(report: Report) -> Text:
-    """The report's first line: chapter, score, and whether the run was partial."""
+    """The report's first line: chapter, score, whether the run was partial, and whether
+    it was a course release's preview."""
     if report.partial:
-        return T("ui.title_partial", chapter=report.chapter_title, score=_number(report.score),
+        line = T("ui.title_partial", chapter=report.chapter_title, score=_number(report.score),
                  max_score=_number(report.max_score), n=len(report.exercises),
                  total=report.chapter_exercises or "?", ids=", ".join(report.selected))
-    return T("ui.title", chapter=report.chapter_title, score=_number(report.score),
-             max_score=_number(report.max_score))
+    else:
+        line = T("ui.title", chapter=report.chapter_title, score=_number(report.score),
+                 max_score=_number(report.max_score))
+    return T("release.title", title=line, seed=report.seed) if report.preview else line
 
 
 def exercise_status(checks: list[CheckResult], termination: str | None) -> str:
@@ -211,6 +224,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
             "error": words(ex.error) or None,
             "duration_s": round(ex.duration_s, 3),
             "output": ex.output,
+            "notes": [words(note) for note in ex.notes],
             "checks": [
                 {
                     "id": c.id,
@@ -223,6 +237,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
                     "hint": words(c.hint),
                     "hint_id": c.hint_id,
                     "measured": c.measured,
+                    "checked": c.checked,
                 }
                 for c in ex.checks
             ],
@@ -231,6 +246,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "schema": SCHEMA,
         "title": words(headline(report)),
         "partial": report.partial,
+        "preview": report.preview,
         "selected": [e.id for e in report.exercises],
         "chapter_exercises": report.chapter_exercises or None,
         "chapter": report.chapter,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
-from grader.notebooks import CellMap, NotebookError, defined_names, notebook_source
+from grader.notebooks import (CellMap, NotebookError, cell_notes, defined_names, module_of,  # noqa: F401
+                              notebook_source, read_cells)
 from grader.i18n import T, Text, TextError
 
 MAX_FILE_BYTES = 2 << 20
@@ -47,12 +48,16 @@ class Submission:
     problems: dict[str, Text] = field(default_factory=dict)
     #: for a notebook: its module's lines back to the cells
     cells: CellMap | None = None
+    #: what each exercise's report should say about the notebook's cells (a function
+    #: defined in two cells, a cell that failed when it ran), by exercise id
+    notes: dict[str, list[Text]] = field(default_factory=dict)
 
     def describe(self) -> dict:
         return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
 
-    def locate(self, where: str | None) -> str:
-        """A place as the student knows it: ``file:line``, or a notebook's cell and line."""
+    def locate(self, where: str | None) -> str | Text:
+        """A place as the student knows it: ``file:line``, or a notebook's cell and line (and
+        the notebook for the module made from it)."""
         if self.cells is None:
             return where or "?"
         return self.cells.locate(where)
@@ -66,7 +71,7 @@ class Submission:
         findings = integrity.scan(self.module_dir, [chapter.exercises[0].filename])
         for item in findings:
             cell = self.cells.cell_of(item["line"]) if 0 < item["line"] <= len(self.cells.lines) else None
-            item["file"] = f"{self.files[0]} (cell {cell[0]})" if cell else self.files[0]
+            item["file"] = f"{self.files[0]} ({self.cells.plain(cell[0])})" if cell else self.files[0]
             if cell:
                 item["line"] = cell[1]
         return findings
@@ -219,16 +224,17 @@ def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path)
     if path.stat().st_size > MAX_TOTAL_BYTES:
         raise SubmissionError(T("error.file_too_large", path=str(path), limit=MAX_TOTAL_BYTES))
     try:
-        source, line_map = notebook_source(path)
+        cell_list, history = read_cells(path)
     except NotebookError as exc:
         raise SubmissionError(T("error.bad_notebook", path=str(path), detail=str(exc))) from None
+    source, cells = module_of(cell_list, path.name, history=history)
     _empty(target)
     for ex in chapter.exercises:
         (target / ex.filename).write_text(source, encoding="utf-8")
-    cells = CellMap(path.name, line_map)
     sub = Submission(path=display, kind="notebook", module_dir=target, sha256=_sha256_file(path),
                      files=[path.name], cells=cells)
     sub.problems = {ex: _in_cells(t, cells) for ex, t in _static_problems(chapter, target).items()}
+    sub.notes = cell_notes(cell_list, {name: ex.id for ex in chapter.exercises for name in ex.functions})
     return sub
 
 
@@ -237,7 +243,7 @@ def _in_cells(text: Text, cells: CellMap) -> Text:
     if text.key != "job.syntax_error" or not isinstance(text.args.get("line"), int):
         return text
     cell, line = cells.cell_of(text.args["line"])
-    return T("job.syntax_error", file=f"notebook cell {cell}", line=line, message=text.args["message"])
+    return T("job.syntax_error", file=cells.label(cell), line=line, message=text.args["message"])
 
 
 def _empty(folder: Path) -> None:

@@ -157,7 +157,8 @@ def git(cwd: Path, *args: str) -> None:
 
 @pytest.fixture
 def checkout(tmp_path, monkeypatch):
-    """A student's checkout: one solution and its stub committed; ``grade dev stubs`` works on it."""
+    """A student's checkout: the chapter's solutions, stubs and notebook committed; ``grade
+    dev stubs`` works on it."""
     import dataclasses
 
     import grader.cli.dev
@@ -165,8 +166,8 @@ def checkout(tmp_path, monkeypatch):
 
     root = tmp_path / "course"
     for folder, source in (("solutions", SOLUTIONS), ("exercises", STUBS)):
-        (root / folder / "ch4").mkdir(parents=True)
-        shutil.copy(source / "ex02_where.py", root / folder / "ch4" / "ex02_where.py")
+        shutil.copytree(source, root / folder / "ch4", ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    shutil.copy(STUBS.parent / "ch4.ipynb", root / "exercises" / "ch4.ipynb")
     chapter = dataclasses.replace(load_chapter("ch4"), solutions=root / "solutions" / "ch4",
                                   stubs=root / "exercises" / "ch4")
     monkeypatch.setattr(grader.cli.dev, "load_chapter", lambda chapter_id: chapter)
@@ -188,7 +189,7 @@ def test_dev_stubs_refuses_to_overwrite_a_students_work(checkout, capsys):
     code, out, err = run(capsys, "dev", "stubs")
     assert code == 1
     assert work.read_text(encoding="utf-8") == answer
-    assert sorted(p.name for p in work.parent.iterdir()) == ["ex02_where.py"]
+    assert not [p.name for p in work.parent.iterdir() if ".bak-" in p.name]
     lines = err.splitlines()
     assert len(lines) == 1 and str(work) in lines[0]
     assert "--force" in lines[0] and "nothing was written" in lines[0]
@@ -214,8 +215,22 @@ def test_dev_stubs_replaces_an_old_stub_after_a_solution_changes(checkout, capsy
     assert code == 0, err
     stub = checkout / "exercises" / "ch4" / "ex02_where.py"
     assert "Run it:" in stub.read_text(encoding="utf-8")
-    assert not list(stub.parent.glob("*.bak-*"))
+    assert not list(stub.parent.glob("*.bak-*")) and not list(stub.parent.parent.glob("*.bak-*"))
     assert f"wrote {stub}" in out
+    notebook = checkout / "exercises" / "ch4.ipynb"  # an old notebook too: replaced without asking
+    assert f"wrote {notebook}" in out and "Run it:" in notebook.read_text(encoding="utf-8")
+
+
+def test_dev_stubs_without_every_solution_writes_the_stubs_and_says_why_not_the_notebook(checkout, capsys):
+    commit(checkout)
+    (checkout / "solutions" / "ch4" / "ex01_jit_forms.py").unlink()
+    (checkout / "exercises" / "ch4" / "ex02_where.py").unlink()
+    code, out, err = run(capsys, "dev", "stubs", "--lang", "en")
+    assert code == 0, err
+    assert (checkout / "exercises" / "ch4" / "ex02_where.py").is_file()
+    assert err.splitlines() == [f"{checkout / 'exercises' / 'ch4.ipynb'} is not generated: 1 solution module(s) "
+                                f"of the chapter missing, such as {checkout / 'solutions' / 'ch4' / 'ex01_jit_forms.py'}"
+                                f"; the stubs of the others are"]
 
 
 def test_dev_stubs_without_git_cannot_tell_an_old_stub_from_work(checkout, capsys):

@@ -5,61 +5,18 @@ both languages, none a copy of another, each naming a section of the course; and
 sections are named alike in chapter.toml and the README."""
 from __future__ import annotations
 
-import ast
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from grader.authoring.answers import code_pieces, normalised, solution_blocks
 from grader.chapter import load_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
-MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|STUB)\s*$")
-#: a piece of code this long (without spaces) is an answer, not the name of a tool
-MIN_CODE = 16
 NUMERALS = "一二三四五六七八九"
-
-
-def normalised(text: str) -> str:
-    """Code or prose without whitespace, quotes made alike and backticks dropped."""
-    return re.sub(r"\s+", "", text).replace('"', "'").replace("`", "")
-
-
-def solution_blocks(source: str) -> list[str]:
-    """The text of every SOLUTION block, dedented."""
-    blocks, current, state = [], [], "code"
-    for line in source.splitlines():
-        marker = MARKER.match(line)
-        if marker:
-            if marker.group(1) == "END" and state == "SOLUTION":
-                blocks.append(textwrap.dedent("\n".join(current)))
-                current = []
-            state = marker.group(2) if marker.group(1) == "BEGIN" else "code"
-        elif state == "SOLUTION":
-            current.append(line)
-    return blocks
-
-
-def _names_a_tool(node: ast.AST) -> bool:
-    """``statistics.median``, ``time.perf_counter()``: naming an API is a hint, not an answer."""
-    if isinstance(node, ast.Call) and not node.args and not node.keywords:
-        node = node.func
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name)
-
-
-def code_pieces(block: str) -> set[str]:
-    """Every statement and expression of a SOLUTION block, normalised, at least MIN_CODE long."""
-    try:
-        nodes = [n for n in ast.walk(ast.parse(block)) if isinstance(n, (ast.expr, ast.stmt))]
-    except SyntaxError:  # a decorator alone, for example: the lines themselves
-        return {normalised(line) for line in block.splitlines() if len(normalised(line)) >= MIN_CODE}
-    return {normalised(ast.unparse(n)) for n in nodes
-            if not _names_a_tool(n) and len(normalised(ast.unparse(n))) >= MIN_CODE}
 
 
 def test_code_pieces_find_the_answer_of_ex02_in_its_old_hint():

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from grader.chapter import load_chapter
+from grader.i18n import T, grader_catalog
 from grader.submission import SubmissionError, load, notebook_source, resolve_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,7 +247,8 @@ def test_notebook_syntax_error_names_the_cell(tmp_path, ch4):
     assert set(sub.problems) == {ex.id for ex in ch4.exercises}
     text = sub.problems[ch4.exercises[0].id]
     assert text.key == "job.syntax_error"
-    assert text.args["file"] == f"notebook cell {len(sources) + 3}"  # after the markdown and magic cells
+    assert text.args["file"] == T("notebook.cell", number=len(sources) + 3)  # after the markdown and magic cells
+    assert grader_catalog().render(text, "en").startswith(f"notebook cell {len(sources) + 3} has a syntax error")
     assert text.args["line"] == 2
 
 

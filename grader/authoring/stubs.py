@@ -3,11 +3,11 @@
 A solution module marks what the student writes with two kinds of blocks::
 
     # BEGIN SOLUTION
-    return jnp.where(x > 0, x * x, 0.5 * x)
+    return x * factor
     # END SOLUTION
     # BEGIN STUB
-    #| # TODO(ex02): use jnp.where(condition, if_true, if_false).
-    #| raise NotImplementedError("ex02: piecewise")
+    #| # TODO(ex01): multiply x by factor.
+    #| raise NotImplementedError("ex01: scale")
     # END STUB
 
 The stub keeps everything else, drops every SOLUTION block and un-comments every
@@ -28,7 +28,9 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import Callable, Sequence
 
 _MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|STUB)\s*$")
 _STUB_LINE = re.compile(r"^(\s*)#\|(?: (.*))?$")
@@ -51,6 +53,21 @@ class StubDiff:
     edited: bool = False
     #: where the file was copied before it was replaced (only for an edited file, forced)
     backup: Path | None = None
+    #: where the file is
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A file generated from the solutions (a stub, the chapter's notebook)."""
+
+    #: where it goes
+    path: Path
+    #: what it should hold
+    text: str
+    #: what the solutions as committed at git HEAD generate for it (``None`` when that is
+    #: not known): a file holding that is an old generated file, never someone's work
+    old: Callable[[], str | None]
 
 
 class StubsInTheWay(Exception):
@@ -144,36 +161,45 @@ def _backup(target: Path, stamp: str) -> Path:
     return backup
 
 
-def generate(solutions: Path, exercises: Path, *, write: bool, force: bool = False) -> list[StubDiff]:
-    """Compare (or, with ``write``, rewrite) every stub of a chapter with its solution.
+def generate(solutions: Path, exercises: Path, *, write: bool, force: bool = False,
+             more: Sequence[Generated] = ()) -> list[StubDiff]:
+    """Compare (or, with ``write``, rewrite) every stub of a chapter with its solution, and
+    ``more`` files generated from the solutions (the chapter's notebook): see :func:`sync`."""
+    stubs = [Generated(exercises / solution.name,
+                       make_stub(solution.read_text(encoding="utf-8"), filename=str(solution)),
+                       partial(_old_stub, solution))
+             for solution in sorted(solutions.glob("*.py"))]
+    return sync([*stubs, *more], write=write, force=force)
 
-    Every stub is generated before anything is written, so a format error writes
-    nothing. With ``write``, a file that holds work of its own (``edited``) stops the
-    whole write with :class:`StubsInTheWay`, unless ``force``: then it is copied to a
-    backup beside it (``<name>.bak-<date>-<time>``) and replaced.
+
+def sync(files: Sequence[Generated], *, write: bool, force: bool = False) -> list[StubDiff]:
+    """Compare (or, with ``write``, rewrite) generated files with what they should hold.
+
+    Everything is generated before anything is written, so a format error writes
+    nothing. With ``write``, a file that holds work of its own (``edited``: neither what
+    is generated now nor an old generated file) stops the whole write with
+    :class:`StubsInTheWay`, unless ``force``: then it is copied to a backup beside it
+    (``<name>.bak-<date>-<time>``) and replaced.
     """
     diffs: list[StubDiff] = []
-    texts: dict[str, str] = {}
-    for solution in sorted(solutions.glob("*.py")):
-        stub_text = make_stub(solution.read_text(encoding="utf-8"), filename=str(solution))
-        target = exercises / solution.name
-        current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == stub_text:
+    texts: dict[Path, str] = {}
+    for file in files:
+        current = file.path.read_text(encoding="utf-8") if file.path.exists() else None
+        if current == file.text:
             continue
-        edited = current is not None and current != _old_stub(solution)
-        diffs.append(StubDiff(solution.name, "missing" if current is None else "differs", edited))
-        texts[solution.name] = stub_text
+        edited = current is not None and current != file.old()
+        diffs.append(StubDiff(file.path.name, "missing" if current is None else "differs", edited, path=file.path))
+        texts[file.path] = file.text
     if not write:
         return diffs
     in_the_way = [d for d in diffs if d.edited]
     if in_the_way and not force:
         raise StubsInTheWay(in_the_way)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    exercises.mkdir(parents=True, exist_ok=True)
     written = []
     for diff in diffs:
-        target = exercises / diff.name
-        backup = _backup(target, stamp) if diff.edited else None
-        target.write_text(texts[diff.name], encoding="utf-8")
+        diff.path.parent.mkdir(parents=True, exist_ok=True)
+        backup = _backup(diff.path, stamp) if diff.edited else None
+        diff.path.write_text(texts[diff.path], encoding="utf-8")
         written.append(replace(diff, backup=backup))
     return written

@@ -1,8 +1,8 @@
 """Validating a chapter end to end, for its authors (``grade dev validate``).
 
 A chapter is valid when it loads (its file and its exercise modules name the same
-checks, see :func:`grader.chapter.load_chapter`), its stubs are what its solutions
-generate, the reference solution scores full marks and the stubs score zero with every
+checks, see :func:`grader.chapter.load_chapter`), its stubs (and its notebook, when it
+has one) are what its solutions generate, the reference solution scores full marks and the stubs score zero with every
 exercise "not attempted".
 """
 from __future__ import annotations
@@ -18,9 +18,13 @@ def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
     from grader.grading import GradeOptions, ReferenceCache, grade
 
     problems: list[str] = []
+    from grader.authoring import notebook
+
     try:
-        problems += [f"{chapter.stubs / d.name}: {d.reason} (run grade dev stubs)"
-                     for d in generate(chapter.solutions, chapter.stubs, write=False)]
+        has_notebook = notebook.notebook_path(chapter).exists() and not notebook.missing_solutions(chapter)
+        more = [notebook.planned(chapter)] if has_notebook else []
+        problems += [f"{d.path}: {d.reason} (run grade dev stubs)"
+                     for d in generate(chapter.solutions, chapter.stubs, write=False, more=more)]
     except StubFormatError as exc:
         problems.append(str(exc))
     if problems:

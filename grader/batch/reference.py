@@ -20,9 +20,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader import cache, wire
+from grader import cache, chapters as chapter_folders, wire
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, ReferenceCache, Sides, _Run, reference_host
+from grader.grading import GradeOptions, ReferenceCache, Sides, _Run
+from grader.runner import sandbox as sandboxes
+from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, run_job
 
 
@@ -51,12 +53,12 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     if missing:
         scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
         os.chmod(scratch, 0o755)
-        host = reference_host(chapter, options, reference_dir, scratch,
-                              cache.reference_dir() if options.compile_cache else None)
+        host = _reference_host(chapter, options, reference_dir, scratch)
         pool = ThreadPoolExecutor(max_workers=options.workers or (os.cpu_count() or 1))
         try:
             host.start()
-            run = _Run(chapter, missing, None, seed, options, (None, host), references)
+            # a run without a submission or a student's host: only its reference jobs are used
+            run = _Run(chapter, missing, None, seed, options, (None, host), references)  # type: ignore[arg-type]
             jobs = pool.map(lambda ex: run_job(Sides(run, ex).reference(ex.timeout_s * 2), ex.inputs(seed)), missing)
             for ex, outcome in zip(missing, jobs):
                 if outcome.end == "done":
@@ -69,6 +71,15 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
                 cache.prune(host.compile_cache)
             shutil.rmtree(scratch, ignore_errors=True)
     return {ex_id: outcome for ex_id, outcome in found.items() if outcome is not None}
+
+
+def _reference_host(chapter: Chapter, options: GradeOptions, reference_dir: Path, scratch: Path) -> HostProcess:
+    """A host for the reference alone, started as a grading's is (trusted code: the plain process sandbox)."""
+    folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
+    return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
+                       plan=sandboxes.SandboxPlan("process", False), modules=chapter.child_modules,
+                       limits=options.limits, chapter_folders=folders,
+                       compile_cache=cache.reference_dir() if options.compile_cache else None)
 
 
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:

@@ -1,4 +1,4 @@
-"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter)."""
+"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter, a course release)."""
 from __future__ import annotations
 
 import sys
@@ -11,9 +11,9 @@ from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option
 from grader.i18n import T, default_lang, grader_catalog
 
 
-@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation.")
+@cli.group("dev", short_help="Tools for course authors: stubs, chapter validation, a release.")
 def dev() -> None:
-    """Tools for course authors: stubs and chapter validation. 课程作者工具。"""
+    """Tools for course authors: stubs, chapter validation, a course release. 课程作者工具。"""
 
 
 @dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
@@ -24,31 +24,38 @@ def dev() -> None:
               help="Also replace stub files that hold work of their own, keeping a backup copy beside each.")
 @lang_option
 def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> None:
-    """Regenerate a chapter's stubs from its solutions (BEGIN/END SOLUTION markers).
+    """Regenerate a chapter's stubs and its notebook (exercises/ch4.ipynb) from its
+    solutions (BEGIN/END SOLUTION markers).
 
-    A stub file that differs from what would be written is replaced only when it is an
+    A stub file (or the notebook) that differs from what would be written is replaced only when it is an
     old stub, the one generated from its solution as committed at git HEAD. Any other
     file is someone's work: nothing is written (exit 1) unless --force, and then a
     backup copy of it is kept beside it. 重新生成练习文件；不会覆盖学生的作答。
     """
+    from grader.authoring import notebook
     from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate
 
     lang = lang or default_lang()
     catalog = grader_catalog()
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     spec = _chapter(chapter)
+    missing = notebook.missing_solutions(spec)
+    if missing:  # a chapter being written: its stubs still are generated, not its notebook
+        click.echo(words(T("notebook.not_generated", path=str(notebook.notebook_path(spec)),
+                           missing=str(missing[0]), n=len(missing))), err=True)
     try:
-        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force)
+        diffs = generate(spec.solutions, spec.stubs, write=not check_only, force=force,
+                         more=[] if missing else [notebook.planned(spec)])
     except StubFormatError as exc:
         raise UserError(str(exc)) from None
     except StubsInTheWay as exc:
         for diff in exc.diffs:
-            click.echo(words(T("stubs.edited", path=str(spec.stubs / diff.name))), err=True)
+            click.echo(words(T("stubs.edited", path=str(diff.path))), err=True)
         sys.exit(EXIT_FAIL_UNDER)
     line_key = "stubs.out_of_date" if check_only else "stubs.wrote"
     for diff in diffs:
         reason = T("stubs.reason_missing") if diff.reason == "missing" else T("stubs.reason_differs")
-        click.echo(words(T(line_key, path=str(spec.stubs / diff.name), reason=reason)))
+        click.echo(words(T(line_key, path=str(diff.path), reason=reason)))
         if diff.backup is not None:
             click.echo(words(T("stubs.backup", path=diff.name, backup=str(diff.backup))))
     if check_only and diffs:
@@ -108,3 +115,37 @@ def dev_new_chapter(chapter: str, root: Path | None, exercise: str, lang: str | 
     env = f"GRADER_CHAPTERS={made.chapters} " if root is not None else ""
     click.echo(catalog.render(T("scaffold.next", env=env, chapter=chapter, stubs=str(made.stubs),
                                 guide="docs/authoring.md"), lang))
+
+
+@dev.command("release", short_help="Build a course release for students: exercises and grader, no answers.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="A new (or empty) folder for the release.")
+@click.option("--seed", type=click.IntRange(1, 2**31 - 1), default=None,
+              help="The public seed of the release's reference records (default: a fresh one, printed).")
+@lang_option
+def dev_release(chapter: str, out: Path, seed: int | None, lang: str | None) -> None:
+    """Build a course release of a chapter into OUT: the grader, the stubs (and the chapter's
+    notebook), a student README in Chinese and English, and reference records for a public
+    seed, with no solution code in any form. Students grade a preview with it; final grading
+    runs here, with the full repository. 构建学生发布：练习与评分器，不含答案。
+    """
+    from grader.authoring.release import ReleaseError, build, readme_command
+    from grader.grading import new_seed
+    from grader.preview import RecordsError
+
+    lang = lang or default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    spec = _chapter(chapter)
+    seed = seed if seed is not None else new_seed()
+    click.echo(words(T("release.building", chapter=spec.id, seed=seed)))
+    try:
+        release = build(spec, out, seed=seed)
+    except (ReleaseError, RecordsError) as exc:
+        raise UserError(str(exc)) from None
+    env = release.environment
+    click.echo(words(T("release.wrote", out=str(release.out), seed=release.seed, jax=env.get("jax") or "?",
+                       backend=env.get("backend") or "?")))
+    command = readme_command((release.out / "README.md").read_text(encoding="utf-8"))
+    click.echo(words(T("release.next", command=command)))

@@ -1,53 +1,45 @@
 """Structure: how the student's code is built, judged from what JAX sees.
 
 Child side: :func:`grader.child.probe.describe_callable` says whether a name is the object
-``jax.jit`` returns; :func:`program_size` traces a function with ``jax.make_jaxpr``
-and counts its equations at every nesting level (a Python loop that unrolls grows
-with the loop count, ``fori_loop`` and ``scan`` do not); :func:`trace_abstractly`
-traces a function on shapes alone, which raises exactly when a Python ``if``/``while``
-or a host conversion (``.item()``, ``float()``) meets a traced value.
+``jax.jit`` returns; :func:`program_size` lowers a function with ``jax.jit(...).lower``
+and measures the program XLA would receive, in lines of its StableHLO text (a Python
+loop that unrolls grows with the loop count, ``fori_loop`` and ``scan`` do not), and
+names the host callbacks in it; :func:`trace_abstractly` traces a function on shapes
+alone, which raises exactly when a Python ``if``/``while`` or a host conversion
+(``.item()``, ``float()``) meets a traced value.
 Grader side: the ``expect_*`` functions judge those records.
+
+The size is measured on the lowered text, not by walking the traced program's
+equations: a walk of equations at every nesting level is the answer to an exercise of
+chapter 4 (``count_primitives``), and the grader ships to students in a course release.
 """
 from __future__ import annotations
 
-import collections
+import re
 from typing import Any, Callable
 
 from grader.checks import Fail
 from grader.i18n import T
 
 
-def count_equations(jaxpr: Any) -> collections.Counter:
-    """Primitive names over every equation of ``jaxpr`` and of its sub-programs."""
-    from jax.extend.core import jaxprs_in_params
-
-    counts: collections.Counter = collections.Counter()
-
-    def visit(j: Any) -> None:
-        for eqn in j.eqns:
-            counts[eqn.primitive.name] += 1
-            for sub in jaxprs_in_params(eqn.params):
-                visit(sub)
-
-    visit(jaxpr)
-    return counts
+#: a host callback in lowered StableHLO: ``stablehlo.custom_call @xla_ffi_python_cpu_callback(...)``
+_CALLBACK = re.compile(r"custom_call @([\w.]*callback[\w.]*)")
 
 
 def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any) -> dict:
-    """The traced program's equation count (all levels), or how tracing failed."""
+    """The lowered program's size in lines and its host callbacks, or how tracing failed."""
     import jax
 
     from grader.child.probe import _safe_str, classify, student_frame
 
     try:
-        closed = jax.make_jaxpr(fn, static_argnums=())(*args, **kwargs)
+        text = jax.jit(fn).lower(*args, **kwargs).as_text()
     except NotImplementedError:
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
         return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
                 "message": _safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
-    counts = count_equations(closed.jaxpr)
-    return {"status": "ok", "equations": sum(counts.values()), "primitives": dict(counts)}
+    return {"status": "ok", "lines": text.count("\n") + 1, "callbacks": sorted(set(_CALLBACK.findall(text)))}
 
 
 def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any) -> dict:

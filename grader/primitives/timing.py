@@ -140,19 +140,23 @@ def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
                    {"slept_s": slept, "elapsed_s": elapsed})
 
 
-def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:
-    """The grader's own correct harness: warm-up, wait, per-call clock, median."""
+def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0) -> list[float]:
+    """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock."""
     import jax
 
     wait = jax.block_until_ready
-    for _ in range(warmup):
+    clock = TRUSTED.perf_counter
+    durations = []
+    for _ in range(warm + n):
+        start = clock()
         wait(fn(*args))
-    samples = []
-    for _ in range(iters):
-        start = TRUSTED.perf_counter()
-        wait(fn(*args))
-        samples.append(TRUSTED.perf_counter() - start)
-    return statistics.median(samples)
+        durations.append(clock() - start)
+    return durations
+
+
+def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:
+    """The grader's own measure of one call: the median of ``iters`` clocked calls after ``warmup``."""
+    return statistics.median(clocked_calls(fn, args, iters, warm=warmup)[warmup:])
 
 
 def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
@@ -163,17 +167,8 @@ def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: 
     of its batch, so a call that the operating system preempted is one outlier, not
     a slow batch. The batch totals travel too, for the grader's own clock to check.
     """
-    import jax
-
-    wait = jax.block_until_ready
-    clock = TRUSTED.perf_counter
-
     def batch(fn: Callable, n: int, warm: int = 0) -> tuple[float, float]:
-        durations = []
-        for i in range(warm + n):
-            start = clock()
-            wait(fn(*args))
-            durations.append(clock() - start)
+        durations = clocked_calls(fn, args, n, warm=warm)
         # the warm calls (caches and threads back in shape after the other side's batch)
         # are not samples, but they count in the total the grader checks against its clock
         return statistics.median(durations[warm:]), sum(durations)
@@ -293,6 +288,22 @@ def expect_speedup(student: dict, reference: dict, *, fraction: float, what: str
     return measured
 
 
+def expect_speedup_over(student: dict, *, bar: float, what: str) -> dict:
+    """The student's speed-up over the provided eager code must reach ``bar``.
+
+    A release's preview has no reference to measure: the bar is the one its chapter
+    sets (``release_speedup_bar``), and final grading decides with the reference's gain.
+    """
+    measured = {"student": student, "bar": bar, "bar_from": "release_speedup_bar"}
+    s = student.get("speedup")
+    if s is None:
+        raise Fail(T("speedup.no_measure", what=what, error=student.get("error", "?")), measured)
+    if s < bar:
+        raise Fail(T("release.speedup_below", what=what, student=s, bar=bar, student_ms=student["candidate_s"] * 1e3,
+                     baseline_ms=student["baseline_s"] * 1e3), measured)
+    return measured
+
+
 def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float,
                   attempts: int = 3) -> dict:
     """One timing request to one child, checked against the grader's own clock.
@@ -327,18 +338,21 @@ def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[in
     return {"baseline": base, "candidate": cand, "wall": wall}
 
 
-def alternate(student: Any, reference: Any, case: str, *, rounds: int, reps: int, batches: tuple[int, int],
-              deadline: float, decided: Callable[[dict, dict], bool] | None = None,
-              min_rounds: int = 4) -> tuple[dict, dict]:
+def alternate(student: Any, reference: Any | None, case: str, *, rounds: int, reps: int,
+              batches: tuple[int, int], deadline: float, decided: Callable[[dict, dict], bool] | None = None,
+              min_rounds: int = 4) -> tuple[dict, dict | None]:
     """Time ``case`` in both processes, alternating rounds (the grader's driver).
 
-    ``student`` and ``reference`` are job sessions whose probes serve timing requests.
-    Returns each side's samples (seconds per call, per rep) and the grader's wall
-    clock for each request; a side that fails keeps an ``error``. After ``min_rounds``,
-    ``decided(student_stats, reference_stats)`` may end the timing early: when the
-    verdict can no longer change (a gain far above the bar, or far below it).
+    ``student`` and ``reference`` are job sessions whose probes serve timing requests;
+    ``reference`` is ``None`` in a release's preview (only the student's process is
+    timed, and ``None`` comes back for the reference). Returns each side's samples
+    (seconds per call, per rep) and the grader's wall clock for each request; a side
+    that fails keeps an ``error``. After ``min_rounds``, ``decided(student_stats,
+    reference_stats)`` may end the timing early: when the verdict can no longer change
+    (a gain far above the bar, or far below it).
     """
-    sides = {"student": student, "reference": reference}
+    sides = {name: session for name, session in (("student", student), ("reference", reference))
+             if session is not None}
     samples: dict[str, dict] = {name: {"baseline": [], "candidate": [], "wall": []} for name in sides}
     for round_ in range(rounds):
         order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))  # no side always first
@@ -352,10 +366,11 @@ def alternate(student: Any, reference: Any, case: str, *, rounds: int, reps: int
             samples[name]["baseline"] += got["baseline"]
             samples[name]["candidate"] += got["candidate"]
             samples[name]["wall"].append(got["wall"])
-        if decided is not None and round_ + 1 >= min_rounds and not any("error" in s for s in samples.values()) \
+        if decided is not None and reference is not None and round_ + 1 >= min_rounds \
+                and not any("error" in s for s in samples.values()) \
                 and decided(speedup_stats(samples["student"]), speedup_stats(samples["reference"])):
             break
-    return samples["student"], samples["reference"]
+    return samples["student"], samples.get("reference")
 
 
 def clear_verdict(fraction: float, *, margin: float = 1.5) -> Callable[[dict, dict], bool]:

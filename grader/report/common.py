@@ -116,18 +116,33 @@ def problem_lines(report: Report, render) -> dict[str, str]:
     return lines
 
 
-def file_to_open(report: Report, ex: ExerciseResult) -> str:
-    """The file a student edits for ``ex``, as the graded path names it."""
+def file_to_open(report: Report, ex: ExerciseResult) -> str | Text:
+    """The file a student edits for ``ex``, as the graded path names it (for the cells a
+    kernel ran, checked from inside a notebook: that exercise's cells there)."""
     sub = report.submission
     path = Path(str(sub.get("path", ".")))
     kind = str(sub.get("kind", "folder"))
     files = sub.get("files") or []
     filename = f"{ex.id}.py"
+    if sub.get("from") == "kernel history":
+        return T("notebook.next_cells", exercise=ex.id)
     if kind == "notebook":
         return str(path if path.suffix == ".ipynb" or not files else path / files[0])
     if kind.startswith("zip"):
         return str(path) if kind.endswith("notebook") else f"{path} ({filename})"
     return str(path / filename)
+
+
+def preview_notes(report: Report) -> list[Text]:
+    """What a course release's preview says of itself: graded with the public seed's records,
+    and which checks final grading decides (``checked == "final"``); nothing otherwise."""
+    if not report.preview:
+        return []
+    notes = [T("release.preview_note", seed=report.seed)]
+    final = [f"{e.id} {c.id}" for e in report.exercises for c in e.checks if c.checked == "final"]
+    if final:
+        notes.append(T("release.final_checks", checks=", ".join(final)))
+    return notes
 
 
 def next_step(report: Report) -> Text | None:

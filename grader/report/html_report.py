@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report import html, svg
-from grader.report.common import ICONS, environment_text, measured_text, num, problem_lines
+from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
 
@@ -19,6 +19,7 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(T("ui.seed", seed=report.seed)))}</p>']
+    body += [f'<p class="meta">{html.escape(words(note))}</p>' for note in preview_notes(report)]
     rows = [[f'<a href="#{ex.id}">{ICONS.get(ex.status, "")} {html.escape(ex.id)}</a> {html.escape(words(ex.title))}',
              f"{num(ex.score)} / {num(ex.max_score)}", html.status(words(T(f"ui.status.{ex.status}")), ex.status)]
             for ex in report.exercises]
@@ -36,7 +37,8 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
 def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
     head = (f'<span class="{ex.status}">{ICONS.get(ex.status, "")}</span> <b id="{html.escape(ex.id)}">'
             f'{html.escape(ex.id)}</b> {html.escape(words(ex.title))} — {num(ex.score)} / {num(ex.max_score)}')
-    parts = []
+    parts = [f'<p class="partial"><b>{html.escape(words(T("ui.note")))}:</b> {html.escape(words(note))}</p>'
+             for note in ex.notes]  # how its code was read (a notebook's cells)
     if problem:
         parts.append(f'<p class="error">{html.escape(problem)}</p>')
     else:
@@ -54,6 +56,8 @@ def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
 def _check(check: CheckResult, words) -> str:
     head = (f'{html.status(ICONS.get(check.status, ""), check.status)} <code>{html.escape(check.id)}</code> '
             f'{html.escape(words(check.title))} — {num(check.points)} / {num(check.max_points)}')
+    if check.checked == "final":  # a course release's preview: final grading decides
+        head += f' · <i>{html.escape(words(T("release.checked_final")))}</i>'
     if check.status in ("passed", "not_attempted"):
         return f'<div class="check">{head}</div>'
     lines = [f'<p class="seen">{html.escape(words(T("ui.seen")))}: {html.escape(words(check.message))}</p>']
@@ -82,8 +86,10 @@ def _charts(ex: ExerciseResult, words) -> str:
     if speedups:
         labels = [c.id for c in speedups]
         yours = [c.measured["student"].get("speedup") for c in speedups]
-        ref = [c.measured.get("reference", {}).get("speedup") for c in speedups]
-        out.append(svg.paired_bars(labels, [(words(T("ui.chart.yours")), yours),
-                                            (words(T("ui.chart.reference")), ref)],
+        # a preview has no reference's gain: the release's bar stands beside the student's
+        ref = [c.measured.get("bar") if c.checked == "final" else (c.measured.get("reference") or {}).get("speedup")
+               for c in speedups]
+        other = T("release.chart_bar") if any(c.checked == "final" for c in speedups) else T("ui.chart.reference")
+        out.append(svg.paired_bars(labels, [(words(T("ui.chart.yours")), yours), (words(other), ref)],
                                    title=words(T("ui.chart.speedups")), unit="×"))
     return "".join(f"<div>{chart}</div>" for chart in out)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from grader.i18n import Catalog, T
-from grader.report.common import ICONS, environment_text, measured_text, num, problem_lines
+from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
 from grader.results import Report, headline
 
 
@@ -15,6 +15,7 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     out = [f"# {words(headline(report))}", ""]
     out.append("> " + words(environment_text(report)) + " · " + words(T("ui.seed", seed=report.seed)))
+    out += [f">\n> {words(note)}" for note in preview_notes(report)]
     out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]
     for ex in report.exercises:
         out.append(f"| {ICONS.get(ex.status, '')} `{ex.id}` {_escape(words(ex.title))} | "
@@ -23,6 +24,8 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     for ex in report.exercises:
         out += ["", f"## {ICONS.get(ex.status, '')} {ex.id}: {words(ex.title)} ({num(ex.score)} / {num(ex.max_score)})",
                 ""]
+        for note in ex.notes:
+            out += [f"> **{words(T('ui.note'))}:** {_escape(words(note))}", ""]
         if ex.id in problems:  # could not run: one line, not its checks
             out.append(f"**{_escape(problems[ex.id])}**")
         else:
@@ -42,8 +45,9 @@ def _checks(ex, words) -> list[str]:
     out += [f"| {words(T('ui.check'))} | {words(T('ui.score'))} | {words(T('ui.status'))} | {words(T('ui.seen'))} |",
             "|---|---:|---|---|"]
     for c in ex.checks:
+        final = f" · {words(T('release.checked_final'))}" if c.checked == "final" else ""
         out.append(f"| {ICONS.get(c.status, '')} `{c.id}` {_escape(words(c.title))} | {num(c.points)} / "
-                   f"{num(c.max_points)} | {words(T(f'ui.status.{c.status}'))} | {_escape(words(c.message))} |")
+                   f"{num(c.max_points)} | {words(T(f'ui.status.{c.status}'))}{final} | {_escape(words(c.message))} |")
     for c in (c for c in ex.checks if c.status in ("failed", "error", "timeout")):
         out += ["", f"- **{c.id}**: {words(c.message)}", f"  - {words(T('ui.hint'))}: {words(c.hint)}"]
         if c.measured:

@@ -11,7 +11,7 @@ import shutil
 from grader.i18n import Catalog, T
 from grader.report import textwidth
 from grader.report.common import (COLORS, ICONS, environment_text, measured_text, next_step, num,
-                                  problem_lines)
+                                  preview_notes, problem_lines)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
 #: where each kind of line starts, and where its continuation lines start
@@ -67,6 +67,8 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
         done = step.key == "ui.all_passed"
         lines += [screen.style(line, "passed" if done else None, bold=done)
                   for line in screen.wrap(screen.words(step), "", "  ")]
+    for note in preview_notes(report):
+        lines += screen.wrap(screen.words(note), "", "  ")
     if report.integrity:
         text = f"{screen.words(T('ui.integrity'))}: " + "; ".join(
             f"{i['file']}:{i['line']} {screen.words(i['message'])}" for i in report.integrity[:5])
@@ -88,6 +90,8 @@ def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], prob
                  screen.wrap(f"{head}{status_word}  {problem}", " ", EXERCISE_MORE)]
     else:
         lines = _head_and_checks(screen, ex, head, status_word)
+    for note in ex.notes:  # how its code was read (a notebook's cells)
+        lines += screen.labelled("ui.note", screen.words(note), EXERCISE_MORE, EXERCISE_MORE + "  ", bold=True)
     if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
         lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
         lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)

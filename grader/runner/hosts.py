@@ -239,4 +239,11 @@ class HostProcess:
                           functions=functions, timeout_s=timeout_s, options=options,
                           import_timeout_s=import_timeout_s)
 
-
+    def exercise_session(self, ex: Any, timeout_s: float) -> JobSession:
+        """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
+        with its settings; the import limit applies to the student's side only."""
+        return self.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
+                            timeout_s=timeout_s,
+                            options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
+                                     "compile_cache": str(self.compile_cache) if self.compile_cache else None},
+                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None)

@@ -1,15 +1,15 @@
 """Exercise 4, shape recompiles and buckets: hidden inputs, probe and checks.
 
-``bucket_length`` on 1..5000; ``masked_mean_sq`` on random lengths that hit every
-bucket in every input type, at most one compile per bucket over all its calls,
-whatever helper does the compiling.
+``bucket_length`` on 1..5000 against the reference's own values; ``masked_mean_sq`` on
+random lengths that hit every bucket in every input type, at most one compile per
+bucket over all its calls, whatever helper does the compiling.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from grader.chapters.ch4.common import any_attempted
-from grader.checks import CheckContext, Fail, Keys, Observations, check
+from grader.checks import CheckContext, Fail, GraderError, Keys, Observations, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric
 
@@ -68,15 +68,9 @@ def probe(ctx) -> None:
 
 
 # =========================================================================== checks (grader)
-def expected_bucket(n: int) -> int:
-    length = 8
-    while length < n:
-        length *= 2
-    return length
-
-
 @check("bucket_length.values")
 def bucket_length_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+    """Against the reference's own bucket_length on the same range (the grader holds no copy of the answer)."""
     record = s.result(KEYS.buckets())
     failed_at = s.call(KEYS.buckets()).get("failed_at")
     if failed_at:
@@ -85,11 +79,14 @@ def bucket_length_values(s: Observations, r: Observations, ctx: CheckContext) ->
         raise Fail(T("ch4.ex04.bucket_raised", n=failed_at["n"], error=raised_text(failed_at))
                    if failed_at.get("status") == "raised" else T("check.not_attempted", function="bucket_length"))
     values = record.get("values", [])
+    expected = r.result(KEYS.buckets()).get("values", [])
     n_max = int(ctx.inputs["bucket_max"])
-    wrong = [(n, got) for n, got in zip(range(1, n_max + 1), values) if got != expected_bucket(n)]
+    if len(expected) != n_max:
+        raise GraderError(f"the reference's bucket_length gave {len(expected)} values for 1..{n_max}")
+    wrong = [(n, got) for n, got, want in zip(range(1, n_max + 1), values, expected) if got != want]
     if wrong or len(values) != n_max:
         n, got = wrong[0] if wrong else (len(values) + 1, None)
-        raise Fail(T("ch4.ex04.bucket_wrong", n=n, got=got, expected=expected_bucket(n), bad=len(wrong),
+        raise Fail(T("ch4.ex04.bucket_wrong", n=n, got=got, expected=expected[n - 1], bad=len(wrong),
                      total=n_max), {"wrong": len(wrong), "first_wrong": n})
     return {"checked": n_max}
 

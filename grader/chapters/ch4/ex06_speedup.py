@@ -3,7 +3,13 @@
 ``fast_heavy`` (the jitted provided ``heavy``) and a vectorised, jitted ``layer_norm``
 must match the eager versions, keep ``eps`` dynamic, and be faster than the grader's
 own copy of the provided eager code by a fraction of the reference's gain, measured in
-the same run, the two processes timed in turn (:func:`drive`).
+the same run, the two processes timed in turn (:func:`drive`). In a student release's
+preview (no reference process), the gain is judged against the bar the chapter sets
+(``release_speedup_bar``), and the check is marked as decided at final grading.
+
+The grader holds no layer norm of its own (a vectorised one is the exercise's answer):
+the float64 values ``layer_norm`` is compared with are recorded by the reference's
+process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENCE`).
 """
 from __future__ import annotations
 
@@ -18,8 +24,12 @@ from grader.primitives import compiles, numeric, structure, timing
 
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
-    window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program"
+    window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program",
+    expected64="layer_norm/float64/{i}"
 )
+#: the reference module's float64 layer norm (NumPy), whose values layer_norm is judged against;
+#: a student's module has none (the probe calls it only where it exists)
+FLOAT64_REFERENCE = "_layer_norm_float64"
 #: candidate sizes for the speed-up checks; the grader times the one where the
 #: reference's gain is clearest on the grading device (small, dispatch-bound ones on a CPU)
 HEAVY_SIZES = {"8x32x64": (8, 32, 64), "32x64x128": (32, 64, 128), "128x256x256": (128, 256, 256)}
@@ -64,6 +74,10 @@ def probe(ctx) -> None:
     for i, case in enumerate(inp["ln_values"]):
         x, g, b = put(case["args"])
         ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", x, g, b, eps=case["eps"])
+        reference64 = ctx.get(FLOAT64_REFERENCE)
+        if reference64 is not None:  # the reference's process: the expected values, as plain data
+            made = ctx.invoke(reference64, FLOAT64_REFERENCE, *case["args"], case["eps"])
+            ctx.record(KEYS.expected64(i=i), made.get("value") or {"t": "object", "type": made["status"]})
     x, g, b = put(inp["ln_compile"])
     with ctx.compiles(KEYS.window()):
         for i, eps in enumerate(inp["ln_eps"]):
@@ -104,45 +118,53 @@ def drive(sides, inputs: dict, budget: float):
     alternates rounds between the two processes. The results are computed here, in the
     grader, and stored under ``grader/timing``. ``sides`` gives new jobs of this
     exercise on either side (:class:`grader.grading.Sides`), nothing more.
+
+    In a preview (``sides.recorded``: the reference's records, no reference process)
+    only the student's job runs: the size is the one where the student's own gain is
+    clearest, and the records stand for the reference's outcome.
     """
     deadline = time.monotonic() + budget
-    student = sides.student(timeout_s=budget)
-    reference = sides.reference(timeout_s=max(budget, sides.exercise.timeout_s))
+    sessions = {"student": sides.student(timeout_s=budget)}
+    if sides.recorded is None:
+        sessions["reference"] = sides.reference(timeout_s=max(budget, sides.exercise.timeout_s))
+    student, reference = sessions["student"], sessions.get("reference")
     results: dict = {}
     phases: dict[str, float] = {}
     t0 = time.monotonic()
     ready: dict = {}
     try:
         started = {name: session.start() and session.send_inputs(inputs)  # both prepare at once
-                   for name, session in (("student", student), ("reference", reference))}
-        for name, session in (("student", student), ("reference", reference)):
+                   for name, session in sessions.items()}
+        for name, session in sessions.items():
             if name == "reference" and not (ready["student"] or student.outcome.attempted()):
                 ready[name] = None  # nothing to time or to compare: stop the reference now
                 break
             got = _await_record(session, timing.READY, deadline) if started[name] else None
             ready[name] = set(got["cases"]) if got else None
             phases[f"{name}_ready_s"] = round(time.monotonic() - t0, 3)
-        if ready["reference"] is None and ready["student"]:
+        if reference is not None and ready["reference"] is None and ready["student"]:
             results["error"] = "the reference could not be timed"
         elif ready["student"] is not None:
             for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
-                cases = [f"{name}/{size}" for size in sizes if f"{name}/{size}" in ready["student"]
-                         and f"{name}/{size}" in ready["reference"]]
+                cases = [f"{name}/{size}" for size in sizes if all(f"{name}/{size}" in ready[n] for n in sessions)]
                 if cases:
                     results[name] = _time_function(student, reference, cases, deadline,
                                                    sides.exercise.speedup_fraction)
                     phases[f"{name}_timed_s"] = round(time.monotonic() - t0, 3)
-        for name, session in (("student", student), ("reference", reference)):
+        for name, session in sessions.items():
             if ready.get(name) is None:
                 session.abandon()  # not needed, or broken: killed at once
             elif session.send({"op": "stop"}):
                 session.run_to_end()
     finally:
-        student_out, reference_out = student.finish(), reference.finish()
+        outcomes = {name: session.finish() for name, session in sessions.items()}
     phases["finished_s"] = round(time.monotonic() - t0, 3)
     results["phases"] = phases
+    student_out = outcomes["student"]
     student_out.observations[TIMING] = results
-    return student_out, (reference_out if ready.get("reference") is not None else None)
+    if sides.recorded is not None:
+        return student_out, sides.recorded
+    return student_out, (outcomes["reference"] if ready.get("reference") is not None else None)
 
 
 def _await_record(session, key: str, deadline: float):
@@ -153,27 +175,36 @@ def _await_record(session, key: str, deadline: float):
 
 
 def _time_function(student, reference, cases: list[str], deadline: float, fraction: float) -> dict:
+    """Pick the size where the gain is clearest (the reference's; in a preview, the
+    student's own), then time it in alternating rounds (one side only in a preview;
+    final grading stops early once the verdict against ``fraction`` of the reference's
+    gain is clear)."""
+    calibrated_on = reference if reference is not None else student
     calibration = {}
-    for case in cases:  # the reference alone, a few reps per candidate size
-        probe_run = timing.request_times(reference, case, reps=3, batches=(1, 1), deadline=deadline)
+    for case in cases:  # one side alone, a few reps per candidate size
+        probe_run = timing.request_times(calibrated_on, case, reps=3, batches=(1, 1), deadline=deadline)
         if "error" in probe_run:
             continue
         batches = timing.batch_sizes(probe_run)
-        measured = timing.request_times(reference, case, reps=5, batches=batches, deadline=deadline)
+        measured = timing.request_times(calibrated_on, case, reps=5, batches=batches, deadline=deadline)
         if "error" in measured:
             continue
         stats = timing.speedup_stats(measured)
         calibration[case] = {"speedup": stats["speedup"], "q25": stats["q25"], "batches": list(batches)}
     if not calibration:
-        return {"case": cases[0], "student": {"speedup": None}, "reference": {"speedup": None,
-                                                                               "error": "calibration failed"}}
+        failed = {"speedup": None, "error": "calibration failed"}
+        return {"case": cases[0], "student": {"speedup": None} if reference is not None else failed,
+                "reference": failed if reference is not None else None}
     case = max(calibration, key=lambda c: calibration[c]["q25"])
     batches = tuple(calibration[case]["batches"])
     s_samples, r_samples = timing.alternate(student, reference, case, rounds=ROUNDS, reps=REPS, batches=batches,
-                                            deadline=deadline, decided=timing.clear_verdict(fraction))
+                                            deadline=deadline,
+                                            decided=timing.clear_verdict(fraction) if reference is not None else None)
     out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches),
-           "rounds": len(s_samples.get("wall", [])), "reps_per_round": REPS}
+           "rounds": len(s_samples.get("wall", [])), "reps_per_round": REPS, "reference": None}
     for side, samples in (("student", s_samples), ("reference", r_samples)):
+        if samples is None:
+            continue
         stats = timing.speedup_stats(samples)
         if "error" in samples:
             stats["error"] = samples["error"]
@@ -213,14 +244,6 @@ def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> di
                                  dtype="float32", rtol=2e-5, atol=1e-6, diagnose=provided_changed)
 
 
-def layer_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """The float64 reference layer norm (biased variance), computed by the grader itself."""
-    x = x.astype(np.float64)
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma.astype(np.float64) + beta.astype(np.float64)
-
-
 @check("layer_norm.jitted")
 def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     return _jitted(s, "layer_norm")
@@ -228,15 +251,17 @@ def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 @check("layer_norm.values")
 def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    """Against a float64 layer norm computed here, in the grader."""
+    """Against the float64 layer norm recorded in the reference's process (:data:`FLOAT64_REFERENCE`)."""
     cases = ctx.inputs["ln_values"]
     labels = [(KEYS.value(name="layer_norm", i=i), f"layer_norm(x: f32[{c['args'][0].shape[0]},"
                                                    f"{c['args'][0].shape[1]}], gamma, beta, eps={c['eps']:g})")
               for i, c in enumerate(cases)]
 
     def expected(key: str) -> np.ndarray:
-        case = cases[int(key.rsplit("/", 1)[1])]
-        return layer_norm64(*case["args"], case["eps"])
+        made = r.value(KEYS.expected64(i=key.rsplit("/", 1)[1]))
+        if made.get("t") != "array":
+            raise GraderError(f"the reference's float64 layer norm gave {made.get('type')}, not an array")
+        return np.asarray(made["value"])
 
     measured = numeric.compare_calls(s, r, labels, expected=expected, dtype="float32", rtol=1e-5, atol=1e-5)
     return {**measured, "reference": "float64"}
@@ -255,15 +280,19 @@ def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
     result = results.get(name)
     if result is None:
         raise Fail(T("speedup.no_measure", what=name, error=results.get("error", "?")))
-    if "error" in result.get("reference", {}) and result["reference"].get("speedup") is None:
-        raise GraderError(f"the reference could not be timed: {result['reference']['error']}")
+    reference = result.get("reference")
+    if reference is not None and "error" in reference and reference.get("speedup") is None:
+        raise GraderError(f"the reference could not be timed: {reference['error']}")
     what = f"{name} [{result['case']}]"
     try:
-        measured = timing.expect_speedup(result["student"], result["reference"],
-                                         fraction=ctx.exercise.speedup_fraction, what=what)
+        if ctx.preview:  # a release: no reference here, the chapter's bar over the provided eager code
+            measured = timing.expect_speedup_over(result["student"], bar=_release_bar(ctx, name), what=what)
+        else:
+            measured = timing.expect_speedup(result["student"], reference, fraction=ctx.exercise.speedup_fraction,
+                                             what=what)
     except Fail as failure:
         program = s.value(KEYS.program(name=name)) if s.has(KEYS.program(name=name)) else {}
-        callbacks = sorted(p for p in program.get("primitives", {}) if "callback" in p)
+        callbacks = program.get("callbacks") or []
         if callbacks:
             failure.measured["callbacks"] = callbacks
             failure.hint = "callback"
@@ -274,8 +303,18 @@ def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
     measured["method"] = {"rounds": result.get("rounds"), "reps_per_round": result.get("reps_per_round"),
                           "batches": result.get("batches"), "cpu_dispatch": "synchronous, one CPU"
                           if ctx.exercise.sync_cpu_dispatch else "default"}
-    return Pass(T("speedup.passed", student=result["student"]["speedup"], reference=result["reference"]["speedup"],
+    if ctx.preview:
+        return Pass(T("release.speedup_passed", student=result["student"]["speedup"], bar=measured["bar"]), measured)
+    return Pass(T("speedup.passed", student=result["student"]["speedup"], reference=reference["speedup"],
                   bar=measured["bar"]), measured)
+
+
+def _release_bar(ctx: CheckContext, name: str) -> float:
+    """The speed-up over the provided eager code that a release's preview asks of ``name``."""
+    bar = ctx.exercise.release_speedup_bar.get(name)
+    if bar is None:
+        raise GraderError(f"chapter.toml sets no release_speedup_bar for {name} of {ctx.exercise.id}")
+    return bar
 
 
 @check("fast_heavy.speedup", depends=("fast_heavy.jitted", "fast_heavy.values"))

@@ -181,13 +181,12 @@ def _program_sizes(s: Observations, r: Observations, name: str, small, large, wh
             raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?"),
                          message=record.get("message", ""), where=record.get("where") or "?"),
                        hint=exception_hint(record) if record.get("status") == "raised" else None)
-    ref = r.value(KEYS.size(name=name, length=large))["equations"]
-    measured = {f"equations@{small}": got_small["equations"], f"equations@{large}": got_large["equations"],
-                "reference": ref}
+    ref = r.value(KEYS.size(name=name, length=large))["lines"]
+    measured = {f"lines@{small}": got_small["lines"], f"lines@{large}": got_large["lines"], "reference": ref}
     limit = 3 * ref + 10
-    if got_large["equations"] > got_small["equations"] or got_large["equations"] > limit:
-        raise Fail(T("ch4.ex07.grows", what=what, small=small, large=large, n_small=got_small["equations"],
-                     n_large=got_large["equations"], reference=ref), measured)
+    if got_large["lines"] > got_small["lines"] or got_large["lines"] > limit:
+        raise Fail(T("ch4.ex07.grows", what=what, small=small, large=large, n_small=got_small["lines"],
+                     n_large=got_large["lines"], reference=ref), measured)
     return measured
 
 

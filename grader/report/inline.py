@@ -1,0 +1,84 @@
+"""A report as a fragment of HTML for a notebook's output: what ``check()`` shows under
+its cell, one block per exercise with a table of its checks (points, status, what was
+seen, the hint, the numbers), then the environment, the seed and the report's path.
+
+Built from the self-contained pieces of :mod:`grader.report.html`. A notebook's page
+is not ours, so the fragment's style is scoped to its own ``<div>``: it changes nothing
+else on the page, and nothing is loaded from elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from grader.i18n import Catalog, T
+from grader.report import html
+from grader.report.common import ICONS, environment_text, measured_text, next_step, num, problem_lines
+from grader.results import ExerciseResult, Report, headline
+
+#: the class of the fragment's ``<div>``; every rule of :data:`STYLE` is under it
+SCOPE = "grade-check"
+STYLE = f"""
+.{SCOPE} {{ font: 14px/1.45 -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC", "PingFang SC",
+  "Microsoft YaHei", sans-serif; color: #1f2328; max-width: 1100px; }}
+.{SCOPE} table {{ border-collapse: collapse; width: 100%; margin: 4px 0 8px; }}
+.{SCOPE} th, .{SCOPE} td {{ border-bottom: 1px solid #d0d7de; padding: 4px 6px; text-align: left;
+  vertical-align: top; }}
+.{SCOPE} td.num {{ text-align: right; white-space: nowrap; }}
+.{SCOPE} .passed {{ color: #1a7f37; }} .{SCOPE} .failed, .{SCOPE} .error, .{SCOPE} .timeout {{ color: #cf222e; }}
+.{SCOPE} .partial {{ color: #9a6700; }} .{SCOPE} .not_attempted, .{SCOPE} .skipped {{ color: #57606a; }}
+.{SCOPE} details {{ border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; padding: 2px 10px; }}
+.{SCOPE} summary {{ cursor: pointer; padding: 3px 0; }}
+.{SCOPE} .hint {{ color: #0550ae; font-weight: 600; }} .{SCOPE} .note {{ color: #9a6700; }}
+.{SCOPE} .measured, .{SCOPE} .meta {{ color: #57606a; font-size: .85em; word-break: break-all; }}
+.{SCOPE} p.meta {{ margin: 2px 0; }} .{SCOPE} p.next {{ margin: 6px 0; font-weight: 600; }}
+.{SCOPE} .problem {{ color: #cf222e; font-weight: 600; }}
+"""
+
+
+def fragment(body: str) -> str:
+    """``body`` (HTML already) in the fragment's scoped ``<div>``, its style inline."""
+    return f'<div class="{SCOPE}"><style>{STYLE}</style>{body}</div>'
+
+
+def render_inline(report: Report, catalog: Catalog, lang: str, *, footer: Sequence[str] = ()) -> str:
+    """The report as an HTML fragment, in ``lang``; ``footer`` lines (text) end it (the report's path)."""
+    words = lambda text: catalog.render(text, lang)  # noqa: E731
+    parts = [f"<p><b>{html.escape(words(headline(report)))}</b></p>"]
+    problems = problem_lines(report, words)
+    for ex in report.exercises:
+        summary = (f"{ICONS.get(ex.status, '')} <b>{html.escape(ex.id)}</b> {num(ex.score)} / {num(ex.max_score)} "
+                   f"{html.status(words(T(f'ui.status.{ex.status}')), ex.status)} · {html.escape(words(ex.title))}")
+        body = "".join(f'<p class="note"><b>{html.escape(words(T("ui.note")))}:</b> {html.escape(words(note))}</p>'
+                       for note in ex.notes)
+        if ex.id in problems:  # could not run: one line (what, where, what to do), not its checks
+            body += f'<p class="problem">{html.escape(problems[ex.id])}</p>'
+        else:
+            body += _checks(ex, words)
+        if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
+            body += html.details(html.escape(words(T("ui.output"))), f"<pre>{html.escape(ex.output.strip())}</pre>")
+        parts.append(html.details(summary, body, open_=ex.status != "passed" or len(report.exercises) == 1))
+    step = next_step(report)
+    if step is not None:
+        parts.append(f'<p class="next {"passed" if step.key == "ui.all_passed" else ""}">'
+                     f'{html.escape(words(step))}</p>')
+    meta = [words(environment_text(report)), words(T("ui.seed", seed=report.seed)), *footer]
+    parts.append("".join(f'<p class="meta">{html.escape(line)}</p>' for line in meta))
+    return fragment("".join(parts))
+
+
+def _checks(ex: ExerciseResult, words) -> str:
+    """An exercise's checks as a table: points, status, what was seen, and for one that did
+    not pass its hint and the numbers behind it."""
+    rows = []
+    for c in ex.checks:
+        seen = html.escape(words(c.message))
+        if c.status in ("failed", "error", "timeout") and c.hint:
+            seen += f'<br><span class="hint">{html.escape(words(T("ui.hint")))}: {html.escape(words(c.hint))}</span>'
+        if c.status == "failed" and c.measured:
+            seen += (f'<br><span class="measured">{html.escape(words(T("ui.measured")))}: '
+                     f'{html.escape(measured_text(c.measured, 600))}</span>')
+        rows.append([f"{ICONS.get(c.status, '')} <code>{html.escape(c.id)}</code><br>{html.escape(words(c.title))}",
+                     f"{num(c.points)} / {num(c.max_points)}",
+                     html.status(words(T(f"ui.status.{c.status}")), c.status), seen])
+    headers = [words(T(key)) for key in ("ui.check", "ui.score", "ui.status", "ui.seen")]
+    return html.table(headers, rows, numeric=(1,))
