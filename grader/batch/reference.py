@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grader import cache, chapters as chapter_folders, wire
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, ReferenceCache, Sides, _Run
+from grader.grading import GradeOptions, ReferenceCache, _Run
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, run_job
@@ -59,7 +59,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
             host.start()
             # a run without a submission or a student's host: only its reference jobs are used
             run = _Run(chapter, missing, None, seed, options, (None, host), references)  # type: ignore[arg-type]
-            jobs = pool.map(lambda ex: run_job(Sides(run, ex).reference(ex.timeout_s * 2), ex.inputs(seed)), missing)
+            jobs = pool.map(lambda ex: run_job(run.session(host, ex, ex.timeout_s * 2), ex.inputs(seed)), missing)
             for ex, outcome in zip(missing, jobs):
                 if outcome.end == "done":
                     references.put(keys[ex.id], outcome)
