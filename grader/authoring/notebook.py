@@ -170,9 +170,16 @@ def build(chapter: Chapter, *, solved: bool = False, sources: dict[str, str] | N
         tree = ast.parse(source)
         cells.append(_markdown(_instructions(ast.get_docstring(tree) or ex.id, tag, both), f"{tag}-instructions",
                                ex.id, "instructions"))
+        helpers = 0
         for chunk in chunks(source, filename=str(path)):
-            code = solution_code(chunk.text) if solved else make_stub(chunk.text).strip("\n") + "\n"
-            cells.append(_code(code, f"{tag}-{chunk.name}", ex.id, chunk.role))
+            stub = make_stub(chunk.text).strip("\n") + "\n"
+            if not stub.strip() and not solved:
+                continue  # solution-only code (e.g. the reference's own float64 values): no cell of the student's
+            name = chunk.name
+            if chunk.role == "stub" and name not in stub:  # a helper of the solution's own: its name would be a hint (and a leak)
+                helpers += 1
+                name = f"helper{helpers}" if helpers > 1 else "helper"
+            cells.append(_code(solution_code(chunk.text) if solved else stub, f"{tag}-{name}", ex.id, chunk.role))
         cells.append(_code(f'check("{tag}")\n', f"{tag}-check", ex.id, "check"))
     cells.append(_markdown(both("notebook.md_all"), f"{chapter.id}-all", None, "instructions"))
     cells.append(_code("check()\n", f"{chapter.id}-check", None, "check"))

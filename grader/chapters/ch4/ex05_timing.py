@@ -16,6 +16,8 @@ from grader.primitives import timing
 KEYS = Keys(
     start="{run}/start", result="{run}/result", truth="{run}/truth"
 )
+#: how far a harness's time of the real jitted function may be from the grader's (a ratio)
+JAX_AGREES = (0.4, 2.5)
 
 
 # =========================================================================== hidden inputs
@@ -45,13 +47,16 @@ def probe(ctx) -> None:
     duration = inp["duration"]
     args = (np.zeros(3, np.float32), "arg")  # passed through *args; the instrument checks identity
 
-    def run(name: str, instrument: Instrument, warmup: int, iters: int) -> None:
+    def run(name: str, instrument: Instrument, warmup: int, iters: int) -> tuple:
         ctx.record(KEYS.start(run=name), True)  # the grader notes when each record arrives
-        ctx.call(KEYS.result(run=name), "time_call", instrument, *args, warmup=warmup, iters=iters)
-        ctx.record(KEYS.truth(run=name), instrument.report(warmup, iters))
+        result = ctx.call(KEYS.result(run=name), "time_call", instrument, *args, warmup=warmup, iters=iters)
+        report = instrument.report(warmup, iters)
+        ctx.record(KEYS.truth(run=name), report)
+        return result, report
 
     iters = inp["iters"]
-    run("seconds", Instrument(duration=duration, expected_args=args), 1, iters)
+    returned, report = run("seconds", Instrument(duration=duration, expected_args=args), 1, iters)
+    unit = unit_of(returned, report["truth"]) if isinstance(returned, (float, np.floating)) else 1.0
     run("waits", Instrument(duration=duration, asynchronous=True, expected_args=args), 1, iters)
     run("warmup", Instrument(duration=duration, slow_first=inp["warmup_n"], slow_duration=inp["warmup_slow"],
                              expected_args=args), inp["warmup_n"], inp["warmup_iters"])
@@ -67,7 +72,7 @@ def probe(ctx) -> None:
         ctx.record(KEYS.result(run="jax"), {"status": "not_attempted", "function": "time_call"})
         ctx.record(KEYS.truth(run="jax"), {})
     else:
-        _time_a_jitted_function(ctx, inp, iters)
+        _time_a_jitted_function(ctx, inp, iters, unit)
 
     eager = Instrument(duration=duration * inp["eager_factor"], expected_args=args)
     jitted = Instrument(duration=duration, expected_args=args)
@@ -75,7 +80,7 @@ def probe(ctx) -> None:
     ctx.record(KEYS.truth(run="speedup"), {"eager": eager.report(1, iters), "jit": jitted.report(1, iters)})
 
 
-def _time_a_jitted_function(ctx, inp: dict, iters: int) -> None:
+def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: int = 3) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -91,10 +96,19 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int) -> None:
         if trusted_median(chain, (a,), warmup=1, iters=3) >= inp["jax_min_s"] or n >= 4096:
             break
         n *= 2
-    before = trusted_median(chain, (a,))
-    ctx.call(KEYS.result(run="jax"), "time_call", chain, a, warmup=1, iters=iters)
-    after = trusted_median(chain, (a,))
-    ctx.record(KEYS.truth(run="jax"), {"before": before, "after": after, "n": n})
+    # The grader's clock before and after the harness's: on a loaded machine one of the three can
+    # catch a burst of other work, so a harness that disagrees with it is timed again (up to
+    # ``attempts`` times, the last attempt recorded). A harness that does not wait disagrees every time.
+    for attempt in range(1, attempts + 1):
+        before = trusted_median(chain, (a,))
+        outcome = ctx.invoke(ctx.get("time_call"), "time_call", chain, a, warmup=1, iters=iters)
+        after = trusted_median(chain, (a,))
+        returned = outcome.pop("_result", None)
+        if outcome["status"] != "ok" or not isinstance(returned, (float, np.floating)) \
+                or JAX_AGREES[0] <= (returned / unit) / np.sqrt(before * after) <= JAX_AGREES[1]:
+            break
+    ctx.record(KEYS.result(run="jax"), outcome)
+    ctx.record(KEYS.truth(run="jax"), {"before": before, "after": after, "n": n, "attempts": attempt})
 
 
 # =========================================================================== checks (grader)
@@ -121,7 +135,12 @@ def _unit_factor(s: Observations) -> float:
         truth = s.value(KEYS.truth(run="seconds"))["truth"]
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
-    ratio = returned / truth if truth and returned > 0 else 1.0
+    return unit_of(returned, truth)
+
+
+def unit_of(returned: float, truth: float) -> float:
+    """The factor between what the harness returned and the truth in seconds: 1 when within 2x."""
+    ratio = float(returned) / truth if truth and returned > 0 else 1.0
     return 1.0 if 0.5 <= ratio <= 2.0 else ratio
 
 
@@ -200,8 +219,9 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
     truth = s.value(KEYS.truth(run="jax"))
     grader = float(np.sqrt(truth["before"] * truth["after"]))
     ratio = returned / grader if grader else float("inf")
-    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"]}
-    if not (0.4 <= ratio <= 2.5):
+    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"],
+                "attempts": truth.get("attempts", 1)}
+    if not (JAX_AGREES[0] <= ratio <= JAX_AGREES[1]):
         raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
     return measured
 
