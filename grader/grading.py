@@ -443,7 +443,6 @@ class _Run:
 
 def _version(package: str) -> str | None:
     from importlib import metadata
-
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
