@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,3 +139,10 @@ def two_chapters(monkeypatch):
     monkeypatch.setattr(grader.submission, "load_chapter", load)
     monkeypatch.setattr(grader.cli.check, "load_chapter", load)
     return ch4, ch5
+
+
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test interrupts as a user would with Ctrl-C: SIGINT's
+    default action, even when the test run itself was started in the background by a
+    non-interactive shell (its children then inherit SIGINT as ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from browser import needs_browser, render
-from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS, exercise, grade_to_dict, make_submission
+from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS, exercise, grade_to_dict, make_submission, sigint_as_at_a_terminal
 
 from grader.cli import main
 from grader.runner import sandbox as sandboxes
@@ -310,7 +310,7 @@ def test_an_interrupted_batch_keeps_what_was_graded_and_says_how_to_resume(tmp_p
     out = tmp_path / "results"
     args = [sys.executable, "-m", "grader", "batch", str(klass), "--chapter", "ch4", "--out", str(out), "-k", "1",
             "--lang", "en", "--allow-weak-sandbox"]
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=sigint_as_at_a_terminal)
     lines = []
     for line in proc.stderr:
         lines.append(line)

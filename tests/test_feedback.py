@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOLUTIONS, make_submission
+from conftest import SOLUTIONS, make_submission, sigint_as_at_a_terminal
 
 from grader.cli import main
 from grader.runner.sandbox import bwrap_works
@@ -144,7 +144,8 @@ def _on_a_terminal(argv: list[str], *, interrupt_when: str | None = None, env: d
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # 160 columns
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                            preexec_fn=sigint_as_at_a_terminal)
     os.close(slave)
     text, sent_at, end = b"", None, time.monotonic() + limit_s
     try:
