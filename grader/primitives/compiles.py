@@ -115,6 +115,19 @@ class CompileCounter:
                     self._windows.remove(window)
 
 
+#: JAX's loggers that, with ``jax_explain_cache_misses`` on, tell about the grader's own persistent cache
+PERSISTENT_CACHE_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
+
+
+class _NotAboutThePersistentCache(logging.Filter):
+    """Drops JAX's notes on the grader's persistent compilation cache (a miss, a write, a hit):
+    they are not the student's output and would read as if their code printed them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "persistent compilation cache" not in str(record.msg).lower() \
+            and "persistent cache entry" not in str(record.msg).lower()
+
+
 @contextlib.contextmanager
 def _explaining(counter: CompileCounter) -> Iterator[None]:
     """JAX explains its cache misses to the counter while a window is open, and to nobody else."""
@@ -123,6 +136,9 @@ def _explaining(counter: CompileCounter) -> Iterator[None]:
     logger = logging.getLogger(MISS_LOGGER)
     handler = _MissHandler(counter)
     saved = (logger.level, logger.propagate, jax.config.jax_explain_cache_misses)
+    quiet = _NotAboutThePersistentCache()
+    for name in PERSISTENT_CACHE_LOGGERS:
+        logging.getLogger(name).addFilter(quiet)
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
     logger.propagate = False
@@ -134,6 +150,8 @@ def _explaining(counter: CompileCounter) -> Iterator[None]:
         logger.removeHandler(handler)
         logger.setLevel(saved[0])
         logger.propagate = saved[1]
+        for name in PERSISTENT_CACHE_LOGGERS:
+            logging.getLogger(name).removeFilter(quiet)
 
 
 COUNTER = CompileCounter()
