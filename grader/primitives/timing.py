@@ -313,11 +313,11 @@ def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int
     CPU) can outweigh the timed work once, but not every time; a child that misreports
     its times is implausible on every attempt.
     """
-    for _ in range(attempts - 1):
+    for _ in range(attempts):
         got = _request_times_once(session, case, reps=reps, batches=batches, deadline=deadline)
         if not got.get("implausible") or time.monotonic() >= deadline:
-            return got
-    return _request_times_once(session, case, reps=reps, batches=batches, deadline=deadline)
+            break
+    return got
 
 
 def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:

@@ -105,7 +105,7 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
         after = trusted_median(chain, (a,))
         returned = outcome.pop("_result", None)
         if outcome["status"] != "ok" or not isinstance(returned, (float, np.floating)) \
-                or JAX_AGREES[0] <= (returned / unit) / np.sqrt(before * after) <= JAX_AGREES[1]:
+                or JAX_AGREES[0] <= (returned / unit) / grader_time(before, after) <= JAX_AGREES[1]:
             break
     ctx.record(KEYS.result(run="jax"), outcome)
     ctx.record(KEYS.truth(run="jax"), {"before": before, "after": after, "n": n, "attempts": attempt})
@@ -136,6 +136,11 @@ def _unit_factor(s: Observations) -> float:
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
     return unit_of(returned, truth)
+
+
+def grader_time(before: float, after: float) -> float:
+    """The grader's own time of the real jitted function: its medians before and after the harness ran."""
+    return float(np.sqrt(before * after))
 
 
 def unit_of(returned: float, truth: float) -> float:
@@ -217,7 +222,7 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
         raise Fail(raised_text(call), {"exception": call.get("type")})
     returned = _seconds(s, KEYS.result(run="jax"), what) / _unit_factor(s)
     truth = s.value(KEYS.truth(run="jax"))
-    grader = float(np.sqrt(truth["before"] * truth["after"]))
+    grader = grader_time(truth["before"], truth["after"])
     ratio = returned / grader if grader else float("inf")
     measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"],
                 "attempts": truth.get("attempts", 1)}
