@@ -170,13 +170,32 @@ class ReferenceCache:
             log.warning("could not keep the reference outcome: %s", exc)
 
 
+_digests: dict[tuple, str] = {}
+
+
 def content_digest(folder: Path) -> str:
-    """A fingerprint of the contents of a folder's Python and TOML files."""
-    digest = hashlib.sha256()
+    """A fingerprint of the contents of a folder's Python and TOML files.
+
+    Read again only when a file's size or time of change differs from the last reading.
+    """
+    files = []
     for file in sorted(Path(folder).glob("*")):
-        if file.is_file() and file.suffix in (".py", ".toml"):
-            digest.update(file.name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
+        try:
+            if file.is_file() and file.suffix in (".py", ".toml"):
+                stat = file.stat()
+                files.append((file, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+        except OSError:
+            continue
+    seen = (str(folder), *((str(f), *rest) for f, *rest in files))
+    if seen in _digests:
+        return _digests[seen]
+    digest = hashlib.sha256()
+    for file, *_ in files:
+        digest.update(file.name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
+    if len(_digests) > 64:
+        _digests.clear()
+    _digests[seen] = digest.hexdigest()
+    return _digests[seen]
 
 
 @functools.lru_cache(maxsize=None)
@@ -189,12 +208,112 @@ def grader_digest() -> str:
     return digest.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
-def machine() -> str:
-    """The device a reference outcome was computed on, as far as it can be told without starting JAX."""
-    from importlib import metadata
+_machine_lock = threading.Lock()
 
-    plugins = sorted(d.metadata["Name"] for d in metadata.distributions()
-                     if (d.metadata["Name"] or "").lower().startswith(("jax-cuda", "jax_cuda", "libtpu", "jax-rocm")))
+
+def machine() -> str:
+    """The device a reference outcome was computed on, as far as it can be told without starting JAX:
+    the accelerator plugins installed (JAX's CUDA, ROCm and TPU packages), told from the names of
+    their folders of metadata (reading every package's metadata would take longer than a job)."""
+    with _machine_lock:  # exercises are graded in threads: one reading
+        return _machine()
+
+
+@functools.lru_cache(maxsize=None)
+def _machine() -> str:
+    import re
+    import sys
+
+    plugins = set()
+    for folder in sys.path:
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                project = re.split(r"-\d", name.rsplit(".", 1)[0], maxsplit=1)[0].lower().replace("_", "-")
+                if project.startswith(("jax-cuda", "libtpu", "jax-rocm")):
+                    plugins.add(project)
     return "|".join([platform.machine(), os.environ.get("JAX_PLATFORMS", ""),
-                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), *plugins])
+                     os.environ.get("CUDA_VISIBLE_DEVICES", ""), *sorted(plugins)])
+
+
+def keep_bytecode(package: Path | None = None) -> int:
+    """Write the bytecode of the grader's own modules beside them, where it is missing or stale.
+
+    Every grading process (the command, and each host in its sandbox) imports these
+    modules, and Python compiles a module that has no valid bytecode on every import.
+    The hosts never write bytecode (nothing in a sandbox may), and neither does any
+    process where ``PYTHONDONTWRITEBYTECODE`` is set, as in many containers: without
+    this, every grading compiles them all three times. Written as ``pip install`` would
+    (timestamped ``__pycache__`` files), by the grader's own process only; a package it
+    may not write to is left as it is. Returns how many modules were compiled.
+    """
+    import importlib.util
+    import py_compile
+    import sys
+
+    package = Path(package or Path(__file__).resolve().parent)
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return 0
+    compiled = 0
+    for source in package.rglob("*.py"):
+        target = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        try:
+            stat = source.stat()
+            with open(target, "rb") as pyc:
+                head = pyc.read(16)
+            if head[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(head[4:8], "little") == 0 and \
+                    int.from_bytes(head[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF and \
+                    int.from_bytes(head[12:16], "little") == stat.st_size & 0xFFFFFFFF:
+                continue
+        except OSError:
+            pass
+        try:
+            py_compile.compile(str(source), cfile=str(target), doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            compiled += 1
+        except (OSError, py_compile.PyCompileError):
+            continue  # read-only, or a module that does not compile (its import will say so)
+    return compiled
+
+
+_tables: dict[tuple, dict] = {}
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file's table, parsed once per content of the file.
+
+    The chapter's and the grader's TOML files (messages and hints in two languages) are
+    parsed by every command, and parsing them takes longer than anything else it does
+    before the grading starts. Each file's table is kept in this process and, as JSON, in
+    the cache folder, under a digest of the file's bytes. Raises what ``tomllib`` raises
+    for a malformed file.
+    """
+    import tomllib
+
+    data = Path(path).read_bytes()
+    seen = hashlib.sha256(data).hexdigest()
+    if seen in _tables:
+        return _tables[seen]
+    name = seen[:40] + ".json"
+    folder = _make(root() / "toml", mode=0o700)
+    table = None
+    if folder is not None:
+        try:
+            table = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            table = None
+    if not isinstance(table, dict):
+        table = tomllib.loads(data.decode("utf-8"))
+        if folder is not None:
+            try:
+                tmp = folder / f".{name}.{os.getpid()}.tmp"
+                tmp.write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
+                os.replace(tmp, folder / name)
+            except (OSError, TypeError, ValueError):  # a date in the file, a full disk: parsed each time
+                pass
+    _tables[seen] = table
+    return table

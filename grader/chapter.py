@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from grader import chapters as chapter_folders
+from grader.cache import read_toml
 from grader.checks import declared_checks
 from grader.i18n import Bilingual, Catalog, grader_catalog
 from grader.results import CATEGORIES
@@ -235,8 +236,7 @@ def load_chapter(chapter_id: str) -> Chapter:
         raise ChapterError(f"unknown chapter {chapter_id!r} (known chapters: {known})")
     path = folder / "chapter.toml"
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        data = read_toml(path)
     except tomllib.TOMLDecodeError as exc:
         raise ChapterError(f"{path}: {exc}") from None
     chapter_folders.extend([folder.parent])

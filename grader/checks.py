@@ -221,10 +221,23 @@ class Keys:
     Declared once at the top of the exercise module; its probe and its checks both
     build keys from here. :meth:`kind_of` names the key a recorded string belongs to
     (a test holds every recorded key to one of them, and every one to a reader).
+
+    ``reference``: the names of the keys the checks read from the reference's run (the
+    values to compare with, usually). The reference's job then records only those and
+    skips the rest of the probe's work (compile windows, traces, calls whose records no
+    check reads from it); ``None``: it records everything, as the student's job does.
     """
 
-    def __init__(self, **templates: str):
+    def __init__(self, *, reference: tuple[str, ...] | None = None, **templates: str):
         self.keys = {name: Key(template) for name, template in templates.items()}
+        unknown = sorted(set(reference or ()) - set(self.keys))
+        if unknown:
+            raise ValueError(f"Keys(reference=...) names keys it does not declare: {', '.join(unknown)}")
+        self.reference = tuple(reference) if reference is not None else None
+
+    def for_reference(self, key: str) -> bool:
+        """Whether the reference's job records ``key`` (every key, unless ``reference`` was given)."""
+        return self.reference is None or self.kind_of(key) in self.reference
 
     def __getattr__(self, name: str) -> Key:
         try:

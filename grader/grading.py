@@ -238,6 +238,7 @@ class Grading:
             if host.compile_cache is not None:
                 cache.prune(host.compile_cache)
         shutil.rmtree(self.scratch, ignore_errors=True)
+        cache.keep_bytecode()  # for the next grading's processes
 
 
 class Sides:

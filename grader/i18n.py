@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import string
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -69,8 +68,9 @@ class Catalog:
         self._messages: dict[str, dict[str, str]] = {}
 
     def load(self, path: Path) -> "Catalog":
-        with path.open("rb") as handle:
-            table = tomllib.load(handle)
+        from grader.cache import read_toml
+
+        table = read_toml(path)
         for key, langs in table.items():
             missing = [lang for lang in LANGS if lang not in langs]
             if missing:

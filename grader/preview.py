@@ -145,6 +145,7 @@ def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
     inputs = ex.inputs(seed)
     for _ in range(2):
         session = host.exercise_session(ex, ex.timeout_s * 2)
+        session.options["all_records"] = True  # judged against itself below: it plays the student too
         try:
             if session.start() and session.send_inputs(inputs):
                 if ex.timed:

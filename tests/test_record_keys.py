@@ -38,6 +38,8 @@ def keys_seen(tmp_path_factory, monkeypatch_module):
     def spy(ex, student, reference, ctx, termination):
         results = original(ex, student, reference, ctx, termination)
         entry = seen[ex.id]
+        entry.setdefault("reference_recorded", set()).update(reference.data)
+        entry.setdefault("reference_read", set()).update(reference.read)
         for side in (student, reference):
             entry["recorded"] |= {k for k in side.data if not _core(k)}
             entry["read"] |= side.read
@@ -93,3 +95,15 @@ def test_every_declared_key_is_recorded_and_read(keys_seen, exercise):
     read = {keys.kind_of(k) for k in seen["read"]}
     assert not sorted(set(keys.keys) - recorded), f"{exercise}: declared but never recorded"
     assert not sorted(set(keys.keys) - read), f"{exercise}: recorded but never read by a check"
+
+
+@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises if ex.code.KEYS.reference is not None])
+def test_the_reference_records_what_its_checks_read_from_it(keys_seen, exercise):
+    """``Keys(reference=...)``: the reference's job records those kinds only, and every one is read
+    from it (a kind a check reads but the declaration leaves out would be an error in every report)."""
+    keys = CHAPTER.exercise(exercise).code.KEYS
+    seen = keys_seen[exercise]
+    recorded = {keys.kind_of(k) for k in seen["reference_recorded"] if not _core(k)}
+    read = {keys.kind_of(k) for k in seen["reference_read"] if not _core(k)}
+    assert recorded == set(keys.reference), f"{exercise}: the reference recorded {sorted(map(str, recorded))}"
+    assert read == set(keys.reference), f"{exercise}: the checks read {sorted(map(str, read))} from the reference"

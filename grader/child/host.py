@@ -27,6 +27,7 @@ too; they all belong to the same submission.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -76,6 +77,22 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
         "jax": jax.__version__,
         "jaxlib": getattr(jaxlib, "__version__", "?"),
     }
+
+
+def _preload_frozen(modules: list[str], chapter_folders: list[str]) -> dict:
+    """:func:`_preload`, then everything it made frozen for the jobs to come (``gc.freeze``).
+
+    Importing JAX makes hundreds of thousands of objects, all kept for good. Collecting
+    while they are made finds nothing; frozen before the first fork, they are skipped by
+    every job's collections, which would otherwise walk them all, and write to each of
+    their pages (copying them from the host's memory into the job's).
+    """
+    gc.disable()
+    try:
+        return _preload(modules, chapter_folders)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _apply_limits(limits: dict) -> None:
@@ -214,8 +231,9 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         os.chdir(order["workdir"])
         os.environ["HOME"] = order["workdir"]
         os.environ["TMPDIR"] = order["workdir"]
-        # XLA writes every module it compiles here, from C++: the grader counts them itself
-        os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(order['workdir'], XLA_DUMP)}"
+        if order.get("xla_dump", True):  # the student's: XLA writes every module it compiles here, from
+            # C++, and the grader counts them itself (the reference is trusted: nothing to count)
+            os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(order['workdir'], XLA_DUMP)}"
         from grader.child import job
 
         job.run(order, socket.socket(fileno=job_fd))
@@ -263,7 +281,7 @@ def main(argv: list[str]) -> int:
 
     control = Channel(socket.socket(fileno=control_fd))
     _become_subreaper()
-    versions = _preload(config.get("modules", []), config.get("chapter_folders", []))
+    versions = _preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
     control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
     jobs: dict[int, str] = {}
     while True:

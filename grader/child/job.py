@@ -102,9 +102,38 @@ def _use_compile_cache(folder: str) -> None:
         pass
 
 
+def _one_mlir_context() -> None:
+    """Lower every program of this job in one MLIR context (one per thread).
+
+    JAX makes a fresh context for each program it lowers, and loading its dialects into
+    it takes about a third of the time of lowering a small program and loading it from
+    the persistent cache; a job lowers dozens. The programs are the same text, so they
+    compile (and count) the same and are found in the cache under the same keys. A JAX
+    without this function is left as it is.
+    """
+    import threading
+
+    try:
+        from jax._src.interpreters import mlir
+
+        make = mlir.make_ir_context
+    except (ImportError, AttributeError):
+        return
+    local = threading.local()
+
+    def shared_context():
+        context = getattr(local, "context", None)
+        if context is None:
+            context = local.context = make()
+        return context
+
+    mlir.make_ir_context = shared_context
+
+
 def run(order: dict, sock: socket.socket) -> None:
     channel = Channel(sock)
     options = order.get("options", {})
+    _one_mlir_context()
     if options.get("sync_cpu_dispatch"):
         import jax  # before the backend starts: the CPU client reads it once
 
@@ -144,7 +173,10 @@ def run(order: dict, sock: socket.socket) -> None:
     message = channel.recv()
     if not message or message.get("op") != "inputs":
         return
-    ctx = ProbeContext(channel, module, message["inputs"], module_dir, os.getcwd())
+    keys = getattr(code, "KEYS", None)
+    reference = order.get("side") == "reference" and not options.get("all_records")
+    keep = keys.for_reference if reference and keys is not None else None
+    ctx = ProbeContext(channel, module, message["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
         code.probe(ctx)
     except BaseException as exc:  # noqa: BLE001

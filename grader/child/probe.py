@@ -18,7 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -150,17 +150,26 @@ def student_frame(tb: Any, student_dir: str) -> str | None:
 class ProbeContext:
     """What a probe uses to touch the student's module and to record observations."""
 
-    def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str):
+    def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
+                 keep: Callable[[str], bool] | None = None):
         self.channel = channel
         self.module = module
         self.inputs = inputs
         self.student_dir = student_dir
         self.workdir = workdir
+        #: which records this job makes (the reference's: what the checks read from it); ``None``: all
+        self.keep = keep
         self.recorded: set[str] = set()
         self._calling: str | None = None
 
     # ---- recording
+    def wants(self, key: str) -> bool:
+        """Whether this job records ``key``: a probe skips the work of a record nobody reads."""
+        return self.keep is None or self.keep(key)
+
     def record(self, key: str, value: Any) -> None:
+        if not self.wants(key):
+            return
         if key in self.recorded:
             raise KeyError(f"observation {key!r} recorded twice")
         self.recorded.add(key)
@@ -184,8 +193,11 @@ class ProbeContext:
     def call(self, key: str | None, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call the student's ``name(*args, **kwargs)``; record how it went under ``key``.
 
-        Returns the raw result, or :data:`FAILED` when the call did not return.
+        Returns the raw result, or :data:`FAILED` when the call did not return, or was not
+        made because this job does not record ``key`` (:meth:`wants`).
         """
+        if key is not None and not self.wants(key):
+            return FAILED
         fn = self.get(name)
         outcome = self.invoke(fn, name, *args, **kwargs)
         result = outcome.pop("_result", FAILED)
@@ -240,6 +252,9 @@ class ProbeContext:
         """Count backend compiles inside the block (JAX's caches emptied first)."""
         from grader.primitives.compiles import COUNTER
 
+        if not self.wants(key):
+            yield
+            return
         if fresh:
             import jax
 
@@ -254,6 +269,9 @@ class ProbeContext:
         import jax
 
         box: dict = {}
+        if not self.wants(key):
+            yield box
+            return
         sys.stdout.flush()
         saved = os.dup(1)
         with tempfile.TemporaryFile(dir=self.workdir) as sink:

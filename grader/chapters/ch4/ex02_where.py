@@ -15,7 +15,8 @@ from grader.primitives import compiles, numeric, structure
 
 KEYS = Keys(
     trace="{name}/trace", window="{name}/compiles", window_call="{name}/compiles/{i}",
-    value="{name}/values/{case}"
+    value="{name}/values/{case}",
+    reference=("value",),  # the reference's run only gives the values to compare with
 )
 FUNCTIONS = ("piecewise", "normalize_if_positive", "clip_by_norm")
 
@@ -75,6 +76,8 @@ def probe(ctx) -> None:
     # a Python branch on a traced value shows when tracing on shapes alone
     for name, arg_list in _calls(inp).items():
         fn = ctx.get(name)
+        if not ctx.wants(KEYS.trace(name=name)):
+            continue
         if fn is None:
             ctx.record(KEYS.trace(name=name), {"status": "missing"})
             continue

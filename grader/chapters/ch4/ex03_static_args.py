@@ -17,7 +17,8 @@ from grader.primitives import compiles, numeric
 
 KEYS = Keys(
     window="{name}/compiles", window_call="{name}/compiles/{i}", value="{name}/values/{case}",
-    mode_value="activate/values/{mode}/{j}"
+    mode_value="activate/values/{mode}/{j}",
+    reference=("value", "mode_value"),  # the reference's run only gives the values to compare with
 )
 MODES = ("relu", "leaky_relu", "elu", "tanh")
 

@@ -1,0 +1,221 @@
+"""What makes a grading fast, each shown to do its work and to change no result.
+
+* the grader's own bytecode is written once and reused (:func:`grader.cache.keep_bytecode`);
+* TOML files are parsed once per content (:func:`grader.cache.read_toml`);
+* folder digests are read again when a file changes (:func:`grader.cache.content_digest`);
+* accelerator plugins are told from their metadata folders' names (:func:`grader.cache.machine`);
+* the reference's job makes only the records its checks read (``Keys(reference=...)``);
+* a job lowers its programs in one MLIR context and compiles the same programs;
+* a host freezes what it imported before it forks jobs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SOLUTIONS
+
+from grader import cache
+from grader.checks import Keys
+from grader.child.probe import FAILED, ProbeContext
+
+
+# ------------------------------------------------------------------ bytecode
+def test_bytecode_is_written_once_and_again_when_a_module_changes(tmp_path):
+    package = tmp_path / "pkg"
+    shutil.copytree(ROOT / "grader" / "primitives", package, ignore=shutil.ignore_patterns("__pycache__"))
+    sources = sorted(package.rglob("*.py"))
+    assert cache.keep_bytecode(package) == len(sources)
+    tag = sys.implementation.cache_tag
+    assert all((s.parent / "__pycache__" / f"{s.stem}.{tag}.pyc").is_file() for s in sources)
+    assert cache.keep_bytecode(package) == 0  # up to date: nothing compiled again
+
+    changed = sources[0]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
+    os.utime(changed, (changed.stat().st_atime, changed.stat().st_mtime + 5))
+    assert cache.keep_bytecode(package) == 1
+
+    # Python itself accepts what was written (timestamped bytecode for this source)
+    done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+                           "sys.dont_write_bytecode = True; import importlib.util, pkg.numeric; "
+                           "print(pkg.numeric.__cached__)"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).is_file()
+
+
+def test_bytecode_that_cannot_be_written_is_left_alone(tmp_path):
+    """A package the grader may not write to (here: ``__pycache__`` is a file, which stops root
+    too) costs nothing but the compiling: no error, nothing written."""
+    package = tmp_path / "ro"
+    package.mkdir()
+    (package / "m.py").write_text("x = 1\n", encoding="utf-8")
+    (package / "__pycache__").write_text("not a folder\n", encoding="utf-8")
+    assert cache.keep_bytecode(package) == 0
+    assert (package / "__pycache__").read_text(encoding="utf-8") == "not a folder\n"
+
+
+def test_a_grading_leaves_the_graders_bytecode_for_the_next(tmp_path, monkeypatch):
+    """After one grading, every module of the grader has bytecode its hosts can read."""
+    from grader.grading import GradeOptions, grade
+
+    grade(SOLUTIONS, GradeOptions(exercises=("ex02",), seed=5))
+    tag = sys.implementation.cache_tag
+    missing = [str(p.relative_to(ROOT)) for p in (ROOT / "grader").rglob("*.py")
+               if not (p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file()]
+    assert not missing, missing
+
+
+# ------------------------------------------------------------------ TOML
+def test_toml_is_read_from_its_cache_with_the_same_table(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('[greeting]\nen = "hello"\nzh = "你好"\n[n]\nen = "1"\nzh = "一"\n', encoding="utf-8")
+    first = cache.read_toml(path)
+    assert first == tomllib.loads(path.read_text(encoding="utf-8"))
+    cache._tables.clear()  # a new process: the table comes from the cache folder
+    assert cache.read_toml(path) == first
+    stored = list((cache.root() / "toml").glob("*.json"))
+    assert any(json.loads(p.read_text(encoding="utf-8")) == first for p in stored)
+
+
+def test_a_changed_toml_file_is_parsed_again(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('a = "one"\n', encoding="utf-8")
+    assert cache.read_toml(path) == {"a": "one"}
+    path.write_text('a = "two"\n', encoding="utf-8")  # same size, same second
+    assert cache.read_toml(path) == {"a": "two"}
+    path.write_text('a = "two\n', encoding="utf-8")
+    with pytest.raises(tomllib.TOMLDecodeError):
+        cache.read_toml(path)
+
+
+# ------------------------------------------------------------------ digests and the machine
+def test_a_folder_digest_follows_its_files(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    first = cache.content_digest(tmp_path)
+    assert cache.content_digest(tmp_path) == first
+    (tmp_path / "a.py").write_text("x = 2\n", encoding="utf-8")  # same size
+    assert cache.content_digest(tmp_path) != first
+    (tmp_path / "notes.txt").write_text("not code\n", encoding="utf-8")
+    second = cache.content_digest(tmp_path)
+    (tmp_path / "b.toml").write_text("k = 1\n", encoding="utf-8")
+    assert cache.content_digest(tmp_path) != second
+
+
+def test_an_accelerator_plugin_changes_the_machine(tmp_path, monkeypatch):
+    plain = cache.machine()
+    site = tmp_path / "site"
+    (site / "jax_cuda12_plugin-0.10.2.dist-info").mkdir(parents=True)
+    (site / "numpy-2.0.0.dist-info").mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    cache._machine.cache_clear()
+    try:
+        assert cache.machine() == plain + "|jax-cuda12-plugin"
+    finally:
+        cache._machine.cache_clear()
+
+
+# ------------------------------------------------------------------ the reference's records
+class _Channel:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, message):
+        self.sent.append(message)
+
+
+def test_keys_name_what_the_reference_records():
+    keys = Keys(value="{name}/values/{case}", window="{name}/compiles", reference=("value",))
+    assert keys.for_reference(keys.value(name="f", case="a"))
+    assert not keys.for_reference(keys.window(name="f"))
+    assert Keys(value="v/{i}").for_reference("v/1")  # no declaration: everything
+    with pytest.raises(ValueError, match="window"):
+        Keys(value="v/{i}", reference=("value", "window"))
+
+
+def test_a_reference_job_skips_the_work_of_records_no_check_reads(tmp_path):
+    import types
+
+    keys = Keys(value="{name}/values/{case}", window="{name}/compiles", trace="{name}/trace", reference=("value",))
+    calls = []
+    module = types.SimpleNamespace(f=lambda x: calls.append(x) or x * 2)
+    for keep, expected_calls, expected_keys in ((None, [1, 2, 3], {"f/values/a", "f/compiles", "f/trace"}),
+                                                (keys.for_reference, [3], {"f/values/a"})):
+        calls.clear()
+        channel = _Channel()
+        ctx = ProbeContext(channel, module, {}, str(tmp_path), str(tmp_path), keep=keep)
+        with ctx.compiles(keys.window(name="f")):
+            assert ctx.call("f/compiles/0", "f", 1) is (FAILED if keep else 2)
+            ctx.call(None, "f", 2) if keep is None else None
+        ctx.record(keys.trace(name="f"), {"status": "ok"})
+        assert ctx.call(keys.value(name="f", case="a"), "f", 3) == 6
+        recorded = {m["key"] for m in channel.sent if m["op"] == "obs"}
+        assert calls == expected_calls
+        assert recorded - {"f/compiles/0"} == expected_keys
+
+
+def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
+    import grader.grading
+    from grader.grading import GradeOptions, grade
+
+    seen = {}
+    original = grader.grading.judge
+
+    def spy(ex, student, reference, **kwargs):
+        seen[ex.id] = (student, reference)
+        return original(ex, student, reference, **kwargs)
+
+    monkeypatch.setattr(grader.grading, "judge", spy)
+    report = grade(SOLUTIONS, GradeOptions(exercises=("ex02",), seed=11, compile_cache=False))
+    assert report.score == report.exercises[0].max_score
+    student, reference = seen["ex02_where"]
+    assert student.xla_compiles and student.xla_compiles > 0  # the student's compiles are counted by XLA too
+    assert reference.xla_compiles is None
+    assert reference.observations and all("/values/" in key for key in reference.observations)
+    assert any("/trace" in key for key in student.observations)
+
+
+# ------------------------------------------------------------------ in the child
+def _child(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_one_mlir_context_lowers_the_same_programs():
+    done = _child("""
+        import jax, jax.numpy as jnp
+        from jax._src.interpreters import mlir
+        fns = [lambda x: jnp.where(x > 0, x * 2.0, -x), lambda x: jnp.tanh(x).sum(), lambda x: x @ x.T]
+        x = jnp.arange(12.0).reshape(3, 4) - 5
+        before = [jax.jit(f).lower(x).as_text() for f in fns]
+        values = [jax.jit(f)(x) for f in fns]
+        from grader.child.job import _one_mlir_context
+        _one_mlir_context()
+        assert mlir.make_ir_context() is mlir.make_ir_context()
+        after = [jax.jit(f).lower(x).as_text() for f in fns]
+        assert before == after, "the programs differ"
+        jax.clear_caches()
+        again = [jax.jit(f)(x) for f in fns]
+        assert all((a == b).all() for a, b in zip(values, again))
+        print("same")
+    """)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
+
+
+def test_a_host_freezes_what_it_imported_before_forking():
+    done = _child("""
+        import gc
+        from grader.child import host
+        host._preload_frozen([], [])
+        assert gc.isenabled()
+        print(gc.get_freeze_count())
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) > 100_000  # JAX's objects, skipped by every job's collections
