@@ -275,8 +275,10 @@ def keep_bytecode(package: Path | None = None) -> int:
             py_compile.compile(str(source), cfile=str(target), doraise=True,
                                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
             compiled += 1
-        except (OSError, py_compile.PyCompileError):
-            continue  # read-only, or a module that does not compile (its import will say so)
+        except py_compile.PyCompileError:
+            continue  # a module that does not compile: its import will say so
+        except OSError:
+            break  # a package it may not write to: no use compiling the rest
     return compiled
 
 

@@ -196,9 +196,11 @@ def test_one_mlir_context_lowers_the_same_programs():
         x = jnp.arange(12.0).reshape(3, 4) - 5
         before = [jax.jit(f).lower(x).as_text() for f in fns]
         values = [jax.jit(f)(x) for f in fns]
-        from grader.child.job import _one_mlir_context
+        from grader.child.job import LOWERINGS_PER_CONTEXT, _one_mlir_context
         _one_mlir_context()
-        assert mlir.make_ir_context() is mlir.make_ir_context()
+        first = mlir.make_ir_context()
+        assert all(mlir.make_ir_context() is first for _ in range(LOWERINGS_PER_CONTEXT - 1))
+        assert mlir.make_ir_context() is not first  # a fresh one now and then: constants are not kept forever
         after = [jax.jit(f).lower(x).as_text() for f in fns]
         assert before == after, "the programs differ"
         jax.clear_caches()

@@ -102,14 +102,20 @@ def _use_compile_cache(folder: str) -> None:
         pass
 
 
+#: programs lowered in one MLIR context before a fresh one is made (:func:`_one_mlir_context`)
+LOWERINGS_PER_CONTEXT = 64
+
+
 def _one_mlir_context() -> None:
     """Lower every program of this job in one MLIR context (one per thread).
 
     JAX makes a fresh context for each program it lowers, and loading its dialects into
     it takes about a third of the time of lowering a small program and loading it from
     the persistent cache; a job lowers dozens. The programs are the same text, so they
-    compile (and count) the same and are found in the cache under the same keys. A JAX
-    without this function is left as it is.
+    compile (and count) the same and are found in the cache under the same keys. A
+    context keeps every constant lowered in it, so a fresh one is made after
+    :data:`LOWERINGS_PER_CONTEXT` programs (a loop that jits new closures over large
+    arrays holds no more memory than before). A JAX without this function is left as it is.
     """
     import threading
 
@@ -122,9 +128,11 @@ def _one_mlir_context() -> None:
     local = threading.local()
 
     def shared_context():
-        context = getattr(local, "context", None)
-        if context is None:
-            context = local.context = make()
+        context, uses = getattr(local, "context", None), getattr(local, "uses", 0)
+        if context is None or uses >= LOWERINGS_PER_CONTEXT:
+            context, uses = make(), 0
+            local.context = context
+        local.uses = uses + 1
         return context
 
     mlir.make_ir_context = shared_context
