@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from grader.runner import sandbox as sandboxes
 from grader.runner.jobs import JobSession, Limits
