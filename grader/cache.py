@@ -97,6 +97,72 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
             continue
 
 
+#: the most :func:`seed_student` copies into one submission's new cache
+MAX_SEED_BYTES = 32 << 20
+
+
+def withheld_names(reference_dir: Path) -> set[str]:
+    """The names a program compiled from the reference's own code may carry: every function
+    its modules define, and ``_lambda``. Unreadable or unparsable modules withhold nothing
+    more (they do not run either)."""
+    import ast
+
+    names = {"_lambda"}
+    for file in sorted(Path(reference_dir).glob("*.py")):
+        try:
+            tree = ast.parse(file.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        names |= {node.name for node in ast.walk(tree)
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return names
+
+
+def seed_student(folder: Path | None, reference_code: Path, reference: Path | None = None,
+                 limit: int = MAX_SEED_BYTES) -> int:
+    """Give a submission's new (empty) compilation cache the reference's programs that are not its code.
+
+    A submission's first grading compiles every program its jobs run, and most of a
+    student's eager operations (``jnp.exp`` of an input, a sum, a cast) are the very
+    programs the reference's jobs ran on the same inputs: JAX's own functions, named
+    after them. Those are copied (never linked: the student's jobs may write their
+    folder) from the reference's cache (``reference``, by default :func:`reference_dir`),
+    which only the grader's processes write. A program named after a function of the
+    reference's code in ``reference_code`` (:func:`withheld_names`) is never copied, so
+    the reference's code stays out of the sandbox. The most recently used first, up to
+    ``limit`` bytes; a folder that holds anything already is left alone. Returns how
+    many were copied.
+    """
+    import shutil
+
+    try:
+        if folder is None or any(Path(folder).iterdir()):
+            return 0
+        reference = reference if reference is not None else reference_dir()
+        if reference is None:
+            return 0
+        entries = [(entry.stat().st_atime, entry) for entry in Path(reference).iterdir()
+                   if entry.is_file() and entry.name.startswith("jit_") and entry.name.endswith("-cache")]
+    except OSError:
+        return 0
+    withheld = withheld_names(reference_code)
+    copied, total = 0, 0
+    for _, entry in sorted(entries, key=lambda item: -item[0]):
+        program = entry.name[len("jit_"):].rsplit("-", 2)[0]
+        target = Path(folder) / entry.name
+        if program in withheld or target.exists():
+            continue
+        try:
+            size = entry.stat().st_size
+            if total + size > limit:
+                break
+            shutil.copyfile(entry, target)
+        except OSError:
+            continue
+        copied, total = copied + 1, total + size
+    return copied
+
+
 def outcomes_dir() -> Path | None:
     """Where the reference's outcomes are kept (only the grader's own processes write it)."""
     return _make(root() / "reference-outcomes", mode=0o700)

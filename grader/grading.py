@@ -224,6 +224,8 @@ class Grading:
         # uids without bubblewrap, every uid could write into every student's: no cache there.
         own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
         student = cache.student_dir(self.path) if own else None
+        if self.records is None:  # a first grading starts with the reference's programs that are not its code
+            cache.seed_student(student, self.reference_dir)
         return student, cache.reference_dir()
 
     def close(self) -> None:

@@ -221,3 +221,82 @@ def test_a_host_freezes_what_it_imported_before_forking():
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.strip()) > 100_000  # JAX's objects, skipped by every job's collections
+
+
+# ------------------------------------------------------------------ a first grading's cache
+def test_withheld_names_are_every_function_the_reference_defines():
+    names = cache.withheld_names(SOLUTIONS)
+    assert {"piecewise", "softmax_raw", "clip_by_norm", "_lambda"} <= names
+    helpers = {n for n in names if n.startswith("_") and n != "_lambda"}
+    assert helpers, "the reference's private helpers are withheld too"
+
+
+def test_a_new_cache_gets_the_references_programs_but_none_of_its_code(tmp_path):
+    code = tmp_path / "solutions"
+    code.mkdir()
+    (code / "ex.py").write_text("def piecewise(x):\n    return x\n\ndef _helper(x):\n    return x\n", encoding="utf-8")
+    reference = tmp_path / "reference-cache"
+    reference.mkdir()
+    names = {"jit_exp-1a-cache": b"exp", "jit_add-2b-cache": b"add", "jit_piecewise-3c-cache": b"code",
+             "jit__helper-4d-cache": b"code", "jit__lambda-5e-cache": b"code", "README": b"not a program"}
+    for name, data in names.items():
+        (reference / name).write_bytes(data)
+    student = tmp_path / "student"
+    student.mkdir()
+    assert cache.seed_student(student, code, reference) == 2
+    assert sorted(p.name for p in student.iterdir()) == ["jit_add-2b-cache", "jit_exp-1a-cache"]
+    copied = student / "jit_exp-1a-cache"
+    assert copied.read_bytes() == b"exp" and copied.stat().st_ino != (reference / "jit_exp-1a-cache").stat().st_ino
+    assert cache.seed_student(student, code, reference) == 0  # not a new cache any more
+
+    small = tmp_path / "small"
+    small.mkdir()
+    assert cache.seed_student(small, code, reference, limit=3) == 1  # stops at the limit
+    assert cache.seed_student(None, code, reference) == 0  # no cache for this submission
+
+
+def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
+    """Without it, JAX puts the cache folder's path into every key (through XLA's GPU autotuning
+    caches): the same program in two folders would be two entries, and seeding would never hit."""
+    code = """
+        import os, sys, jax, jax.numpy as jnp
+        from grader.child.job import _portable_cache_keys
+        if sys.argv[2] == "portable":
+            _portable_cache_keys()
+        jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        jax.jit(lambda x: jnp.where(x > 0, x * 2.0, -x))(jnp.ones((5, 6)))
+        print(" ".join(sorted(n for n in os.listdir(sys.argv[1]) if n.startswith("jit__lambda"))))
+    """
+    names = {}
+    for mode in ("portable", "plain"):
+        for folder in ("a", "b"):
+            done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(tmp_path / mode / folder), mode],
+                                  capture_output=True, text=True, cwd=ROOT, timeout=300)
+            assert done.returncode == 0, done.stderr[-2000:]
+            names[mode, folder] = done.stdout.strip()
+    assert names["portable", "a"] and names["portable", "a"] == names["portable", "b"]
+    assert names["plain", "a"] != names["plain", "b"]
+
+
+def test_a_first_grading_starts_with_the_references_programs_and_grades_the_same(tmp_path, monkeypatch):
+    from grader.grading import GradeOptions, Grading, grade
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "caches"))
+    first, second = tmp_path / "first" / "ch4", tmp_path / "second" / "ch4"
+    for folder in (first, second):
+        shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    options = GradeOptions(exercises=("ex01", "ex02"), seed=21)
+    one = grade(first, options)  # fills the reference's cache
+    reference = {p.name for p in cache.reference_dir().iterdir()}
+    withheld = cache.withheld_names(SOLUTIONS)
+    eligible = {n for n in reference if n[len("jit_"):].rsplit("-", 2)[0] not in withheld}
+    assert eligible, "the reference ran some of JAX's own programs"
+    with Grading(second, options) as grading:  # its hosts run, none of its jobs yet
+        seeded = {p.name for p in cache.student_dir(second).iterdir()}
+        two = grading.run(options.exercises)
+    assert seeded == eligible  # every program of JAX's own the reference ran, and none of the reference's code
+    assert [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in one.exercises] == \
+           [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in two.exercises]
+    assert two.score == two.max_score

@@ -102,6 +102,22 @@ def _use_compile_cache(folder: str) -> None:
         pass
 
 
+def _portable_cache_keys() -> None:
+    """On a CPU, key each cached program by the program alone, not by the cache's folder.
+
+    JAX points XLA's GPU autotuning caches into the compilation cache's folder, and
+    that path becomes part of every program's key: the same program cached in two
+    folders is two different entries, and no folder can be given programs compiled for
+    another (:func:`grader.cache.seed_student`). A CPU has nothing to autotune.
+    """
+    import jax
+
+    try:
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    except (AttributeError, ValueError):  # a JAX without the setting: keys as before
+        pass
+
+
 #: programs lowered in one MLIR context before a fresh one is made (:func:`_one_mlir_context`)
 LOWERINGS_PER_CONTEXT = 64
 
@@ -149,6 +165,8 @@ def run(order: dict, sock: socket.socket) -> None:
     if options.get("compile_cache"):
         _use_compile_cache(options["compile_cache"])
     env = _environment()
+    if options.get("compile_cache") and env["backend"] == "cpu":
+        _portable_cache_keys()
     _limit_memory(order.get("limits", {}), env["backend"])
     channel.send({"op": "hello", "env": env})
 
