@@ -97,6 +97,15 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
             continue
 
 
+def tidy(caches: list[Path | None]) -> None:
+    """After a grading: each compilation cache it used pruned (:func:`prune`), and the grader's
+    bytecode written for the next grading's processes (:func:`keep_bytecode`)."""
+    for folder in caches:
+        if folder is not None:
+            prune(folder)
+    keep_bytecode()
+
+
 #: the most :func:`seed_student` copies into one submission's new cache
 MAX_SEED_BYTES = 32 << 20
 

@@ -236,11 +236,8 @@ class Grading:
             thread.start()
         for thread in stopping:
             thread.join()
-        for host in hosts:
-            if host.compile_cache is not None:
-                cache.prune(host.compile_cache)
         shutil.rmtree(self.scratch, ignore_errors=True)
-        cache.keep_bytecode()  # for the next grading's processes
+        cache.tidy([host.compile_cache for host in hosts])
 
 
 class Sides:
