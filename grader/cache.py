@@ -127,7 +127,7 @@ def withheld_names(reference_dir: Path) -> set[str]:
     return names
 
 
-def seed_student(folder: Path | None, reference_code: Path, reference: Path | None = None,
+def seed_student(folder: Path | None, reference_code: Path, reference: Path | None,
                  limit: int = MAX_SEED_BYTES) -> int:
     """Give a submission's new (empty) compilation cache the reference's programs that are not its code.
 
@@ -135,8 +135,8 @@ def seed_student(folder: Path | None, reference_code: Path, reference: Path | No
     student's eager operations (``jnp.exp`` of an input, a sum, a cast) are the very
     programs the reference's jobs ran on the same inputs: JAX's own functions, named
     after them. Those are copied (never linked: the student's jobs may write their
-    folder) from the reference's cache (``reference``, by default :func:`reference_dir`),
-    which only the grader's processes write. A program named after a function of the
+    folder) from the reference's cache (``reference``, :func:`reference_dir`), which only
+    the grader's processes write. A program named after a function of the
     reference's code in ``reference_code`` (:func:`withheld_names`) is never copied, so
     the reference's code stays out of the sandbox. The most recently used first, up to
     ``limit`` bytes; a folder that holds anything already is left alone. Returns how
@@ -145,10 +145,7 @@ def seed_student(folder: Path | None, reference_code: Path, reference: Path | No
     import shutil
 
     try:
-        if folder is None or any(Path(folder).iterdir()):
-            return 0
-        reference = reference if reference is not None else reference_dir()
-        if reference is None:
+        if folder is None or reference is None or any(Path(folder).iterdir()):
             return 0
         entries = [(entry.stat().st_atime, entry) for entry in Path(reference).iterdir()
                    if entry.is_file() and entry.name.startswith("jit_") and entry.name.endswith("-cache")]

@@ -223,10 +223,10 @@ class Grading:
         # them alone), or as the user's own folder when there are no per-job uids. Under per-job
         # uids without bubblewrap, every uid could write into every student's: no cache there.
         own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
-        student = cache.student_dir(self.path) if own else None
+        student, reference = cache.student_dir(self.path) if own else None, cache.reference_dir()
         if self.records is None:  # a first grading starts with the reference's programs that are not its code
-            cache.seed_student(student, self.reference_dir)
-        return student, cache.reference_dir()
+            cache.seed_student(student, self.reference_dir, reference)
+        return student, reference
 
     def close(self) -> None:
         """Stop every process this grading started; remove its scratch folder; keep the caches small."""

@@ -161,7 +161,7 @@ class JobSession:
             "chapter_modules": host.modules, "module": self.module, "module_dir": str(host.module_dir),
             "functions": list(self.functions), "workdir": str(self._workdir),
             "limits": host.limits.for_job(self.timeout_s), "options": self.options,
-            "side": host.side, "xla_dump": host.side == "student",
+            "side": host.side,
         }
         if host.uids is not None and host.plan.uid_isolation:
             self.uid = host.uids.acquire()
