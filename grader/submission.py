@@ -24,6 +24,11 @@ MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 32 << 20
 MAX_FILES = 500
 REPORT_DIR_NAME = ".grade"
+#: folders never searched for a chapter's files: copies of packages, caches, a system's own
+SKIPPED_FOLDERS = ("__pycache__", "__MACOSX", "node_modules", "site-packages", ".git", ".venv", "venv",
+                   ".ipynb_checkpoints", REPORT_DIR_NAME)
+#: how deep a submission's folders are searched for the chapter's files (a whole checkout zipped)
+MAX_DEPTH = 6
 
 
 class SubmissionError(TextError):
@@ -51,9 +56,15 @@ class Submission:
     #: what each exercise's report should say about the notebook's cells (a function
     #: defined in two cells, a cell that failed when it ran), by exercise id
     notes: dict[str, list[Text]] = field(default_factory=dict)
+    #: where inside the submission its chapter's files were found (``jit-course/exercises/ch4``);
+    #: ``""``: at its top
+    inner: str = ""
 
     def describe(self) -> dict:
-        return {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
+        described = {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
+        if self.inner:
+            described["inner"] = self.inner
+        return described
 
     def locate(self, where: str | None) -> str | Text:
         """A place as the student knows it: ``file:line``, or a notebook's cell and line (and
@@ -156,6 +167,8 @@ def load(path: Path, chapter: Chapter, scratch: Path) -> Submission:
         _unzip(path, unpacked)
         inner = _single_folder(unpacked)
         sub = _load_tree(inner, chapter, scratch / "modules", display=path)
+        if sub.inner and inner != unpacked:  # found deep inside: said from the top of the zip
+            sub.inner = f"{inner.relative_to(unpacked).as_posix()}/{sub.inner}"
         sub.kind = "zip+" + sub.kind
         sub.sha256 = _sha256_file(path)
         return sub
@@ -181,8 +194,14 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
             raise SubmissionError(T("error.empty", path=str(display), first=expected[0]))
         if len(notebooks) > 1:
             raise SubmissionError(T("error.many_notebooks", path=str(display), n=len(notebooks)))
-        raise SubmissionError(T("error.no_exercise_files", path=str(display), chapter=chapter.id,
-                                  expected=", ".join(expected[:3])))
+        found = _nested(folder, chapter, display)
+        if found is None:
+            raise SubmissionError(T("error.no_exercise_files", path=str(display), chapter=chapter.id,
+                                      expected=", ".join(expected[:3])))
+        sub = _load_notebook(found, chapter, target, display=display) if found.is_file() else \
+            _load_tree(found, chapter, target, display=display)
+        sub.inner = found.relative_to(folder).as_posix()
+        return sub
     if len(py_files) > MAX_FILES:
         raise SubmissionError(T("error.too_many_files", path=str(display), n=len(py_files), limit=MAX_FILES))
     _empty(target)
@@ -202,6 +221,62 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
     sub = Submission(path=display, kind="folder", module_dir=target, sha256=digest.hexdigest(), files=names)
     sub.problems = _static_problems(chapter, target)
     return sub
+
+
+def _nested(folder: Path, chapter: Chapter, display: Path) -> Path | None:
+    """Where in ``folder`` (a whole checkout, zipped, say) the chapter's files are: the folder
+    holding the most of its exercise files (one named ``exercises`` first, then the one
+    nearest the top), or else its one notebook. A folder of untouched stubs beside a
+    notebook means the work is in the notebook. ``None``: nowhere; two equal places: the
+    user is told to keep one."""
+    expected = {ex.filename for ex in chapter.exercises}
+    folders: list[tuple[Path, int]] = []
+    notebooks: list[Path] = []
+    level = [folder]
+    for depth in range(MAX_DEPTH):
+        deeper = []
+        for here in level:
+            try:
+                children = sorted(here.iterdir())
+            except OSError:
+                continue
+            names = {p.name for p in children if p.is_file() and not p.is_symlink()}
+            if depth and names & expected:
+                folders.append((here, len(names & expected)))
+            notebooks += [p for p in children if p.suffix == ".ipynb" and p.is_file() and not p.is_symlink()
+                          and depth]
+            deeper += [p for p in children if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                       and p.name not in SKIPPED_FOLDERS]
+        level = deeper
+    if folders:
+        def rank(item: tuple[Path, int]) -> tuple:
+            path, count = item
+            parts = path.relative_to(folder).parts
+            return (-count, "exercises" not in parts, len(parts))
+
+        folders.sort(key=rank)
+        best = folders[0]
+        if len(folders) > 1 and rank(folders[1]) == rank(best):
+            raise SubmissionError(T("error.many_chapter_folders", path=str(display), chapter=chapter.id,
+                                    first=best[0].relative_to(folder).as_posix(),
+                                    second=folders[1][0].relative_to(folder).as_posix()))
+        if len(notebooks) == 1 and _untouched_stubs(best[0], chapter):
+            return notebooks[0]
+        return best[0]
+    if len(notebooks) == 1:
+        return notebooks[0]
+    if len(notebooks) > 1:
+        raise SubmissionError(T("error.many_notebooks", path=str(display), n=len(notebooks)))
+    return None
+
+
+def _untouched_stubs(folder: Path, chapter: Chapter) -> bool:
+    """Whether every exercise file in ``folder`` is the chapter's stub, byte for byte."""
+    try:
+        return all((folder / ex.filename).read_bytes() == (chapter.stubs / ex.filename).read_bytes()
+                   for ex in chapter.exercises if (folder / ex.filename).exists())
+    except OSError:
+        return False
 
 
 def _static_problems(chapter: Chapter, folder: Path) -> dict[str, Text]:
@@ -266,7 +341,7 @@ def _unzip(path: Path, target: Path) -> None:
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         wanted = [m for m in members if PurePosixPath(m.filename).suffix in (".py", ".ipynb")
-                  and "__MACOSX" not in m.filename]
+                  and not any(part in SKIPPED_FOLDERS for part in PurePosixPath(m.filename).parts)]
         if len(wanted) > MAX_FILES:
             raise SubmissionError(T("error.too_many_files", path=str(path), n=len(wanted), limit=MAX_FILES))
         if sum(m.file_size for m in wanted) > MAX_TOTAL_BYTES:

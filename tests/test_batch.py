@@ -335,7 +335,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no submission" in err
     assert main(["batch", str(tmp_path / "nowhere"), "--chapter", "ch4", "--out", str(tmp_path / "out")]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    assert "nowhere does not exist" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("hi", encoding="utf-8")
+    assert main(["batch", str(tmp_path / "notes.txt"), "--chapter", "ch4", "--out", str(tmp_path / "out")]) == 2
+    assert "neither a folder nor a .zip" in capsys.readouterr().err
     assert main(["batch", str(empty), "--chapter", "ch9", "--out", str(tmp_path / "out")]) == 2
     assert "ch9" in capsys.readouterr().err
     assert main(["batch", str(empty), "--chapter", "ch4", "--out", str(tmp_path / "o"), "--scheduler", "x"]) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import cpus, gradebook, roster
+from grader.batch import cpus, gradebook, layouts, roster
 from grader.batch.reference import content_digest, seed_cache
 from grader.chapter import load_chapter
 from grader.grading import ReferenceCache
@@ -30,7 +30,8 @@ def test_the_roster_names_students_and_says_why_some_are_not_graded(tmp_path):
     (klass / "results").mkdir()
     (klass / "link").symlink_to(klass / "ann")
     (klass / "grades.csv.zip").write_bytes(b"PK")
-    students = {s.name: s for s in roster.read_class(klass, klass / "results")}
+    (klass / "ann" / "ex01_jit_forms.py").write_text("x = 1\n", encoding="utf-8")
+    students = {s.name: s for s in layouts.read_class(klass, klass / "results").students}
     assert set(students) == {"ann", "Bo", "bo", "cy", "readme.txt", "link", "grades.csv"}
     assert students["grades.csv"].status == "name_clash"
     assert students["ann"].problem is None and students["cy"].problem is None
@@ -43,36 +44,44 @@ def test_the_roster_names_students_and_says_why_some_are_not_graded(tmp_path):
 
 def test_an_empty_class_or_a_missing_folder_is_an_error(tmp_path):
     with pytest.raises(roster.ClassError) as empty:
-        roster.read_class(tmp_path)
+        layouts.read_class(tmp_path)
     assert empty.value.text.key == "batch.error.empty"
     with pytest.raises(roster.ClassError) as missing:
-        roster.read_class(tmp_path / "nowhere")
+        layouts.read_class(tmp_path / "nowhere")
     assert missing.value.text.key == "batch.error.not_a_folder"
 
 
+def _one(klass: Path, name: str) -> roster.Student:
+    return next(s for s in layouts.read_class(klass).students if s.name == name)
+
+
 def test_packing_leaves_links_out_and_unpacks_the_same_files(tmp_path):
-    folder = tmp_path / "ann"
-    folder.mkdir()
+    klass = tmp_path / "class"
+    folder = klass / "ann"
+    (folder / "data").mkdir(parents=True)
     (folder / "ex01_jit_forms.py").write_text("x = 1\n", encoding="utf-8")
-    (folder / "data").mkdir()
+    (folder / "data" / "ex02_where.py").write_text("y = 2\n", encoding="utf-8")
     secret = tmp_path / "secret.py"
     secret.write_text("classmate's\n", encoding="utf-8")
     (folder / "peek.py").symlink_to(secret)
-    packed = roster.pack(roster.Student("ann", folder))
-    assert set(packed["files"]) == {"ex01_jit_forms.py"} and packed["dirs"] == ["data"]
+    (folder / "peeks").symlink_to(tmp_path, target_is_directory=True)
+    student = _one(klass, "ann")
+    packed = roster.pack(student)
+    assert set(packed["files"]) == {"ex01_jit_forms.py", "data/ex02_where.py"}
+    assert [str(n.args["file"]) for n in student.notes] == ["peek.py", "peeks"]  # links: said, never followed
     again = roster.unpack(json.loads(json.dumps(packed)), "ann", tmp_path / "there")
     assert again.name == "ann" and (again / "ex01_jit_forms.py").read_text(encoding="utf-8") == "x = 1\n"
-    assert (again / "data").is_dir() and not (again / "peek.py").exists()
+    assert (again / "data" / "ex02_where.py").is_file() and not (again / "peek.py").exists()
     (folder / "ex01_jit_forms.py").write_text("x = 2\n", encoding="utf-8")
-    assert roster.pack(roster.Student("ann", folder))["digest"] != packed["digest"]
+    assert roster.pack(_one(klass, "ann"))["digest"] != packed["digest"]
 
 
 def test_a_submission_too_large_to_send_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(roster, "MAX_TOTAL_BYTES", 10)
-    big = tmp_path / "big.zip"
-    big.write_bytes(b"x" * 100)
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "big.zip").write_bytes(b"x" * 100)
     with pytest.raises(roster.ClassError) as too_large:
-        roster.pack(roster.Student("big", big))
+        roster.pack(_one(tmp_path / "class", "big"))
     assert too_large.value.text.key == "error.too_large"
 
 
@@ -154,10 +163,11 @@ def test_rows_and_gradebook_from_a_report():
     failed = gradebook.row_from_failure("bo", "unreadable", "bad zip")
     text = gradebook.grades_csv([row, failed], {"ex01": 4, "ex02": 2})
     lines = list(csv.reader(io.StringIO(text)))
-    assert lines[0] == ["student", "ex01", "ex02", "total", "percent", "status", "detail"]
-    assert lines[1] == ["(max points)", "4", "2", "6", "100", "", ""]
-    assert lines[2][:6] == ["ann", "2", "1", "3", "50", "timeout"]
-    assert lines[3] == ["bo", "0", "0", "0", "0", "unreadable", "bad zip"]
+    assert lines[0] == ["student", "name", "id", "email", "late", "submitted", "ex01", "ex02", "total", "percent",
+                        "status", "detail"]
+    assert lines[1] == ["(max points)", "", "", "", "", "", "4", "2", "6", "100", "", ""]
+    assert lines[2][:11] == ["ann", "ann", "", "", "", "", "2", "1", "3", "50", "timeout"]
+    assert lines[3] == ["bo", "bo", "", "", "", "", "0", "0", "0", "0", "unreadable", "bad zip"]
 
 
 def test_gradescope_and_junit_from_a_report():

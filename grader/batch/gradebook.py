@@ -1,8 +1,16 @@
 """The class's results as the files course platforms import, all from the same reports.
 
-* ``grades.csv``: one row a student, a column per exercise, ``total``, ``percent``,
+* ``grades.csv``: one row a student, the platform's ``name``, ``id``, ``email``, ``late``
+  and ``submitted`` beside them, a column per exercise, ``total``, ``percent``,
   ``status`` and ``detail``; the first row gives the maximum points (the shape of
-  otter-grader's ``final_grades.csv``);
+  otter-grader's ``final_grades.csv``). A group's submission gives each member a row;
+* ``canvas.csv`` (a Canvas download): the gradebook as Canvas imports it (``Student``,
+  ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section``, the assignment's column, a
+  ``Points Possible`` row), matched by Canvas's user id;
+* ``moodle.csv`` (a Moodle download): Moodle's grading worksheet (``Identifier``
+  ``Participant N``, ``Full name``, ``Grade``, ``Maximum Grade``, ``Feedback comments``);
+* ``download.csv``: every file of the download, the student it belongs to, and whether
+  it was graded or why not (nothing dropped silently);
 * ``<student>/results.json``: Gradescope's autograder format (``score``,
   ``execution_time``, ``output``, ``tests[]`` of ``name``, ``score``, ``max_score``,
   ``status``, ``output``, ``visibility``), a test per check;
@@ -30,9 +38,10 @@ MAX_ROW = "(max points)"
 
 @dataclass
 class Row:
-    """One student's line of the gradebook."""
+    """One submission's line of the gradebook (a line per person in it in ``grades.csv``)."""
 
-    #: the student's name (their folder's or file's)
+    #: the submission's name (the platform's name and id, or the folder's or file's name); its results
+    #: folder is ``key``
     name: str
     #: one of :data:`STATUSES`: ``completed``; ``timeout`` (an exercise, or the whole grading,
     #: ran out of time); ``crash`` (an exercise's process crashed or its module could not be
@@ -48,10 +57,27 @@ class Row:
     scores: dict[str, float] = field(default_factory=dict)
     #: seconds the grading took
     duration_s: float = 0.0
+    #: the folder of its results under ``--out`` (``name`` made safe); ``""``: ``name``
+    key: str = ""
+    #: who it belongs to, as the platform names them (:class:`grader.batch.roster.Person`)
+    people: list = field(default_factory=list)
+    #: the platform marked it late
+    late: bool = False
+    #: when it was submitted, as the platform says it
+    submitted_at: str = ""
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.name
 
     @property
     def total(self) -> float:
         return round(sum(self.scores.values()), 6)
+
+    def of(self, student) -> "Row":
+        """This row with what the download says of its student (:class:`grader.batch.roster.Student`)."""
+        self.name, self.key, self.people = student.name, student.key, list(student.people)
+        self.late, self.submitted_at = student.late, student.submitted_at
+        return self
 
 
 def row_from_report(name: str, report: dict, duration_s: float | None = None) -> Row:
@@ -85,12 +111,59 @@ def grades_csv(rows: list[Row], max_points: dict[str, float]) -> str:
     most = sum(max_points.values())
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", *ids, "total", "percent", "status", "detail"])
-    writer.writerow([MAX_ROW, *(_num(max_points[i]) for i in ids), _num(most), "100", "", ""])
+    writer.writerow(["student", "name", "id", "email", "late", "submitted", *ids, "total", "percent", "status",
+                     "detail"])
+    writer.writerow([MAX_ROW, "", "", "", "", "", *(_num(max_points[i]) for i in ids), _num(most), "100", "", ""])
     for row in rows:
         percent = round(100 * row.total / most, 2) if most else 0
-        writer.writerow([row.name, *(_num(row.scores.get(i, 0)) for i in ids), _num(row.total), _num(percent),
-                         row.status, row.detail])
+        for person in row.people or [None]:
+            writer.writerow([row.name, person.name if person else row.name, person.id if person else "",
+                             person.email if person else "", "yes" if row.late else "", row.submitted_at,
+                             *(_num(row.scores.get(i, 0)) for i in ids), _num(row.total), _num(percent), row.status,
+                             row.detail])
+    return out.getvalue()
+
+
+def canvas_csv(rows: list[Row], most: float, assignment: str) -> str:
+    """The gradebook as Canvas imports it: a row per student Canvas knows by id (``Grades > Import``).
+
+    Canvas matches each row by ``ID`` (its user id, from the download's names); the
+    assignment's column is named as in Canvas's own export (``Chapter 4 (98765)``) to
+    update that assignment, or any new name to make one. A submission that was not
+    graded to the end gets its points so far and is listed in the summary.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment])
+    writer.writerow(["    Points Possible", "", "", "", "", _num(most)])
+    for row in rows:
+        for person in row.people:
+            if person.id:
+                writer.writerow([person.name, person.id, "", "", "", _num(row.total)])
+    return out.getvalue()
+
+
+def moodle_csv(rows: list[Row], most: float) -> str:
+    """Moodle's grading worksheet (``Upload grading worksheet``): a row per participant id."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments"])
+    for row in rows:
+        for person in row.people:
+            if person.id:
+                feedback = row.report.get("title", "") if row.report else f"{row.status}: {row.detail}"
+                writer.writerow([f"Participant {person.id}", person.name, _num(row.total), _num(most), feedback])
+    return out.getvalue()
+
+
+def download_csv(uses: list) -> str:
+    """Every file of the download: the student it belongs to, and ``graded`` or why not
+    (:class:`grader.batch.layouts.FileUse`)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["file", "student", "use"])
+    for use in sorted(uses, key=lambda u: u.file):
+        writer.writerow([use.file, use.student, use.use])
     return out.getvalue()
 
 
@@ -164,13 +237,25 @@ def write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_exports(rows: list[Row], max_points: dict[str, float], out: Path, chapter: str) -> dict[str, Path]:
-    """``grades.csv``, ``junit.xml`` and each student's ``results.json`` under ``out``; their paths."""
+def write_exports(rows: list[Row], max_points: dict[str, float], out: Path, chapter: str, *, layout: str = "folders",
+                  assignment: str = "", uses: list | None = None) -> dict[str, Path]:
+    """``grades.csv``, ``junit.xml``, ``download.csv``, the platform's import file (``canvas.csv``,
+    ``moodle.csv``) and each student's ``results.json`` under ``out``; their paths."""
     paths = {"grades": out / "grades.csv", "junit": out / "junit.xml"}
     write_text(paths["grades"], grades_csv(rows, max_points))
     write_text(paths["junit"], junit_xml(rows, chapter))
+    most = sum(max_points.values())
+    if layout == "canvas":
+        paths["canvas"] = out / "canvas.csv"
+        write_text(paths["canvas"], canvas_csv(rows, most, assignment or chapter))
+    elif layout == "moodle":
+        paths["moodle"] = out / "moodle.csv"
+        write_text(paths["moodle"], moodle_csv(rows, most))
+    if uses is not None:
+        paths["download"] = out / "download.csv"
+        write_text(paths["download"], download_csv(uses))
     for row in rows:
         if row.status in ("name_clash", "not_a_submission"):  # no folder of their own (or one shared by case)
             continue
-        write_text(out / row.name / "results.json", json.dumps(gradescope(row), ensure_ascii=False, indent=2) + "\n")
+        write_text(out / row.key / "results.json", json.dumps(gradescope(row), ensure_ascii=False, indent=2) + "\n")
     return paths

@@ -1,11 +1,16 @@
-"""A class: who is in ``SUBMISSIONS/``, and each submission as bytes that can travel.
+"""A class: who is in the download, and each submission as bytes that can travel.
 
-Each child of the folder is one student: a folder, a notebook or a ``.zip``, named by
-its folder's name or its file's stem. What is not a submission (another kind of
-file), and two students whose names differ only in case (their results would share a
-folder on a case-insensitive disk), become a :class:`Student` with a ``problem``:
-a row of the gradebook saying why, never a crash. Hidden files (``.DS_Store``) and the
-results folder itself, when it lies inside, are passed over.
+A download (a folder, or a platform's ``.zip``) is read in its layout by
+:mod:`grader.batch.layouts`: one :class:`Student` per submission, named by the
+platform's name and id (``doejane_12345``, ``Jane Doe_12345``) or by its folder's or
+file's name. What cannot be graded (a file that is not a submission, an entry that does
+not follow the layout, two students whose results folders would be one on a
+case-insensitive disk) is a :class:`Student` with a ``problem``: a row of the gradebook
+saying why, never a crash.
+
+A student's name is kept as the download gives it (spaces, any script, a leading
+dash); the folder of their results is :attr:`Student.key`, the same name made safe to
+use as one folder under ``--out`` (no separator, no ``..``, no leading dot).
 
 :func:`pack` reads a submission into plain data (its files' bytes): a worker on
 another machine grades it without a shared disk, and its digest keys the batch's
@@ -15,141 +20,125 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
-from pathlib import Path
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
+from grader.batch.download import DownloadError
 from grader.i18n import T, Text, TextError
 from grader.submission import MAX_FILES, MAX_TOTAL_BYTES
 
-SUBMISSION_SUFFIXES = (".zip", ".ipynb")
+if TYPE_CHECKING:
+    from grader.batch.download import Download
+
 #: names of the batch's own files in the results folder: no student's folder may take one
-RESERVED = ("grades.csv", "junit.xml", "summary.md", "summary.html", "manifest.json")
+RESERVED = ("grades.csv", "junit.xml", "summary.md", "summary.html", "manifest.json", "canvas.csv", "moodle.csv",
+            "download.csv")
+#: the longest results folder name, in characters (file systems allow 255 bytes)
+MAX_KEY = 80
+
+
+@dataclass
+class Person:
+    """Someone a submission belongs to, as the platform names them."""
+
+    #: the name the platform gives (``doejane``, ``Jane Doe``)
+    name: str
+    #: the platform's id for them (Canvas user id, Moodle participant id, Gradescope SID); ``""``: none
+    id: str = ""
+    #: their e-mail, when the platform gives it
+    email: str = ""
 
 
 @dataclass
 class Student:
-    """One entry of ``SUBMISSIONS/``."""
+    """One submission of the class: graded once; a gradebook row for each person in it."""
 
-    #: the student's name: the folder's name, or the file's name without its suffix
+    #: the name it is known by (the platform's name and id, or the folder's or file's name)
     name: str
-    #: the submission: a folder, a ``.ipynb`` or a ``.zip`` file
-    path: Path
+    #: the download that holds its files
+    download: "Download | None" = None
+    #: the files it is graded on: path inside the submission -> file in the download
+    files: dict[str, str] = field(default_factory=dict)
+    #: the submission is one file (a notebook or a zip), not a folder
+    single: bool = False
+    #: who it belongs to (a group submission has several)
+    people: list[Person] = field(default_factory=list)
+    #: the platform marked it late
+    late: bool = False
+    #: when it was submitted, as the platform says it
+    submitted_at: str = ""
     #: why it is not graded (not a submission, a name clash); ``None``: it is graded
     problem: Text | None = None
     #: the gradebook status that goes with ``problem`` (``not_a_submission``, ``name_clash``, ``unreadable``)
     status: str | None = None
+    #: what the instructor should know of its files (a version superseded, a link not followed)
+    notes: list[Text] = field(default_factory=list)
+    #: the folder of its results under ``--out``: its name made safe (see :func:`safe_key`)
+    key: str = ""
+    #: what of the download it came from, as the download names it (``Bo/``, ``bo.zip``,
+    #: ``doejane_12345_*``); ``""``: its name
+    origin: str = ""
+
+    def __post_init__(self) -> None:
+        self.key = self.key or safe_key(self.name)
+
+    @property
+    def display(self) -> str:
+        """Where it is, as the instructor finds it in the download."""
+        origin = self.origin or self.name
+        return self.download.where(origin) if self.download is not None else origin
 
 
 class ClassError(TextError):
-    """``SUBMISSIONS/`` itself, or one submission in it, cannot be used; ``text`` is one line for the user."""
+    """The download itself, or one submission in it, cannot be used; ``text`` is one line for the user."""
 
 
-def read_class(folder: Path, results: Path | None = None) -> list[Student]:
-    """The students of ``folder``, sorted by name; raises :class:`ClassError` when there are none."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ClassError(T("batch.error.not_a_folder", path=str(folder)))
-    try:
-        entries = sorted(folder.iterdir(), key=lambda p: p.name)
-    except OSError as exc:
-        raise ClassError(T("batch.error.unreadable_folder", path=str(folder), detail=exc.strerror or str(exc))) \
-            from None
-    skip = Path(results).resolve() if results is not None else None
-    students = []
-    for entry in entries:
-        if entry.name.startswith(".") or (skip is not None and entry.resolve() == skip):
-            continue
-        if entry.is_symlink():
-            students.append(Student(entry.name, entry, T("batch.row.symlink", name=entry.name), "not_a_submission"))
-        elif entry.is_dir():
-            students.append(Student(entry.name, entry))
-        elif entry.suffix.lower() in SUBMISSION_SUFFIXES:
-            students.append(Student(entry.stem, entry))
-        else:
-            students.append(Student(entry.name, entry, T("batch.row.not_a_submission", name=entry.name),
-                                    "not_a_submission"))
-    if not students:
-        raise ClassError(T("batch.error.empty", path=str(folder)))
-    for student in students:
-        if student.name.casefold() in RESERVED and student.problem is None:
-            student.problem, student.status = T("batch.row.reserved", name=student.path.name), "name_clash"
-    _mark_clashes(students)
-    return sorted(students, key=lambda s: (s.name.lower(), s.name))
-
-
-def _mark_clashes(students: list[Student]) -> None:
-    """Students whose names are equal but for case are not graded: each row names the others."""
-    by_key: dict[str, list[Student]] = {}
-    for student in students:
-        by_key.setdefault(student.name.casefold(), []).append(student)
-    for same in by_key.values():
-        if len(same) < 2:
-            continue
-        names = ", ".join(s.path.name for s in same)
-        for student in same:
-            student.problem = T("batch.row.name_clash", names=names)
-            student.status = "name_clash"
+def safe_key(name: str) -> str:
+    """``name`` as one folder's name on any disk: Unicode composed (NFC), no separator or control
+    character, no leading dot, dash or space, no ``..``, at most :data:`MAX_KEY` characters."""
+    text = unicodedata.normalize("NFC", name)
+    text = "".join("_" if ch in '/\\:*?"<>|' or unicodedata.category(ch).startswith("C") else ch for ch in text)
+    text = text.strip().lstrip(".-").rstrip(". ")
+    text = text[:MAX_KEY].rstrip(". ")
+    return text or "student"
 
 
 def pack(student: Student) -> dict:
-    """The submission as plain data: ``files`` (name: base64 bytes), ``dirs`` and its ``digest``.
-
-    A folder gives its top-level files (those ``grade`` reads; links are left out: they
-    could point at a classmate's files) and the names of its subfolders; a file gives
-    itself. Raises :class:`ClassError` for a submission too large to send.
-    """
+    """The submission as plain data: ``kind`` (``folder`` or ``file``), ``files`` (path: base64
+    bytes) and its ``digest``. Raises :class:`ClassError` for a submission too large to send."""
+    if len(student.files) > MAX_FILES:
+        raise ClassError(T("error.too_many_files", path=student.display, n=len(student.files), limit=MAX_FILES))
     files: dict[str, bytes] = {}
-    dirs: list[str] = []
-    if student.path.is_dir():
+    total = 0
+    for inner, name in sorted(student.files.items()):
         try:
-            entries = sorted(student.path.iterdir(), key=lambda p: p.name)
-        except OSError as exc:
-            raise ClassError(T("batch.row.unreadable_file", path=str(student.path), detail=exc.strerror or str(exc))) \
-                from None
-        for entry in entries:
-            if entry.is_symlink() or entry.name.startswith("."):
-                continue
-            if entry.is_dir():
-                dirs.append(entry.name)
-            elif entry.is_file():
-                files[entry.name] = _read(entry)
-            if len(files) > MAX_FILES:
-                raise ClassError(T("error.too_many_files", path=str(student.path), n=len(files), limit=MAX_FILES))
-    else:
-        files[student.path.name] = _read(student.path)
-    if sum(len(data) for data in files.values()) > MAX_TOTAL_BYTES:
-        raise ClassError(T("error.too_large", path=str(student.path), limit=MAX_TOTAL_BYTES))
+            data = student.download.read(name, MAX_TOTAL_BYTES)  # type: ignore[union-attr]
+        except DownloadError as exc:
+            raise ClassError(exc.text) from None
+        total += len(data)
+        if total > MAX_TOTAL_BYTES:
+            raise ClassError(T("error.too_large", path=student.display, limit=MAX_TOTAL_BYTES))
+        files[inner] = data
     digest = hashlib.sha256()
     for name, data in sorted(files.items()):
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    for name in dirs:
-        digest.update(name.encode() + b"/\0")
-    return {"kind": "folder" if student.path.is_dir() else "file", "digest": digest.hexdigest(), "dirs": dirs,
+    return {"kind": "file" if student.single else "folder", "digest": digest.hexdigest(),
             "files": {name: base64.b64encode(data).decode("ascii") for name, data in files.items()}}
 
 
-def _read(path: Path) -> bytes:
-    """A file's bytes, at most the total a submission may hold (one more byte tells it is over)."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_TOTAL_BYTES + 1)
-    except OSError as exc:
-        raise ClassError(T("batch.row.unreadable_file", path=str(path), detail=exc.strerror or str(exc))) from None
-    if len(data) > MAX_TOTAL_BYTES:
-        raise ClassError(T("error.too_large", path=str(path), limit=MAX_TOTAL_BYTES))
-    return data
-
-
-def unpack(packed: dict, name: str, where: Path) -> Path:
-    """Lay a packed submission out again under ``where``; returns the path to grade."""
-    if packed["kind"] == "folder":
-        target = where / name
-        target.mkdir(parents=True)
-        for sub in packed["dirs"]:
-            (target / Path(sub).name).mkdir()
-    else:
-        target = where
-        target.mkdir(parents=True, exist_ok=True)
-    for file_name, data in packed["files"].items():
-        (target / Path(file_name).name).write_bytes(base64.b64decode(data))
-    return target if packed["kind"] == "folder" else target / Path(next(iter(packed["files"]))).name
+def unpack(packed: dict, key: str, where: Path) -> Path:
+    """Lay a packed submission out again under ``where``; returns the path to grade (a folder
+    named ``key``, or the one file)."""
+    target = where / safe_key(key) if packed["kind"] == "folder" else where
+    target.mkdir(parents=True, exist_ok=True)
+    written = target
+    for name, data in packed["files"].items():
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+            continue  # never written outside the submission's folder
+        written = target.joinpath(*parts)
+        written.parent.mkdir(parents=True, exist_ok=True)
+        written.write_bytes(base64.b64decode(data))
+    return target if packed["kind"] == "folder" else written

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.batch import gradebook, reference as references, roster, summary as summaries
+from grader.batch import gradebook, layouts, reference as references, roster, summary as summaries
 from grader.batch.gradebook import Row
 from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
 from grader.grading import GradeOptions, new_seed
@@ -74,6 +74,11 @@ class BatchOptions:
     force: bool = False
     #: the language of the reports and the summary
     lang: str = "en"
+    #: how the download is laid out: ``auto`` (told from its names) or one of :data:`grader.batch.layouts.LAYOUTS`
+    layout: str = "auto"
+    #: the assignment's column in the platform's gradebook import (Canvas: ``Chapter 4 (98765)``); ``""``: the
+    #: chapter's title
+    assignment: str = ""
 
 
 @dataclass
@@ -92,23 +97,35 @@ class BatchResult:
     seed: int = 0
     #: whether Ctrl-C stopped it (what was graded is kept; the same command resumes)
     interrupted: bool = False
+    #: the class as the download holds it (its layout, and what became of each file)
+    klass: "layouts.Klass | None" = None
 
 
 def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
               on_result: Callable[[Row, int, int], None] | None = None,
-              on_plan: Callable[[int, int, int], None] | None = None) -> BatchResult:
+              on_plan: Callable[[int, int, int, layouts.Klass], None] | None = None) -> BatchResult:
     """Grade the class in ``submissions``; raises :class:`BatchError` when it cannot start.
 
-    ``on_plan(to_grade, skipped, seed)`` is told once what will be graded; ``on_result(row,
+    ``on_plan(to_grade, skipped, seed, klass)`` is told once what will be graded; ``on_result(row,
     done, total)`` after each student. On Ctrl-C the results so far are written and
     ``KeyboardInterrupt`` is raised again, with the partial :class:`BatchResult` as its
     ``result`` attribute.
     """
     chapter, selected = _chapter(options)
     try:
-        students = roster.read_class(Path(submissions), options.out)
+        klass = layouts.read_class(Path(submissions), options.out, options.layout)
     except roster.ClassError as exc:
         raise BatchError(exc.text) from None
+    try:
+        return _run(klass, chapter, selected, options, executor, on_result, on_plan)
+    finally:
+        klass.download.close()
+
+
+def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchOptions, executor,
+         on_result: Callable[[Row, int, int], None] | None,
+         on_plan: Callable[[int, int, int, layouts.Klass], None] | None) -> BatchResult:
+    students = klass.students
     plan = _sandbox(options)
     out = Path(options.out)
     try:
@@ -123,32 +140,34 @@ def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
     manifest.start(seed, ids, digest)
     rows: dict[str, Row] = {}
     tasks: list[tuple[str, dict]] = []
-    result = BatchResult([], seed=seed)
+    result = BatchResult([], seed=seed, klass=klass)
     for student in students:
         if student.problem is not None:
-            rows[student.name] = gradebook.row_from_failure(student.name, student.status, words(student.problem))
+            rows[student.key] = gradebook.row_from_failure(student.name, student.status, words(student.problem))
             continue
         try:
             packed = roster.pack(student)
         except roster.ClassError as exc:
-            rows[student.name] = gradebook.row_from_failure(student.name, "unreadable", words(exc.text))
+            rows[student.key] = gradebook.row_from_failure(student.name, "unreadable", words(exc.text))
             continue
         key = {"digest": packed["digest"], "seed": seed, "exercises": ids, "reference": digest}
-        previous = None if options.force else manifest.graded(student.name, key, out)
+        previous = None if options.force else manifest.graded(student.key, key, out)
         if previous is not None:
-            rows[student.name] = previous
-            result.skipped.append(student.name)
+            rows[student.key] = previous
+            result.skipped.append(student.key)
             continue
-        manifest.pending[student.name] = key
-        tasks.append((student.name, {"name": student.name, "display": str(student.path), "submission": packed,
-                                     "chapter": chapter.id, "exercises": ids, "seed": seed, "lang": options.lang,
-                                     "options": _settings(options)}))
+        manifest.pending[student.key] = key
+        tasks.append((student.key, {"name": student.key, "display": student.display, "submission": packed,
+                                    "chapter": chapter.id, "exercises": ids, "seed": seed, "lang": options.lang,
+                                    "options": _settings(options)}))
     if on_plan is not None:
-        on_plan(len(tasks), len(result.skipped), seed)
+        on_plan(len(tasks), len(result.skipped), seed, klass)
     done = [0]
 
+    by_key = {student.key: student for student in students}
+
     def collect(name: str, outcome: dict) -> None:
-        row = _store(name, outcome, out, manifest)
+        row = _store(name, outcome, out, manifest).of(by_key[name])
         rows[name] = row
         if outcome.get("ok"):
             result.graded.append(name)
@@ -166,7 +185,8 @@ def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
         except KeyboardInterrupt as stop:
             result.interrupted = True
             for name, _ in tasks:
-                rows.setdefault(name, gradebook.row_from_failure(name, "interrupted", words(T("batch.row.interrupted"))))
+                rows.setdefault(name, gradebook.row_from_failure(by_key[name].name, "interrupted",
+                                                                 words(T("batch.row.interrupted"))))
             _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
             stop.result = result  # type: ignore[attr-defined]
             raise
@@ -242,9 +262,13 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
             plan: sandboxes.SandboxPlan, words, manifest: "Manifest") -> None:
     """The gradebook, the exports and the summary, from every student's row."""
     out = Path(options.out)
-    result.rows = [rows[s.name] for s in students if s.name in rows]
+    result.rows = [rows[s.key].of(s) for s in students if s.key in rows]
     max_points = {ex.id: ex.max_score for ex in selected}
-    result.paths = gradebook.write_exports(result.rows, max_points, out, chapter.id)
+    klass = result.klass
+    result.paths = gradebook.write_exports(result.rows, max_points, out, chapter.id,
+                                           layout=klass.layout if klass else "folders",
+                                           assignment=options.assignment or f"{words(chapter.title)} ({chapter.id})",
+                                           uses=klass.files if klass else None)
     weak = sorted({_word(r.report["sandbox"]) for r in result.rows if r.report and not strong(r.report["sandbox"])})
     if not weak and not strong(plan.describe()):
         weak = [_word(plan.describe())]
@@ -256,9 +280,16 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
         notes.append(T("batch.summary.shared_cores", jobs=options.jobs, cpus=len(cpus.machine_cpus())))
     if result.interrupted:
         notes.append(T("batch.summary.interrupted"))
+    download: list[tuple[str, object]] = []
+    if klass is not None:
+        notes.insert(0, layouts.describe(klass))
+        late = [s.name for s in students if s.late]
+        if late:
+            notes.append(T("batch.summary.late", n=len(late), names=", ".join(late[:20]) + (" …" if len(late) > 20 else "")))
+        download = [(s.name, note) for s in students for note in s.notes]
     chapter_words = f"{words(chapter.title)} ({chapter.id})"
     summary = summaries.summarize(result.rows, chapter=chapter_words, seed=result.seed,
-                                  max_score=sum(max_points.values()), warning=warning, notes=notes)
+                                  max_score=sum(max_points.values()), warning=warning, notes=notes, download=download)
     result.paths["summary_md"] = out / "summary.md"
     result.paths["summary_html"] = out / "summary.html"
     gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))

@@ -72,8 +72,10 @@ class ClassSummary:
     checks: list[CheckRate] = field(default_factory=list)
     #: the most common failures, most frequent first
     failures: list[Failure] = field(default_factory=list)
-    #: notes for the instructor (timings that shared cores, ...)
+    #: notes for the instructor (the download's layout, late submissions, timings that shared cores, ...)
     notes: list[Text] = field(default_factory=list)
+    #: what the instructor should know of a student's files: ``(student, note)`` (a version superseded, a link)
+    download: list[tuple[str, Text]] = field(default_factory=list)
 
     @property
     def graded(self) -> list[Row]:
@@ -93,7 +95,7 @@ class ClassSummary:
 
 
 def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, warning: Text | None = None,
-              notes: list[Text] | None = None) -> ClassSummary:
+              notes: list[Text] | None = None, download: list | None = None) -> ClassSummary:
     """Pass rates and common failures over the students that have a report."""
     rates: dict[str, CheckRate] = {}
     failures: Counter = Counter()
@@ -117,7 +119,7 @@ def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, war
                     examples.setdefault(key, (_short(c["message"]), c["hint"] or ""))
     checks = sorted(rates.values(), key=lambda r: (r.rate, r.label))
     common = [Failure(key[0], count, *examples[key]) for key, count in failures.most_common(TOP)]
-    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []))
+    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []), list(download or []))
 
 
 def _short(text: str, limit: int = 220) -> str:
@@ -167,6 +169,9 @@ def render_markdown(s: ClassSummary, words: Words) -> str:
     out += ["", f"## {words(T('batch.summary.problems'))}", ""]
     out += [f"- **{_md(r.name)}**: {r.status}" + (f": {_md(r.detail)}" if r.detail else "") for r in s.problems] \
         or [words(T("batch.summary.none"))]
+    if s.download:
+        out += ["", f"## {words(T('batch.summary.download'))}", ""]
+        out += [f"- **{_md(name)}**: {_md(words(note))}" for name, note in s.download]
     out += ["", f"## {words(T('batch.summary.students'))}", "",
             f"| {words(T('batch.summary.student'))} | {words(T('ui.score'))} | % | {words(T('ui.status'))} |",
             "|---|---:|---:|---|"]
@@ -207,6 +212,10 @@ def render_html(s: ClassSummary, words: Words, lang: str) -> str:
                            [[html.escape(r.name), html.status(r.status, "failed"), html.escape(r.detail)]
                             for r in s.problems])
                 if s.problems else f"<p>{html.escape(words(T('batch.summary.none')))}</p>")
+    if s.download:
+        body.append(f"<h2>{html.escape(words(T('batch.summary.download')))}</h2>")
+        body.append(html.table([words(T("batch.summary.student")), ""],
+                               [[html.escape(name), html.escape(words(note))] for name, note in s.download]))
     body.append(f"<h2>{html.escape(words(T('batch.summary.students')))}</h2>")
     body.append(html.table([words(T("batch.summary.student")), words(T("ui.score")), "%", words(T("ui.status"))],
                            [[_student_link(r), f"{_num(r.total)} / {_num(s.max_score)}",
@@ -222,4 +231,4 @@ def _student_link(row: Row) -> str:
     from urllib.parse import quote
 
     name = "report.partial.md" if row.report.get("partial") else "report.md"
-    return f'<a href="{quote(row.name)}/{name}">{html.escape(row.name)}</a>'
+    return f'<a href="{quote(row.key)}/{name}">{html.escape(row.name)}</a>'

@@ -17,8 +17,13 @@ from grader.cli.app import UserError, cli, lang_option, limit_options, setup_log
 from grader.i18n import T, default_lang, grader_catalog
 
 
-@cli.command("batch", short_help="Grade a whole class: one submission per student in a folder.")
+@cli.command("batch", short_help="Grade a whole class: a platform's download, or a folder per student.")
 @click.argument("submissions", type=click.Path(path_type=Path))
+@click.option("--layout", type=click.Choice(["auto", "folders", "canvas", "moodle", "gradescope"]), default="auto",
+              show_default=True, help="How SUBMISSIONS is laid out: told from its names, or the platform it came from.")
+@click.option("--assignment", default="",
+              help="The assignment's column in the platform's gradebook import (Canvas: 'Chapter 4 (98765)', as in "
+                   "Canvas's own export); default: the chapter's title.")
 @click.option("--chapter", required=True, help="Chapter id, e.g. ch4.")
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="Results folder: reports, grades.csv, junit.xml, summary.md/html, manifest.json.")
@@ -37,11 +42,13 @@ from grader.i18n import T, default_lang, grader_catalog
 @click.option("--force", is_flag=True, help="Grade every student again, even those already graded.")
 @lang_option
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
-def batch_cmd(submissions: Path, chapter: str, out: Path, jobs: int, exercises: tuple[str, ...], seed: int | None,
-              executor: str, scheduler: str | None, sandbox: str, allow_weak_sandbox: bool, timeout_s: float,
-              exercise_timeout_s: float | None, memory_mb: int, force: bool, lang: str | None,
-              verbose: bool) -> None:
-    """Grade every submission in SUBMISSIONS (a folder, notebook or .zip per student). 批量评分全班作业。
+def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out: Path, jobs: int,
+              exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None, sandbox: str,
+              allow_weak_sandbox: bool, timeout_s: float, exercise_timeout_s: float | None, memory_mb: int,
+              force: bool, lang: str | None, verbose: bool) -> None:
+    """Grade every submission in SUBMISSIONS: a platform's download as it comes (Canvas's or
+    Moodle's zip, Gradescope's export, or the folder they unzip to), or a folder with a
+    folder, notebook or .zip per student. 批量评分全班作业（可直接使用平台的下载文件）。
 
     Running the same command again resumes: students already graded with unchanged
     files and the same seed are kept (--force grades them again).
@@ -62,7 +69,7 @@ def batch_cmd(submissions: Path, chapter: str, out: Path, jobs: int, exercises: 
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
                            scheduler=scheduler, sandbox=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                            timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
-                           force=force, lang=lang)
+                           force=force, lang=lang, layout=layout, assignment=assignment)
     display = _Display(words, options)
     try:
         with display:
@@ -98,9 +105,11 @@ class _Display:
         if self.bar is not None:
             self.bar.stop()
 
-    def plan(self, to_grade: int, skipped: int, seed: int) -> None:
+    def plan(self, to_grade: int, skipped: int, seed: int, klass) -> None:
+        from grader.batch.layouts import describe
         from grader.batch.run import make_executor
 
+        click.echo(self.words(describe(klass)), err=True)
         click.echo(self.words(T("batch.ui.plan", to_grade=to_grade, skipped=skipped, seed=seed,
                                 executor=make_executor(self.options).describe())), err=True)
         if sys.stderr.isatty() and to_grade:

@@ -1,0 +1,356 @@
+"""How a learning platform lays out a class's download, and who is who in it.
+
+* ``folders``: one child per student, a folder, a notebook or a ``.zip`` each, named
+  after the student (the layout ``grade batch`` always read);
+* ``canvas``: Canvas's "Download Submissions" zip: flat files named
+  ``lastfirst_12345_6789012_ex02_where.py`` (user id, then the file's attachment id;
+  ``lastfirst_LATE_...`` for a late one). A file uploaded again gets a number
+  (``ex02_where-1.py``): the highest is the student's latest version;
+* ``moodle``: Moodle's "Download all submissions": a folder per student and plugin,
+  ``Full Name_12345_assignsubmission_file_`` (12345: the participant id), or the same
+  prefix on flat files;
+* ``gradescope``: Gradescope's "Export Submissions": ``submission_metadata.yml`` beside a
+  folder per submission (``submission_NNN/``) with its submitters' names, SIDs and e-mails.
+
+:func:`read` tells the layout (or takes the one asked for) and turns the download into
+:class:`~grader.batch.roster.Student` entries, one per submission, and a
+:class:`FileUse` for every file of the download: which student it belongs to and
+whether it was graded, or why not. Nothing is dropped silently: an entry that does not
+follow the layout becomes a row that says so and what to do.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
+from grader.batch.roster import RESERVED, ClassError, Person, Student, safe_key
+from grader.i18n import T, Text
+
+LAYOUTS = ("folders", "canvas", "moodle", "gradescope")
+#: what the grader reads of a submission; other files belong to the student but are not graded
+GRADED_SUFFIXES = (".py", ".ipynb", ".zip")
+SINGLE_SUFFIXES = (".ipynb", ".zip")
+CANVAS = re.compile(r"^(?P<login>[^_/]+?)(?P<late>_LATE)?_(?P<uid>\d+)(?:_(?P<att>\d+))?_(?P<file>[^/]+)$")
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
+MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<file>[^/]+)$")
+GRADESCOPE_METADATA = "submission_metadata.yml"
+#: a file uploaded again to Canvas (``ex02_where-1.py``): its version number
+RESUBMITTED = re.compile(r"^(?P<stem>.+?)-(?P<n>\d+)(?P<suffix>\.[A-Za-z0-9]+)$")
+
+
+@dataclass
+class FileUse:
+    """What became of one file of the download."""
+
+    #: the file, as the download names it
+    file: str
+    #: the student (results folder name) it belongs to; ``""``: nobody's
+    student: str
+    #: ``graded``, or why not: ``superseded``, ``not_graded``, ``system``, ``link``, ``unsafe``,
+    #: ``unmatched`` (does not follow the layout), ``metadata`` (the platform's own file)
+    use: str
+
+
+@dataclass
+class Klass:
+    """A class as the download holds it."""
+
+    #: the layout read (one of :data:`LAYOUTS`)
+    layout: str
+    #: the download itself
+    download: Download
+    #: one per submission, sorted by name
+    students: list[Student]
+    #: every file of the download, and what became of it
+    files: list[FileUse]
+
+
+def read(download: Download, layout: str = "auto") -> Klass:
+    """The class in ``download``, in ``layout`` (``auto``: told from its names). Raises
+    :class:`DownloadError` when a layout asked for fits nothing in it."""
+    layout = _settle(download, layout)
+    reader = {"folders": _folders, "canvas": _canvas, "moodle": _moodle, "gradescope": _gradescope}[layout]
+    uses: list[FileUse] = [FileUse(e.name, "", "system") for e in download.outside]
+    students = reader(download, uses)
+    return Klass(layout, download, sorted(students, key=lambda s: (s.name.lower(), s.name)), uses)
+
+
+def read_class(path: Path, results: Path | None = None, layout: str = "auto") -> Klass:
+    """The class in the download at ``path`` (a folder or a ``.zip``), in ``layout``; ``results``
+    (a folder inside it) is left out. Raises :class:`ClassError` when it holds no submission."""
+    try:
+        download = Download(Path(path), skip=results)
+        klass = read(download, layout)
+    except DownloadError as exc:
+        raise ClassError(exc.text) from None
+    if not klass.students:
+        raise ClassError(T("batch.error.empty", path=str(path)))
+    for student in klass.students:
+        if student.key.casefold() in RESERVED and student.problem is None:
+            student.problem, student.status = T("batch.row.reserved", name=student.name), "name_clash"
+    _mark_clashes(klass.students)
+    return klass
+
+
+def _mark_clashes(students: list[Student]) -> None:
+    """Students whose results folders are equal but for case are not graded: each row names the others."""
+    by_key: dict[str, list[Student]] = {}
+    for student in students:
+        by_key.setdefault(student.key.casefold(), []).append(student)
+    for same in by_key.values():
+        if len(same) < 2:
+            continue
+        names = ", ".join(s.origin or s.name for s in same)
+        for student in same:
+            student.problem = T("batch.row.name_clash", names=names)
+            student.status = "name_clash"
+
+
+# ------------------------------------------------------------------ telling the layout
+def _settle(download: Download, layout: str) -> str:
+    """The layout to read (``auto``: the one most names follow), looking into a download that is one
+    folder alone when its own names follow no platform's."""
+    scores = _scores(download.top())
+    inner = download.wrapper()
+    if inner is not None and not any(scores.values()):
+        groups: dict[str, list[Entry]] = {}  # the same listing, one folder down
+        for entry in download.entries():
+            if entry.name.startswith(inner + "/"):
+                rest = Entry(entry.name[len(inner) + 1:], entry.size, entry.kind)
+                groups.setdefault(rest.parts[0], []).append(rest)
+        inside = _scores(groups)
+        if (inside.get(layout) if layout != "auto" else _best(groups, inside) != "folders"):
+            download.enter(inner)
+            scores = inside
+    if layout == "auto":
+        return _best(download.top(), scores)
+    if layout != "folders" and not scores[layout]:
+        raise DownloadError(T("batch.error.layout_mismatch", path=download.label, layout=layout,
+                              example=T(f"batch.layout.{layout}.example")))
+    return layout
+
+
+def _scores(groups: dict[str, list[Entry]]) -> dict[str, int]:
+    """How many top-level names follow each platform's layout."""
+    names = [name for name, entries in groups.items() if not all(e.hidden for e in entries)]
+    return {"gradescope": int(GRADESCOPE_METADATA in groups),
+            "moodle": sum(bool(MOODLE_FOLDER.match(n) or MOODLE_FILE.match(n)) for n in names),
+            "canvas": sum(bool(CANVAS.match(n)) and _is_file(groups[n]) for n in names)}
+
+
+def _best(groups: dict[str, list[Entry]], scores: dict[str, int]) -> str:
+    """Gradescope's when its metadata is there, else the platform at least half the names follow."""
+    if scores["gradescope"]:
+        return "gradescope"
+    names = sum(not all(e.hidden for e in entries) for entries in groups.values())
+    for layout in ("moodle", "canvas"):
+        if scores[layout] and scores[layout] * 2 >= names:
+            return layout
+    return "folders"
+
+
+def _is_file(entries: list[Entry]) -> bool:
+    return len(entries) == 1 and len(entries[0].parts) == 1 and entries[0].kind != "empty"
+
+
+# ------------------------------------------------------------------ one student's files
+def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[FileUse]) -> Student:
+    """Give ``student`` the files it is graded on (``(name inside the submission, entry)``), and
+    account for every entry. One notebook or zip alone is the submission itself."""
+    kept: dict[str, tuple[int, Entry]] = {}
+    for inner, entry in entries:
+        if entry.kind == "empty":
+            continue
+        if entry.hidden:
+            uses.append(FileUse(entry.name, student.key, "system"))
+        elif entry.kind == "link":
+            uses.append(FileUse(entry.name, student.key, "link"))
+            student.notes.append(T("batch.note.link", file=inner))
+        elif entry.kind == "unsafe":
+            uses.append(FileUse(entry.name, student.key, "unsafe"))
+            student.notes.append(T("batch.note.unsafe", file=inner))
+        elif PurePosixPath(inner).suffix.lower() not in GRADED_SUFFIXES:
+            uses.append(FileUse(entry.name, student.key, "not_graded"))
+        else:
+            base, version = _version(inner)
+            if base in kept:
+                older, newer = sorted([kept[base], (version, entry)], key=lambda item: item[0])
+                uses.append(FileUse(older[1].name, student.key, "superseded"))
+                student.notes.append(T("batch.note.superseded", old=PurePosixPath(older[1].name).name,
+                                       new=PurePosixPath(newer[1].name).name))
+                kept[base] = newer
+            else:
+                kept[base] = (version, entry)
+    for base, (_, entry) in kept.items():
+        student.files[base] = entry.name
+        uses.append(FileUse(entry.name, student.key, "graded"))
+    if len(student.files) == 1 and PurePosixPath(next(iter(student.files))).suffix.lower() in SINGLE_SUFFIXES:
+        student.single = True
+    if not student.files and student.problem is None:
+        others = [PurePosixPath(inner).name for inner, entry in entries if entry.kind != "empty" and not entry.hidden]
+        student.problem = T("batch.row.nothing_to_grade", name=student.name,
+                            files=", ".join(others[:5]) + (" …" if len(others) > 5 else "") or "–")
+        student.status = "unreadable"
+    return student
+
+
+def _inside(entry: Entry) -> str:
+    """An entry's path inside its top-level folder (``""`` for that folder itself, when empty)."""
+    return entry.name.split("/", 1)[1] if "/" in entry.name else ""
+
+
+def _version(name: str) -> tuple[str, int]:
+    """A file's name without the number a platform added when it was uploaded again, and that number."""
+    path = PurePosixPath(name)
+    found = RESUBMITTED.match(path.name)
+    if found is None:
+        return name, 0
+    return str(path.with_name(found["stem"] + found["suffix"])), int(found["n"])
+
+
+def _unmatched(download: Download, name: str, entries: list[Entry], layout: str, uses: list[FileUse]) -> Student:
+    """A top-level entry that does not follow the layout: a row that says so, never graded."""
+    student = Student(name, download, problem=T(f"batch.row.unmatched_{layout}", name=name), status="not_a_submission",
+                      people=[Person(name)], origin=name)
+    uses += [FileUse(e.name, student.key, "unmatched") for e in entries]
+    return student
+
+
+def _system(name: str, entries: list[Entry], uses: list[FileUse]) -> bool:
+    """Whether a top-level name is the system's (``.DS_Store``, ``__MACOSX``): then it is no student."""
+    if name.startswith(".") or name in SKIPPED_FOLDERS:
+        uses += [FileUse(e.name, "", "system") for e in entries if e.kind != "empty"]
+        return True
+    return False
+
+
+# ------------------------------------------------------------------ folders
+def _folders(download: Download, uses: list[FileUse]) -> list[Student]:
+    students = []
+    for name, entries in download.top().items():
+        if _system(name, entries, uses):
+            continue
+        if _is_file(entries):
+            entry = entries[0]
+            suffix = PurePosixPath(name).suffix.lower()
+            if entry.kind == "link":
+                student = Student(name, download, problem=T("batch.row.symlink", name=name), status="not_a_submission",
+                                  origin=name)
+                uses.append(FileUse(name, student.key, "link"))
+            elif suffix in SINGLE_SUFFIXES and entry.kind == "file":
+                student = _collect(Student(PurePosixPath(name).stem, download, origin=name), [(name, entry)], uses)
+            else:
+                student = Student(name, download, problem=T("batch.row.not_a_submission", name=name),
+                                  status="not_a_submission", origin=name)
+                uses.append(FileUse(name, student.key, "unmatched"))
+        else:
+            student = _collect(Student(name, download, origin=name), [(_inside(e), e) for e in entries], uses)
+        student.people = student.people or [Person(student.name)]
+        students.append(student)
+    return students
+
+
+# ------------------------------------------------------------------ Canvas
+def _canvas(download: Download, uses: list[FileUse]) -> list[Student]:
+    by_student: dict[tuple[str, str], list[tuple[str, Entry]]] = {}
+    late: set[tuple[str, str]] = set()
+    students = []
+    for name, entries in download.top().items():
+        if _system(name, entries, uses):
+            continue
+        found = CANVAS.match(name) if _is_file(entries) else None
+        if found is None:
+            students.append(_unmatched(download, name, entries, "canvas", uses))
+            continue
+        who = (found["login"], found["uid"])
+        by_student.setdefault(who, []).append((found["file"], entries[0]))
+        if found["late"]:
+            late.add(who)
+    for (login, uid), files in by_student.items():
+        student = Student(f"{login}_{uid}", download, people=[Person(login, uid)], late=(login, uid) in late,
+                          origin=f"{login}{'_LATE' if (login, uid) in late else ''}_{uid}_*")
+        students.append(_collect(student, files, uses))
+    return students
+
+
+# ------------------------------------------------------------------ Moodle
+def _moodle(download: Download, uses: list[FileUse]) -> list[Student]:
+    by_student: dict[tuple[str, str], list[tuple[str, Entry]]] = {}
+    other: dict[tuple[str, str], list[Entry]] = {}
+    students = []
+    for name, entries in download.top().items():
+        if _system(name, entries, uses):
+            continue
+        folder = MOODLE_FOLDER.match(name) if not _is_file(entries) else None
+        flat = MOODLE_FILE.match(name) if _is_file(entries) else None
+        found = folder or flat
+        if found is None:
+            students.append(_unmatched(download, name, entries, "moodle", uses))
+            continue
+        who = (found["name"], found["pid"])
+        by_student.setdefault(who, [])
+        if found["plugin"] != "file":  # online text, comments: the student's, not graded
+            other.setdefault(who, []).extend(entries)
+        elif folder is not None:
+            by_student[who] += [(_inside(e), e) for e in entries]
+        else:
+            by_student[who].append((found["file"], entries[0]))
+    for (full_name, pid), files in by_student.items():
+        student = Student(f"{full_name}_{pid}", download, people=[Person(full_name, pid)],
+                          origin=f"{full_name}_{pid}_assignsubmission_*")
+        uses += [FileUse(e.name, student.key, "not_graded") for e in other.get((full_name, pid), [])]
+        students.append(_collect(student, files, uses))
+    return students
+
+
+# ------------------------------------------------------------------ Gradescope
+def _gradescope(download: Download, uses: list[FileUse]) -> list[Student]:
+    metadata = _gradescope_metadata(download)
+    uses.append(FileUse(GRADESCOPE_METADATA, "", "metadata"))
+    students = []
+    for name, entries in download.top().items():
+        if name == GRADESCOPE_METADATA or _system(name, entries, uses):
+            continue
+        info = metadata.get(name)
+        if info is None or _is_file(entries):
+            students.append(_unmatched(download, name, entries, "gradescope", uses))
+            continue
+        people = [Person(_field(p, "name"), _field(p, "sid"), _field(p, "email"))
+                  for p in _field(info, "submitters") or [] if isinstance(p, dict)] or [Person(name)]
+        label = people[0].name or people[0].id or name
+        student = Student(f"{label}_{name.removeprefix('submission_')}", download, people=people,
+                          submitted_at=str(_field(info, "created_at") or ""), origin=name)
+        students.append(_collect(student, [(_inside(e), e) for e in entries], uses))
+    return students
+
+
+def _gradescope_metadata(download: Download) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(download.read(GRADESCOPE_METADATA, 16 << 20))
+    except yaml.YAMLError as exc:
+        raise DownloadError(T("batch.error.bad_metadata", path=download.where(GRADESCOPE_METADATA),
+                              detail=" ".join(str(exc).split())[:200])) from None
+    if not isinstance(data, dict):
+        raise DownloadError(T("batch.error.bad_metadata", path=download.where(GRADESCOPE_METADATA),
+                              detail="not a mapping of submission folders"))
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
+def _field(data: dict, key: str):
+    """A field of Gradescope's metadata, whose keys are Ruby symbols (``:name``) or plain."""
+    value = data.get(f":{key}", data.get(key))
+    return value if not isinstance(value, (int, float)) or isinstance(value, bool) else str(value)
+
+
+def describe(klass: Klass) -> Text:
+    """One line on what the download held, for the batch's plan and the summary."""
+    counts: dict[str, int] = {}
+    for use in klass.files:
+        counts[use.use] = counts.get(use.use, 0) + 1
+    return T("batch.layout.read", layout=T(f"batch.layout.{klass.layout}.name"), files=len(klass.files),
+             students=len(klass.students), graded=counts.get("graded", 0),
+             left=len(klass.files) - counts.get("graded", 0))

@@ -1,0 +1,115 @@
+"""From the instructor's side: a platform's download, as it comes, graded by ``grade batch``
+into a gradebook that imports back into the platform.
+
+Each download is made here from small synthetic files: Canvas's zip (a student's files
+uploaded twice, a late student with a mistake, a student who zipped the whole
+checkout, a stray file), Moodle's zip (a folder per participant, one in Chinese) and
+Gradescope's export (a group, and a GitHub checkout). Two exercises (``-k 1 -k 2``)
+keep each batch short; about 40 seconds in all on two cores.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import SOLUTIONS, STUBS, VARIANTS
+
+from grader.cli import main
+from grader.runner import sandbox as sandboxes
+
+pytestmark = pytest.mark.slow
+PLAN = sandboxes.plan("auto")
+#: batch grading refuses a weaker sandbox unless told (on a machine without bwrap and root: said so)
+WEAK = [] if PLAN.kind == "bwrap" and PLAN.uid_isolation else ["--allow-weak-sandbox"]
+SEED = 5
+MISTAKE = (VARIANTS / "ex02_where" / "python_if_piecewise.py").read_text(encoding="utf-8")
+
+
+def _solution(name: str) -> str:
+    return (SOLUTIONS / name).read_text(encoding="utf-8")
+
+
+def _zip(path: Path, members: dict[str, bytes | str]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _grade(download: Path, out: Path, *more: str) -> int:
+    return main(["batch", str(download), "--chapter", "ch4", "--out", str(out), "-k", "1", "-k", "2", "--seed",
+                 str(SEED), "--lang", "en", "-j", "2", *WEAK, *more])
+
+
+def _csv(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_canvas_download_grades_into_a_csv_canvas_imports(tmp_path):
+    members: dict[str, bytes | str] = {}
+    for i, name in enumerate(("ex01_jit_forms.py", "ex02_where.py")):
+        members[f"doejane_12345_{600 + i}_{name}"] = _solution(name)
+        members[f"smithbob_LATE_222_{700 + i}_{name}"] = MISTAKE if name == "ex02_where.py" else _solution(name)
+    members["doejane_12345_650_ex02_where-1.py"] = MISTAKE  # uploaded again, wrong: the later one is graded
+    members["doejane_12345_651_ex02_where-2.py"] = _solution("ex02_where.py")
+    checkout = io.BytesIO()
+    with zipfile.ZipFile(checkout, "w") as inner:
+        for file in SOLUTIONS.glob("*.py"):
+            inner.writestr(f"jit-course-main/exercises/ch4/{file.name}", file.read_text(encoding="utf-8"))
+        for file in STUBS.glob("*.py"):  # the repository's solutions folder holds stubs here: never graded
+            inner.writestr(f"jit-course-main/solutions/ch4/{file.name}", file.read_text(encoding="utf-8"))
+        inner.writestr("jit-course-main/README.md", "# my copy")
+    members["lilei_333_900_homework.zip"] = checkout.getvalue()
+    members["instructions.pdf"] = b"%PDF-1.4"
+    download = _zip(tmp_path / "submissions.zip", members)
+    out = tmp_path / "results"
+    assert _grade(download, out, "--assignment", "Chapter 4 (98765)") == 0
+    canvas = list(csv.reader((out / "canvas.csv").open(encoding="utf-8")))
+    assert canvas[0][-1] == "Chapter 4 (98765)" and canvas[1][-1] == "20"
+    points = {line[1]: float(line[5]) for line in canvas[2:]}
+    assert points["12345"] == 20 and points["333"] == 20 and points["222"] < 20
+    assert set(points) == {"12345", "222", "333"}
+    grades = {row["student"]: row for row in _csv(out / "grades.csv")}
+    assert grades["smithbob_222"]["late"] == "yes" and grades["doejane_12345"]["late"] == ""
+    assert grades["instructions.pdf"]["status"] == "not_a_submission"
+    report = json.loads((out / "lilei_333" / "report.partial.json").read_text(encoding="utf-8"))
+    assert report["submission"]["inner"] == "jit-course-main/exercises/ch4"
+    assert report["submission"]["path"].endswith("submissions.zip:lilei_333_*")
+    uses = {row["file"]: (row["student"], row["use"]) for row in _csv(out / "download.csv")}
+    assert set(uses) == set(members)  # the roster check: every file of the download is accounted for
+    assert uses["doejane_12345_650_ex02_where-1.py"] == ("doejane_12345", "superseded")
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "Canvas" in summary and "smithbob_222" in summary and "uploaded again" in summary
+
+
+def test_a_moodle_download_grades_into_its_grading_worksheet(tmp_path):
+    members = {f"Jane Doe_101_assignsubmission_file_/{name}": _solution(name)
+               for name in ("ex01_jit_forms.py", "ex02_where.py")}
+    members.update({f"李雷_102_assignsubmission_file_/ch4/{name}": (STUBS / name).read_text(encoding="utf-8")
+                    for name in ("ex01_jit_forms.py", "ex02_where.py")})
+    out = tmp_path / "results"
+    assert _grade(_zip(tmp_path / "moodle.zip", members), out) == 0
+    sheet = {row["Identifier"]: row for row in _csv(out / "moodle.csv")}
+    assert set(sheet) == {"Participant 101", "Participant 102"}
+    assert sheet["Participant 101"]["Grade"] == "20" and sheet["Participant 102"]["Grade"] == "0"
+    assert sheet["Participant 102"]["Full name"] == "李雷" and (out / "李雷_102" / "report.partial.json").exists()
+
+
+def test_a_gradescope_export_gives_each_member_of_a_group_a_row(tmp_path):
+    members: dict[str, bytes | str] = {"submission_metadata.yml": (
+        "submission_1:\n  :submitters:\n  - :name: Ann Lee\n    :sid: '31'\n  - :name: Bo Chen\n    :sid: '32'\n"
+        "submission_2:\n  :submitters:\n  - :name: Cy Park\n    :sid: '33'\n")}
+    for name in ("ex01_jit_forms.py", "ex02_where.py"):
+        members[f"submission_1/{name}"] = _solution(name)
+        members[f"submission_2/repo/exercises/ch4/{name}"] = MISTAKE if name == "ex02_where.py" else _solution(name)
+    out = tmp_path / "results"
+    assert _grade(_zip(tmp_path / "export.zip", members), out) == 0
+    rows = [(row["student"], row["name"], row["id"], row["total"]) for row in _csv(out / "grades.csv")[1:]]
+    assert rows[:2] == [("Ann Lee_1", "Ann Lee", "31", "20"), ("Ann Lee_1", "Bo Chen", "32", "20")]
+    assert rows[2][:3] == ("Cy Park_2", "Cy Park", "33") and float(rows[2][3]) < 20
