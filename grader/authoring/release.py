@@ -93,12 +93,7 @@ def build(chapter: Chapter, out: Path, *, seed: int) -> Release:
 
 def _write(chapter: Chapter, root: Path, records: Records) -> Path | None:
     """Every file of the release under ``root``; returns the notebook's path, if any."""
-    package = root / "grader"
-    shutil.copytree(PACKAGE, package, ignore=IGNORED)
-    shutil.rmtree(package / "chapters")  # this chapter only, wherever its folder lives
-    (package / "chapters").mkdir()
-    shutil.copy2(PACKAGE / "chapters" / "__init__.py", package / "chapters" / "__init__.py")
-    shutil.copytree(chapter.folder, package / "chapters" / chapter.id, ignore=IGNORED)
+    package = copy_package(chapter, root)
     (package / "chapters" / chapter.id / RECORDS_FILE).write_text(records.to_json(), encoding="utf-8")
     exercises = root / "exercises"
     shutil.copytree(chapter.stubs, exercises / chapter.id, ignore=IGNORED)
@@ -107,13 +102,40 @@ def _write(chapter: Chapter, root: Path, records: Records) -> Path | None:
     if notebook is not None:
         shutil.copy2(source_notebook, notebook)
     fields = {"chapter": chapter.id, "title_en": chapter.title.en, "title_zh": chapter.title.zh,
-              "seed": records.seed, "version": __version__, "jax": records.environment.get("jax") or "0.4.30",
-              "jaxlib": records.environment.get("jaxlib") or "0.4.30"}
+              "seed": records.seed}
     for lang in ("en", "zh"):  # a paragraph on the notebook, only when there is one
         fields[f"notebook_{lang}"] = _template(f"release-notebook.{lang}.md").format(**fields) if notebook else ""
     (root / "README.md").write_text(_template("release-README.md").format(**fields), encoding="utf-8")
-    (root / "pyproject.toml").write_text(_template("release-pyproject.toml").format(**fields), encoding="utf-8")
+    about = ("A course release of jit-grader (grade dev release): the exercises and the grader, without\n"
+             "the answers. JAX is pinned to the version the reference records were made with.")
+    (root / "pyproject.toml").write_text(
+        pyproject(chapter, kind="release", about=about,
+                  description="exercises and their grader (a course release, without the answers)",
+                  jax=records.environment.get("jax") or "0.4.30", jaxlib=records.environment.get("jaxlib") or "0.4.30"),
+        encoding="utf-8")
     return notebook
+
+
+def copy_package(chapter: Chapter, root: Path) -> Path:
+    """The grader package copied to ``root/grader``, with ``chapter`` as its only chapter (wherever
+    its folder lives), and no caches; returns the copy's folder."""
+    package = root / "grader"
+    shutil.copytree(PACKAGE, package, ignore=IGNORED)
+    shutil.rmtree(package / "chapters")
+    (package / "chapters").mkdir()
+    shutil.copy2(PACKAGE / "chapters" / "__init__.py", package / "chapters" / "__init__.py")
+    shutil.copytree(chapter.folder, package / "chapters" / chapter.id, ignore=IGNORED)
+    return package
+
+
+def pyproject(chapter: Chapter, *, kind: str, about: str, description: str, jax: str, jaxlib: str,
+              python_min: str = "3.10") -> str:
+    """The ``pyproject.toml`` that installs the grader as ``jit-grader-<chapter>-<kind>`` with JAX pinned
+    (primitive counts and FLOP estimates depend on its version); ``about`` heads it as a comment."""
+    about = "\n".join(f"# {line}" for line in about.splitlines())
+    return _template("pyproject.toml").format(about=about, chapter=chapter.id, kind=kind, version=__version__,
+                                              title_en=chapter.title.en, description=description, jax=jax,
+                                              jaxlib=jaxlib, python_min=python_min)
 
 
 def _template(name: str) -> str:

@@ -168,21 +168,22 @@ def download_csv(uses: list) -> str:
 
 
 # ------------------------------------------------------------------ Gradescope
-def gradescope(row: Row) -> dict:
-    """Gradescope's autograder ``results.json`` for one student."""
+def gradescope(row: Row, hint: str = "Hint") -> dict:
+    """Gradescope's autograder ``results.json`` for one student; ``hint`` labels the hints (the
+    report's language's word)."""
     if row.report is None:
         return {"score": 0, "execution_time": round(row.duration_s), "output": f"{row.status}: {row.detail}",
-                "visibility": "visible", "tests": []}
+                "output_format": "text", "visibility": "visible", "tests": []}
     tests = []
     for ex in row.report["exercises"]:
         for c in ex["checks"]:
-            output = "\n".join(part for part in (c["message"], c["hint"] and f"Hint: {c['hint']}") if part)
+            output = "\n".join(part for part in (c["message"], c["hint"] and f"{hint}: {c['hint']}") if part)
             tests.append({"name": f"{ex['id']} · {c['id']}: {c['title']}", "score": c["points"],
                           "max_score": c["max_points"],
                           "status": "passed" if c["points"] >= c["max_points"] else "failed",
                           "output": output, "visibility": "visible", "tags": [c["category"]]})
     return {"score": row.report["score"], "execution_time": round(row.duration_s),
-            "output": row.report.get("title", ""), "visibility": "visible", "tests": tests}
+            "output": row.report.get("title", ""), "output_format": "text", "visibility": "visible", "tests": tests}
 
 
 # ------------------------------------------------------------------ JUnit

@@ -1,4 +1,5 @@
-"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter, a course release)."""
+"""``grade dev ...``: tools for course authors (stubs, validation, a new chapter, a course release, a
+Gradescope autograder)."""
 from __future__ import annotations
 
 import sys
@@ -7,13 +8,14 @@ from pathlib import Path
 import click
 
 from grader.chapter import ChapterError, load_chapter
-from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option
-from grader.i18n import T, default_lang, grader_catalog
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options
+from grader.i18n import LANGS, T, default_lang, grader_catalog
 
 
 @cli.group("dev", short_help="Tools for course authors: stubs, chapter validation, a release.")
 def dev() -> None:
-    """Tools for course authors: stubs, chapter validation, a course release. 课程作者工具。"""
+    """Tools for course authors: stubs, chapter validation, a course release, a Gradescope autograder.
+    课程作者工具。"""
 
 
 @dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
@@ -149,3 +151,39 @@ def dev_release(chapter: str, out: Path, seed: int | None, lang: str | None) -> 
                        backend=env.get("backend") or "?")))
     command = readme_command((release.out / "README.md").read_text(encoding="utf-8"))
     click.echo(words(T("release.next", command=command)))
+
+
+@dev.command("gradescope", short_help="Build a Gradescope autograder (a zip): grader, chapter, reference solutions.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="The zip to write (e.g. autograder.zip), to upload in Gradescope's Configure Autograder.")
+@click.option("--force", is_flag=True, help="Replace --out when it exists.")
+@click.option("--lang", type=click.Choice([*LANGS, "both"]), default="en", show_default=True,
+              help="Language of the results students read on Gradescope (both: English, then Chinese).")
+@limit_options
+def dev_gradescope(chapter: str, out: Path, force: bool, lang: str, sandbox: str, timeout_s: float,
+                   exercise_timeout_s: float | None, memory_mb: int) -> None:
+    """Build the Gradescope autograder of a chapter into the zip OUT: setup.sh and run_autograder,
+    the grader with JAX pinned to this machine's version, and the reference solutions, which stay
+    on the autograder's side (readable by root only; students' code runs as a uid of its own).
+    Every submission is graded as a final grading: a fresh seed, the real reference.
+    The limits (--timeout ...) apply to every submission. 构建 Gradescope 自动评分包。
+    """
+    from grader.authoring.gradescope import BundleError, build
+    from grader.gradescope import Config
+
+    words_lang = lang if lang in LANGS else default_lang()
+    catalog = grader_catalog()
+    words = lambda text: catalog.render(text, words_lang)  # noqa: E731
+    spec = _chapter(chapter)
+    config = Config(chapter=spec.id, lang=lang, instructor_lang=words_lang, sandbox=sandbox, timeout_s=timeout_s,
+                    exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb)
+    announce = lambda versions: click.echo(words(T("gradescope.building", chapter=spec.id,  # noqa: E731
+                                                   jax=versions["jax"], jaxlib=versions["jaxlib"])))
+    try:
+        bundle = build(spec, out, config, force=force, announce=announce)
+    except BundleError as exc:
+        raise UserError(words(exc.text)) from None
+    shown = {"en": "English", "zh": "中文", "both": "English, 中文"}[lang]
+    click.echo(words(T("gradescope.wrote", out=str(bundle.out), size=f"{bundle.size / 1000:.0f}", lang=shown)))
+    click.echo(words(T("gradescope.next", points=f"{bundle.points:g}", timeout=f"{timeout_s:g}")))
