@@ -1,16 +1,22 @@
-"""Throughput of grade batch: N copies of a full-mark submission, graded -j 1, -j 2 and on a
-local Dask cluster of 2 workers; submissions per minute for each.
+"""Throughput of grade batch: a class of N distinct submissions (correct and mistaken), graded
+-j 1, -j 2 and on a local Dask cluster of 2 workers; submissions per minute for each.
 
-    python benchmarks/batch_throughput.py --n 20 [-k 1 ...] [--modes j1,j2,dask2,j2-unpinned]
+    python benchmarks/batch_throughput.py --n 12 [-k 1 ...] [--modes j1,j2,dask2,dask1,j2-unpinned]
 
 Run by hand (the machine is shared and noisy: compare the modes of one run, not
-against fixed numbers). Each mode grades the same class with the same seed into a
-results folder of its own (``--force``), so every submission is graded each time.
-Besides the throughput it prints, for each mode, the speed-ups ex06 measured (the
-median over the class of the student's and the reference's, with the spread), to
-show whether timing stayed fair under parallelism: ``j2-unpinned`` runs -j 2
-without core slots (``GRADER_NO_PIN=1``) for comparison. Prints a Markdown table, for
-the closing notes, and the machine's load average before and after.
+against fixed numbers). The class is made from the reference solutions and the test
+suite's variants (``tests/variants``): each student's modules are the solution, a
+correct alternative or a mistake, drawn from a seeded generator, and every file is the
+student's own (a comment names them), so no two submissions are alike and none is
+already graded. Each mode grades the same class with the same seed into a results
+folder of its own (``--force``), so every submission is graded each time.
+
+Besides the throughput it prints the machine's load average, whether every student's
+verdicts (score and each check's status) were the same in every mode (the repeat-grading
+stability a faster batch must keep), and, for each mode, the speed-ups ex06 measured
+(the median over the class of the student's and the reference's, with the spread):
+``j2-unpinned`` runs -j 2 without core slots (``GRADER_NO_PIN=1``) for comparison.
+Prints Markdown tables, for the closing notes.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import argparse
 import csv
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -27,18 +34,33 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions" / "ch4"
+VARIANTS = ROOT / "tests" / "variants" / "ch4"
 MODES = {
     "j1": ["-j", "1"],
     "j2": ["-j", "2"],
+    "dask1": ["--executor", "dask", "-j", "1"],
     "dask2": ["--executor", "dask", "-j", "2"],
     "j2-unpinned": ["-j", "2"],
 }
 
 
-def make_class(folder: Path, n: int) -> Path:
+def make_class(folder: Path, n: int, seed: int = 0) -> Path:
+    """``n`` students: each exercise the solution (about half the time), a correct alternative or a
+    mistake from the variants; the first student all solutions."""
+    rng = random.Random(seed)
     klass = folder / "class"
+    variants = {ex.name: sorted(ex.glob("*.py")) for ex in sorted(VARIANTS.iterdir()) if ex.is_dir()}
     for i in range(n):
-        shutil.copytree(ROOT / "solutions" / "ch4", klass / f"student{i:03d}")
+        student = klass / f"student{i:03d}"
+        student.mkdir(parents=True)
+        for solution in sorted(SOLUTIONS.glob("*.py")):
+            source = solution
+            choices = variants.get(solution.stem, [])
+            if i > 0 and choices and rng.random() < 0.5:
+                source = rng.choice(choices)
+            text = source.read_text(encoding="utf-8")
+            (student / solution.name).write_text(f"# {student.name}'s work\n{text}", encoding="utf-8")
     return klass
 
 
@@ -55,20 +77,31 @@ def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> 
         raise SystemExit(f"{mode}: grade batch failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if r["student"] != "(max points)"]
+    names = [r["student"] for r in rows]
     return {"mode": mode, "wall_s": wall, "n": len(rows), "per_min": 60 * len(rows) / wall,
             "scores": [float(r["total"]) for r in rows], "statuses": [r["status"] for r in rows],
-            "speedups": _speedups(out, [r["student"] for r in rows])}
+            "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names)}
+
+
+def _report(out: Path, name: str) -> dict | None:
+    found = next((p for p in (out / name / "report.json", out / name / "report.partial.json") if p.exists()), None)
+    return json.loads(found.read_text(encoding="utf-8")) if found else None
+
+
+def _verdicts(out: Path, name: str) -> tuple:
+    """A student's verdicts: the score and every check's status, in order."""
+    report = _report(out, name)
+    if report is None:
+        return ()
+    return (report["score"],) + tuple((c["id"], c["status"]) for ex in report["exercises"] for c in ex["checks"])
 
 
 def _speedups(out: Path, names: list[str]) -> dict[str, dict[str, list[float]]]:
     """ex06's measured speed-ups, per check, the student's and the reference's, over the class."""
     found: dict[str, dict[str, list[float]]] = {}
     for name in names:
-        report_file = next((p for p in (out / name / "report.json", out / name / "report.partial.json")
-                            if p.exists()), None)
-        if report_file is None:
-            continue
-        for ex in json.loads(report_file.read_text(encoding="utf-8"))["exercises"]:
+        report = _report(out, name)
+        for ex in (report or {}).get("exercises", []):
             for check in ex["checks"]:
                 measured = check.get("measured") or {}
                 if check["category"] == "speedup" and isinstance(measured.get("student"), dict):
@@ -87,9 +120,23 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
+def _differences(results: list[dict]) -> list[str]:
+    """Students whose verdicts differ between modes."""
+    first = results[0]
+    out = []
+    for other in results[1:]:
+        for name, verdict in first["verdicts"].items():
+            if other["verdicts"].get(name) != verdict:
+                mine, theirs = dict(verdict[1:]), dict(other["verdicts"].get(name, ())[1:])
+                changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+                out.append(f"{name}: {first['mode']} {verdict[:1]} vs {other['mode']} "
+                           f"{other['verdicts'].get(name, ())[:1]}: {', '.join(changed)}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20, help="copies of the full-mark submission")
+    parser.add_argument("--n", type=int, default=12, help="students in the class")
     parser.add_argument("--modes", default="j1,j2,dask2", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("-k", "--exercise", action="append", default=[], help="grade only these exercises")
     parser.add_argument("--seed", type=int, default=7)
@@ -103,15 +150,21 @@ def main() -> None:
             result = run_mode(mode, klass, Path(tmp) / f"out-{mode}", args.seed, extra)
             results.append(result)
             print(f"{mode}: {result['n']} submissions in {result['wall_s']:.0f} s = {result['per_min']:.2f} per "
-                  f"minute; scores {min(result['scores']):g}–{max(result['scores']):g}", file=sys.stderr, flush=True)
+                  f"minute; scores {min(result['scores']):g}–{max(result['scores']):g}; load "
+                  f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+        shutil.rmtree(klass, ignore_errors=True)
     load_after = os.getloadavg()
-    print(f"\nN = {args.n}, {os.cpu_count()} CPUs, load average before {load_before[0]:.2f} "
+    print(f"\nN = {args.n} distinct submissions, {os.cpu_count()} CPUs, load average before {load_before[0]:.2f} "
           f"(5 min {load_before[1]:.2f}), after {load_after[0]:.2f} (5 min {load_after[1]:.2f})\n")
     print("| mode | wall (s) | submissions / min | scores | not completed |")
     print("|---|---:|---:|---|---:|")
     for r in results:
         print(f"| {r['mode']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {min(r['scores']):g}–{max(r['scores']):g} "
               f"| {sum(s != 'completed' for s in r['statuses'])} |")
+    differences = _differences(results)
+    print(f"\nevery student's verdicts the same in every mode: {'yes' if not differences else 'no'}")
+    for line in differences:
+        print(f"- {line}")
     checks = sorted({c for r in results for c in r["speedups"]})
     if checks:
         print("\n| mode | check | student speed-up, median (range) | reference speed-up | passed |")

@@ -4,10 +4,18 @@ reference's outcomes.
 Most of a job's time is XLA compiling small programs (each jitted function and eager
 operation, once per input shape). With JAX's persistent compilation cache, a program
 compiled in an earlier run is loaded instead; JAX still reports it as a backend
-compile, so compile counts stay exact. There are two caches, never shared: the
-reference's (trusted, written only by the grader's own processes) and one per
-submission folder (written by that student's jobs, read by nobody else's), so no
-student's code can plant a program another process will run.
+compile, so compile counts stay exact. Two kinds of cache, never written by anyone
+else's code: the reference's (trusted, written only by the grader's own processes) and
+one per submission folder (written by that student's jobs, read by nobody else's), so
+no student's code can plant a program another process will run.
+
+A student's jobs may also *load* from the reference's cache, by key only: its folder
+is not listable by their uids (mode 0711) and is mounted read-only in their sandbox.
+A program's key is a digest of the program itself (with the compiler's options and
+versions), so what a student's job can load from it is a program it lowered
+identically itself: JAX's own operations on the same inputs, and any function the
+student wrote exactly as the reference did. It gives nobody anything they did not
+write; it saves every first grading (and every student of a batch) the compiles.
 
 The reference's outcomes for one seed (:class:`ReferenceCache`) are kept in memory for
 a run or a batch, and on disk keyed by everything they depend on: the reference's and
@@ -51,8 +59,9 @@ def _jaxlib_version() -> str:
 
 
 def reference_dir() -> Path | None:
-    """The reference's compilation cache (only the grader's own processes write it)."""
-    return _make(root() / "xla" / "reference", mode=0o700)
+    """The reference's compilation cache (only the grader's own processes write it; students' jobs
+    may open a program in it whose key they know, never list it)."""
+    return _make(root() / "xla" / "reference", mode=0o711)
 
 
 def student_dir(submission: Path) -> Path | None:
@@ -66,10 +75,10 @@ def _make(folder: Path, *, mode: int) -> Path | None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, mode)
-        for parent in folder.parents:  # every job uid must reach a student's folder
+        for parent in folder.parents:  # every job uid must reach a student's folder and the reference's
             if parent == Path(root()).parent:
                 break
-            if mode == 0o777:
+            if mode & 0o001:
                 os.chmod(parent, os.stat(parent).st_mode | 0o711)
         return folder
     except OSError:
@@ -104,69 +113,6 @@ def tidy(caches: list[Path | None]) -> None:
         if folder is not None:
             prune(folder)
     keep_bytecode()
-
-
-#: the most :func:`seed_student` copies into one submission's new cache
-MAX_SEED_BYTES = 32 << 20
-
-
-def withheld_names(reference_dir: Path) -> set[str]:
-    """The names a program compiled from the reference's own code may carry: every function
-    its modules define, and ``_lambda``. Unreadable or unparsable modules withhold nothing
-    more (they do not run either)."""
-    import ast
-
-    names = {"_lambda"}
-    for file in sorted(Path(reference_dir).glob("*.py")):
-        try:
-            tree = ast.parse(file.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        names |= {node.name for node in ast.walk(tree)
-                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    return names
-
-
-def seed_student(folder: Path | None, reference_code: Path, reference: Path | None,
-                 limit: int = MAX_SEED_BYTES) -> int:
-    """Give a submission's new (empty) compilation cache the reference's programs that are not its code.
-
-    A submission's first grading compiles every program its jobs run, and most of a
-    student's eager operations (``jnp.exp`` of an input, a sum, a cast) are the very
-    programs the reference's jobs ran on the same inputs: JAX's own functions, named
-    after them. Those are copied (never linked: the student's jobs may write their
-    folder) from the reference's cache (``reference``, :func:`reference_dir`), which only
-    the grader's processes write. A program named after a function of the
-    reference's code in ``reference_code`` (:func:`withheld_names`) is never copied, so
-    the reference's code stays out of the sandbox. The most recently used first, up to
-    ``limit`` bytes; a folder that holds anything already is left alone. Returns how
-    many were copied.
-    """
-    import shutil
-
-    try:
-        if folder is None or reference is None or any(Path(folder).iterdir()):
-            return 0
-        entries = [(entry.stat().st_atime, entry) for entry in Path(reference).iterdir()
-                   if entry.is_file() and entry.name.startswith("jit_") and entry.name.endswith("-cache")]
-    except OSError:
-        return 0
-    withheld = withheld_names(reference_code)
-    copied, total = 0, 0
-    for _, entry in sorted(entries, key=lambda item: -item[0]):
-        program = entry.name[len("jit_"):].rsplit("-", 2)[0]
-        target = Path(folder) / entry.name
-        if program in withheld or target.exists():
-            continue
-        try:
-            size = entry.stat().st_size
-            if total + size > limit:
-                break
-            shutil.copyfile(entry, target)
-        except OSError:
-            continue
-        copied, total = copied + 1, total + size
-    return copied
 
 
 def outcomes_dir() -> Path | None:

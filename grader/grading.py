@@ -35,6 +35,7 @@ from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, JobSession, Limits, run_job
+from grader.runner.warm import WarmHosts
 
 log = logging.getLogger("grader")
 
@@ -74,6 +75,10 @@ class GradeOptions:
     #: preview with them instead of running the reference; ``None``: those of a course
     #: release's chapter when it has no solutions (:func:`release_records`), else none
     preview: "Records | None" = None
+    #: hosts kept from one grading to the next by a batch worker (:class:`grader.runner.warm.WarmHosts`):
+    #: the reference's host is theirs, the student's is forked from their template; ``None``: this
+    #: grading starts its own
+    hosts: "WarmHosts | None" = None
 
 
 @dataclass
@@ -149,7 +154,9 @@ class Grading:
         if self.records is None and not self.reference_dir.is_dir():
             raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
                                                 path=str(self.reference_dir)))
-        self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
+        self.warm = options.hosts
+        self.scratch = self.warm.grading_scratch() if self.warm is not None else \
+            Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
         os.chmod(self.scratch, 0o755)
         self.hosts: tuple[HostProcess, HostProcess | None] | None = None
         self._start_hosts()  # JAX imports in them while the submission is read
@@ -202,12 +209,19 @@ class Grading:
             common = {"modules": chapter.child_modules, "limits": self.options.limits,
                       "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
                       else [chapter.search_folder]}
-            student_cache, reference_cache = self._compile_caches()
+            if self.warm is not None:  # a batch worker's: the reference's host is shared, the student's forked
+                self.warm.start()
+                self.hosts = (self.warm.student_host(module_dir, self.uids, self.options.limits),
+                              None if self.records is not None else self.warm.reference())
+                self.hosts[0].start()
+                return self.hosts
+            student_cache, readable = self._compile_caches()
             self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
-                                      plan=self.plan, uids=self.uids, compile_cache=student_cache, **common),
+                                      plan=self.plan, uids=self.uids, compile_cache=student_cache,
+                                      read_caches=readable, **common),
                           None if self.records is not None else
                           HostProcess(side="reference", module_dir=self.reference_dir,
-                                      scratch=self.scratch / "reference", compile_cache=reference_cache,
+                                      scratch=self.scratch / "reference", compile_cache=readable[0] if readable else None,
                                       plan=sandboxes.SandboxPlan("process", False), **common))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
@@ -215,28 +229,31 @@ class Grading:
                 host.start()
         return self.hosts
 
-    def _compile_caches(self) -> tuple[Path | None, Path | None]:
-        """The student's and the reference's compilation caches, where they can be used safely."""
+    def _compile_caches(self) -> tuple[Path | None, list[Path]]:
+        """The student's own compilation cache (where it can be used safely) and the caches its jobs
+        may load from by key (the reference's)."""
         if not self.options.compile_cache:
-            return None, None
+            return None, []
         # A student's cache is seen by that student's jobs only: inside bubblewrap (mounted for
         # them alone), or as the user's own folder when there are no per-job uids. Under per-job
         # uids without bubblewrap, every uid could write into every student's: no cache there.
         own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
-        student, reference = cache.student_dir(self.path) if own else None, cache.reference_dir()
-        if self.records is None:  # a first grading starts with the reference's programs that are not its code
-            cache.seed_student(student, self.reference_dir, reference)
-        return student, reference
+        reference = cache.reference_dir()
+        return cache.student_dir(self.path) if own else None, [reference] if reference is not None else []
 
     def close(self) -> None:
         """Stop every process this grading started; remove its scratch folder; keep the caches small."""
         hosts, self.hosts = [host for host in self.hosts or () if host], None
-        stopping = [threading.Thread(target=host.stop, name=f"stop-{host.side}") for host in hosts]
+        stopping = [threading.Thread(target=host.stop, name=f"stop-{host.side}") for host in hosts
+                    if self.warm is None or host.side != "reference"]  # a batch worker's serves the next grading
         for thread in stopping:  # both at once: each waits for its process to end
             thread.start()
         for thread in stopping:
             thread.join()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.warm is not None:
+            self.warm.release(self.scratch)
+        else:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         cache.tidy([host.compile_cache for host in hosts])
 
 

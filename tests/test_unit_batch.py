@@ -48,7 +48,7 @@ def test_an_empty_class_or_a_missing_folder_is_an_error(tmp_path):
     assert empty.value.text.key == "batch.error.empty"
     with pytest.raises(roster.ClassError) as missing:
         layouts.read_class(tmp_path / "nowhere")
-    assert missing.value.text.key == "batch.error.not_a_folder"
+    assert missing.value.text.key == "batch.error.no_such_path"
 
 
 def _one(klass: Path, name: str) -> roster.Student:

@@ -215,7 +215,7 @@ def test_a_host_freezes_what_it_imported_before_forking():
     done = _child("""
         import gc
         from grader.child import host
-        host._preload_frozen([], [])
+        host.preload_frozen([], [])
         assert gc.isenabled()
         print(gc.get_freeze_count())
     """)
@@ -224,35 +224,54 @@ def test_a_host_freezes_what_it_imported_before_forking():
 
 
 # ------------------------------------------------------------------ a first grading's cache
-def test_withheld_names_are_every_function_the_reference_defines():
-    names = cache.withheld_names(SOLUTIONS)
-    assert {"piecewise", "softmax_raw", "clip_by_norm", "_lambda"} <= names
-    helpers = {n for n in names if n.startswith("_") and n != "_lambda"}
-    assert helpers, "the reference's private helpers are withheld too"
+_TIERED = """
+    import os, sys, jax, jax.numpy as jnp
+    from grader.child.job import _portable_cache_keys, _use_compile_caches
+    own, read = (sys.argv[1] if sys.argv[1] != "-" else None), sys.argv[2:]
+    _portable_cache_keys()
+    _use_compile_caches(own, read)
+    x = jnp.arange(12.0).reshape(3, 4)
+    def piecewise(x):
+        return jnp.where(x > 2.0, x * x, 0.5 * x)
+    def other(x):
+        return jnp.where(x > 2.0, x - 1.0, x)
+    print(float(jax.jit(piecewise)(x).sum()), float(jax.jit(other)(x).sum()))
+"""
 
 
-def test_a_new_cache_gets_the_references_programs_but_none_of_its_code(tmp_path):
-    code = tmp_path / "solutions"
-    code.mkdir()
-    (code / "ex.py").write_text("def piecewise(x):\n    return x\n\ndef _helper(x):\n    return x\n", encoding="utf-8")
-    reference = tmp_path / "reference-cache"
-    reference.mkdir()
-    names = {"jit_exp-1a-cache": b"exp", "jit_add-2b-cache": b"add", "jit_piecewise-3c-cache": b"code",
-             "jit__helper-4d-cache": b"code", "jit__lambda-5e-cache": b"code", "README": b"not a program"}
-    for name, data in names.items():
-        (reference / name).write_bytes(data)
-    student = tmp_path / "student"
-    student.mkdir()
-    assert cache.seed_student(student, code, reference) == 2
-    assert sorted(p.name for p in student.iterdir()) == ["jit_add-2b-cache", "jit_exp-1a-cache"]
-    copied = student / "jit_exp-1a-cache"
-    assert copied.read_bytes() == b"exp" and copied.stat().st_ino != (reference / "jit_exp-1a-cache").stat().st_ino
-    assert cache.seed_student(student, code, reference) == 0  # not a new cache any more
+def _programs(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir() if p.name.endswith("-cache")} if folder.exists() else set()
 
-    small = tmp_path / "small"
-    small.mkdir()
-    assert cache.seed_student(small, code, reference, limit=3) == 1  # stops at the limit
-    assert cache.seed_student(None, code, reference) == 0  # no cache for this submission
+
+def test_a_job_loads_the_references_programs_by_key_and_writes_only_its_own(tmp_path):
+    reference, student = tmp_path / "reference", tmp_path / "student"
+    first = subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(reference)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    compiled = _programs(reference)
+    assert any(n.startswith("jit_piecewise") for n in compiled) and any(n.startswith("jit_other") for n in compiled)
+    os.remove(next(reference / n for n in compiled if n.startswith("jit_other")))  # one the reference never ran
+    second = subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(student), str(reference)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert second.stdout == first.stdout  # the same values, from the program loaded or compiled
+    mine = _programs(student)
+    assert not any(n.startswith("jit_piecewise") for n in mine)  # loaded from the reference's, by its key
+    assert any(n.startswith("jit_other") for n in mine)  # compiled, and written to its own cache only
+    assert _programs(reference) == compiled - {n for n in compiled if n.startswith("jit_other")}
+    assert all(oct((student / n).stat().st_mode & 0o777) == "0o644" for n in mine)
+
+
+def test_a_job_without_a_cache_of_its_own_writes_nowhere(tmp_path):
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(reference)], check=True, cwd=ROOT,
+                   capture_output=True, timeout=300)
+    before = _programs(reference)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED).replace("x = jnp.arange(12.0)",
+                                                                                   "x = jnp.arange(20.0).reshape(4, 5)  #"),
+                           "-", str(reference)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _programs(reference) == before  # a batch's student: the reference's cache is read, never written
 
 
 def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
@@ -280,23 +299,21 @@ def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
     assert names["plain", "a"] != names["plain", "b"]
 
 
-def test_a_first_grading_starts_with_the_references_programs_and_grades_the_same(tmp_path, monkeypatch):
-    from grader.grading import GradeOptions, Grading, grade
+def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_path, monkeypatch):
+    from grader.grading import GradeOptions, grade
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "caches"))
     first, second = tmp_path / "first" / "ch4", tmp_path / "second" / "ch4"
     for folder in (first, second):
         shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
-    options = GradeOptions(exercises=("ex01", "ex02"), seed=21)
-    one = grade(first, options)  # fills the reference's cache
-    reference = {p.name for p in cache.reference_dir().iterdir()}
-    withheld = cache.withheld_names(SOLUTIONS)
-    eligible = {n for n in reference if n[len("jit_"):].rsplit("-", 2)[0] not in withheld}
-    assert eligible, "the reference ran some of JAX's own programs"
-    with Grading(second, options) as grading:  # its hosts run, none of its jobs yet
-        seeded = {p.name for p in cache.student_dir(second).iterdir()}
-        two = grading.run(options.exercises)
-    assert seeded == eligible  # every program of JAX's own the reference ran, and none of the reference's code
+    options = GradeOptions(exercises=("ex01", "ex02"), seed=21, compile_cache=True)
+    one = grade(first, options)  # fills the reference's cache (and the first folder's own)
+    reference = _programs(cache.reference_dir())
+    assert any(n.startswith("jit_piecewise") for n in reference)
+    assert oct(cache.reference_dir().stat().st_mode & 0o777) == "0o711"  # openable by key, never listed
+    two = grade(second, options)
+    own = _programs(cache.student_dir(second))
+    assert not own & reference, "a program the reference compiled is loaded from its cache, not compiled again"
     assert [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in one.exercises] == \
            [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in two.exercises]
     assert two.score == two.max_score

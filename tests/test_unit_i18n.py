@@ -151,7 +151,17 @@ def test_f_string_keys_have_their_expansions():
             assert isinstance(head, ast.Constant), ast.unparse(arg)
             prefixes.add(head.value)
     # a new family of computed keys needs its own expansion test below
-    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live.", "compile.why."}
+    assert prefixes == {"ui.status.", "structure.trace.", "hint.exception.", "ui.live.", "compile.why.",
+                        "batch.layout.", "batch.row.unmatched."}
+
+
+def test_every_layout_of_a_download_has_its_words(catalog):
+    from grader.batch.layouts import LAYOUTS
+
+    assert sorted(f"batch.layout.{layout}.{part}" for layout in LAYOUTS for part in ("name", "example")
+                  if f"batch.layout.{layout}.{part}" not in catalog.keys()) == []
+    assert sorted(f"batch.row.unmatched.{layout}" for layout in LAYOUTS if layout != "folders"
+                  if f"batch.row.unmatched.{layout}" not in catalog.keys()) == []
 
 
 def test_every_reason_to_compile_again_has_its_words(catalog):

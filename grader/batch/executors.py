@@ -3,8 +3,9 @@ cluster (:class:`DaskExecutor`), a local one it starts or a running one it joins
 
 Both take the same work, a list of ``(name, payload)`` and the class's shipped
 reference, and hand each result to ``on_result(name, result)`` in the calling thread
-as it arrives. Each grading is a worker subprocess (:func:`grader.batch.worker.run_worker`).
-A Ctrl-C stops them all (each worker stops what it started) and is raised again.
+as it arrives. Each slot grades in a worker subprocess of its own, kept from one
+student to the next (:class:`grader.batch.worker.WorkerProcess`). A Ctrl-C stops them
+all (each worker stops what it started) and is raised again.
 """
 from __future__ import annotations
 
@@ -14,17 +15,20 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
-from grader.batch.worker import dask_task, failure, interrupt, run_worker
+from grader.batch.worker import WorkerProcess, dask_task, failure
 
 OnResult = Callable[[str, dict], None]
 
 
 class LocalExecutor:
-    """``jobs`` worker subprocesses at once on this machine, each pinned to its own cores."""
+    """``jobs`` worker subprocesses at once on this machine, each pinned to its own cores and kept
+    for one student after another (:class:`~grader.batch.worker.WorkerProcess`)."""
 
     def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
-        self._procs: dict[str, object] = {}
+        self._workers: list[WorkerProcess] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self._stopping = threading.Event()
 
     def describe(self) -> str:
@@ -33,7 +37,7 @@ class LocalExecutor:
     def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
             on_result: OnResult) -> None:
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch")
-        futures = {pool.submit(self._one, name, payload, reference, timeout_s): name for name, payload in tasks}
+        futures = {pool.submit(self._one, payload, reference, timeout_s): name for name, payload in tasks}
         try:
             for future in as_completed(futures):
                 on_result(futures[future], future.result())
@@ -41,25 +45,25 @@ class LocalExecutor:
             self._stopping.set()
             for future in futures:
                 future.cancel()
-            for proc in list(self._procs.values()):
-                interrupt(proc)
+            for worker in list(self._workers):
+                worker.interrupt()
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            for worker in self._workers:
+                worker.close()
 
-    def _one(self, name: str, payload: dict, reference: dict | None, timeout_s: float) -> dict:
+    def _one(self, payload: dict, reference: dict | None, timeout_s: float) -> dict:
         if self._stopping.is_set():
             return failure("interrupted", "interrupted")
-
-        def started(proc) -> None:
-            self._procs[name] = proc
+        worker = getattr(self._local, "worker", None)
+        if worker is None:  # this thread's worker, kept for its next students
+            worker = self._local.worker = WorkerProcess(self.jobs)
+            with self._lock:
+                self._workers.append(worker)
             if self._stopping.is_set():
-                interrupt(proc)
-
-        try:
-            return run_worker({**payload, "slots": self.jobs}, reference, timeout_s=timeout_s, started=started)
-        finally:
-            self._procs.pop(name, None)
+                worker.interrupt()
+        return worker.grade(payload, reference, timeout_s=timeout_s)
 
 
 class DaskExecutor:

@@ -212,7 +212,7 @@ def _version(name: str) -> tuple[str, int]:
 
 def _unmatched(download: Download, name: str, entries: list[Entry], layout: str, uses: list[FileUse]) -> Student:
     """A top-level entry that does not follow the layout: a row that says so, never graded."""
-    student = Student(name, download, problem=T(f"batch.row.unmatched_{layout}", name=name), status="not_a_submission",
+    student = Student(name, download, problem=T(f"batch.row.unmatched.{layout}", name=name), status="not_a_submission",
                       people=[Person(name)], origin=name)
     uses += [FileUse(e.name, student.key, "unmatched") for e in entries]
     return student

@@ -1,36 +1,60 @@
-"""Grading one student of a batch in a process of its own: ``python -m grader.batch.worker``.
+"""Grading the students of a batch in a process of their own: ``python -m grader.batch.worker``.
 
-The batch (on this machine, or a Dask worker on another) starts this module as a
-subprocess for each submission: Dask's worker processes are daemonic and cannot have
-children of their own through :mod:`multiprocessing`, and a process per student
-keeps one student's grading apart from the next. It reads one JSON object on
-standard input (the packed submission, the batch's options and seed, the reference's
-outcomes shipped as data) and writes one on standard output: the files
-:func:`grader.report.render.write_reports` wrote for that student (``report.json`` and
+A batch (on this machine, or a Dask worker on another) keeps a worker subprocess per
+grading slot and gives it one student after another: Dask's worker processes are
+daemonic and cannot have children of their own through :mod:`multiprocessing`, and a
+process of its own keeps the batch apart from the gradings. The worker reads JSON
+lines on standard input: ``{"op": "reference", ...}`` (the class's reference outcomes,
+shipped as data, once) and ``{"op": "grade", ...}`` (a packed submission, the batch's
+options and seed), and writes a JSON line on standard output for each student: the
+files :func:`grader.report.render.write_reports` wrote for them (``report.json`` and
 ``report.md``, exactly what ``grade`` writes for that submission and seed), or why
-there are none. Before it starts anything it takes a slot of cores of its own
-(:mod:`grader.batch.cpus`).
+there are none.
 
-:func:`run_worker` is the other side: it starts the subprocess, feeds it, and turns a
-crash, a hang or an interrupt into a result instead of an exception.
+It keeps what one student's grading leaves ready for the next: its slot of cores
+(:mod:`grader.batch.cpus`, taken once), the chapter, and its hosts
+(:class:`~grader.runner.warm.WarmHosts`: the reference's, and a template that forks
+each student's host with JAX already imported, fresh for each student).
+
+:class:`WorkerProcess` is the other side: it starts the subprocess, feeds it, and turns a
+crash, a hang or an interrupt into a student's result instead of an exception; a
+worker that died or hung is replaced for the next student.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Callable
 
 #: exit status of a worker stopped by Ctrl-C (its student is graded again on resume)
 INTERRUPTED = 130
 
 
-def grade_payload(payload: dict) -> dict:
+class _State:
+    """What a worker keeps from one student to the next."""
+
+    def __init__(self) -> None:
+        self.slot = None
+        self.slots_asked: int | None = None
+        self.shipped: dict | None = None
+        self.hosts = None
+        self.references: dict[tuple, tuple] = {}
+
+    def close(self) -> None:
+        if self.hosts is not None:
+            self.hosts.close()
+            self.hosts = None
+
+
+def grade_payload(payload: dict, state: _State | None = None) -> dict:
     """Grade the packed submission of ``payload``; the result object the batch reads."""
     from grader.batch import cpus, roster
     from grader.batch.reference import seed_cache
@@ -40,11 +64,15 @@ def grade_payload(payload: dict) -> dict:
     from grader.report.render import write_reports
     from grader.runner import sandbox as sandboxes
     from grader.runner.jobs import Limits
+    from grader.runner.warm import WarmHosts
     from grader.submission import SubmissionError
 
-    slot = cpus.acquire(payload["slots"]) if payload.get("slots") else None
-    if slot is not None:
-        slot.pin()
+    state = state or _State()
+    if payload.get("slots") and state.slot is None and state.slots_asked is None:
+        state.slots_asked = payload["slots"]
+        state.slot = cpus.acquire(payload["slots"])
+        if state.slot is not None:
+            state.slot.pin()
     chapter = load_chapter(payload["chapter"])
     lang = payload["lang"]
     words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
@@ -55,12 +83,21 @@ def grade_payload(payload: dict) -> dict:
         return failure("sandbox", str(exc))
     if not (plan.kind == "bwrap" and plan.uid_isolation) and not settings.get("allow_weak_sandbox"):
         return failure("sandbox", words(T("batch.error.weak_sandbox_here", sandbox=_sandbox_word(plan.describe()))))
-    cache, shipped = seed_cache(payload.get("reference"), chapter, payload["seed"], None)
+    shipped = payload.get("reference", state.shipped)
+    key = (payload["seed"], (shipped or {}).get("digest"))
+    if key not in state.references:
+        state.references = {key: seed_cache(shipped, chapter, payload["seed"], None)}
+    cache, used = state.references[key]
+    if state.hosts is not None and not state.hosts.fits(chapter, settings["sandbox"], None):
+        state.close()
+    if state.hosts is None:
+        state.hosts = WarmHosts(chapter, sandbox=settings["sandbox"])
+    slot = state.slot
     options = GradeOptions(chapter=chapter.id, exercises=tuple(payload["exercises"]), seed=payload["seed"],
                            sandbox=settings["sandbox"], submission_timeout_s=settings["timeout_s"],
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
                            limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20), reference_cache=cache,
-                           workers=len(slot.cores) if slot is not None else None)
+                           workers=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts)
     with tempfile.TemporaryDirectory(prefix="grade-batch-") as tmp:
         path = roster.unpack(payload["submission"], payload["name"], Path(tmp) / "in")
         try:
@@ -71,7 +108,7 @@ def grade_payload(payload: dict) -> dict:
         written = write_reports(report, chapter.catalog, lang, Path(tmp) / "out")
         files = {p.name: p.read_text(encoding="utf-8") for p in written.parent.iterdir() if not p.name.startswith(".")}
     return {"ok": True, "files": files, "report": written.name, "cpus": slot.cores if slot else None,
-            "reference": "shipped" if shipped else "own"}
+            "reference": "shipped" if used else "own"}
 
 
 def failure(status: str, message: str) -> dict:
@@ -98,58 +135,147 @@ PR_SET_PDEATHSIG = 1
 
 
 def main() -> int:
+    """Grade the students given on standard input, one JSON line each, until it closes."""
     _stop_with_parent()
-    payload = json.loads(sys.stdin.buffer.read())
     from grader.grading import Interrupted
 
+    state = _State()
     try:
-        result = grade_payload(payload)
+        for line in sys.stdin:
+            message = json.loads(line)
+            if message.get("op") == "reference":
+                state.shipped = message.get("reference")
+                continue
+            result = grade_payload(message, state)
+            sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
     except (Interrupted, KeyboardInterrupt):  # every process it started is already gone
         return INTERRUPTED
-    sys.stdout.write(json.dumps(result, ensure_ascii=False))
-    sys.stdout.flush()
+    finally:
+        state.close()
     return 0
 
 
 # ------------------------------------------------------------------ the batch's side
-def run_worker(payload: dict, reference: dict | None = None, *, timeout_s: float = 3600.0,
-               started: Callable[[subprocess.Popen], None] | None = None) -> dict:
-    """Grade ``payload`` in a worker subprocess; always a result, never an exception.
+class WorkerProcess:
+    """A worker subprocess that grades one student after another (see the module).
 
-    ``reference`` is the class's shipped reference (it travels beside the payload, so a
-    Dask cluster can hold one copy per worker); ``started`` is told the process (to
-    interrupt it). Past ``timeout_s`` the worker and all it started are killed.
+    ``slots``: how many gradings share this machine's cores (the worker takes one slot).
+    Each :meth:`grade` returns a result, never raises; a worker that crashed, hung or was
+    interrupted is gone afterwards, and the next :meth:`grade` starts a new one.
     """
-    proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    if started is not None:
-        started(proc)
-    t0 = time.monotonic()
-    data = json.dumps({**payload, "reference": reference}).encode()
-    try:
-        out, err = proc.communicate(data, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        proc.communicate()
-        return {**failure("timeout", f"grading took more than {timeout_s:.0f} s and was stopped"),
-                "duration_s": time.monotonic() - t0}
-    if proc.returncode == INTERRUPTED:
-        return {"ok": False, "status": "interrupted", "message": "interrupted"}
-    try:
-        result = json.loads(out.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        tail = err.decode("utf-8", errors="replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        result = failure("crash", f"the grading process ended without a result ({tail[0][:300]})")
-    result["duration_s"] = time.monotonic() - t0
-    return result
+
+    def __init__(self, slots: int | None = None):
+        self.slots = slots
+        self.proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self._errors: Path | None = None
+        self._sent: tuple | None = None
+        self._lock = threading.Lock()
+        self.interrupted = False
+
+    def _start(self) -> subprocess.Popen:
+        handle, name = tempfile.mkstemp(prefix="grade-worker-", suffix=".log")
+        os.close(handle)
+        self._errors = Path(name)
+        proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=open(self._errors, "wb"), start_new_session=True)
+        self._lines = queue.Queue()
+        threading.Thread(target=_read_lines, args=(proc.stdout, self._lines), daemon=True,
+                         name="batch-worker-output").start()
+        self._sent = None
+        return proc
+
+    def grade(self, payload: dict, reference: dict | None, timeout_s: float = 3600.0) -> dict:
+        """Grade one student; past ``timeout_s`` the worker and all it started are killed."""
+        t0 = time.monotonic()
+        with self._lock:
+            if self.interrupted:
+                return failure("interrupted", "interrupted")
+            if self.proc is None or self.proc.poll() is not None:
+                self.proc = self._start()
+            proc = self.proc
+        try:
+            shipped = ((reference or {}).get("digest"), (reference or {}).get("seed"))
+            if self._sent != shipped:  # once per worker and class
+                _send(proc, {"op": "reference", "reference": reference})
+                self._sent = shipped
+            _send(proc, {**payload, "op": "grade", "slots": payload.get("slots", self.slots)})
+            line = self._lines.get(timeout=timeout_s)
+        except queue.Empty:
+            self._end(signal.SIGKILL)
+            return {**failure("timeout", f"grading took more than {timeout_s:.0f} s and was stopped"),
+                    "duration_s": time.monotonic() - t0}
+        except OSError:  # the worker died before it read the student
+            line = None
+        if line is None:  # the worker ended
+            code = self._end(None)
+            if code == INTERRUPTED or self.interrupted:
+                return {"ok": False, "status": "interrupted", "message": "interrupted"}
+            return {**failure("crash", f"the grading process ended without a result ({self._last_error(code)})"),
+                    "duration_s": time.monotonic() - t0}
+        result = json.loads(line)
+        result["duration_s"] = time.monotonic() - t0
+        return result
+
+    def interrupt(self) -> None:
+        """Ask the worker to stop (Ctrl-C): it stops every process it started and exits."""
+        self.interrupted = True
+        proc = self.proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def close(self) -> None:
+        """Let the worker finish and exit (it stops its hosts); kill it if it does not."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            _kill_group(proc)
+            proc.wait()
+        self._forget()
+
+    def _end(self, how: int | None) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if how is not None:
+            _kill_group(proc)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = proc.wait()
+        _kill_group(proc)  # what it started, if anything is left
+        return code
+
+    def _last_error(self, code: int | None) -> str:
+        try:
+            tail = self._errors.read_text(errors="replace").strip().splitlines()[-1:] if self._errors else []
+        except OSError:
+            tail = []
+        return (tail[0] if tail else f"exit status {code}")[:300]
+
+    def _forget(self) -> None:
+        if self._errors is not None:
+            self._errors.unlink(missing_ok=True)
 
 
-def interrupt(proc: subprocess.Popen) -> None:
-    """Ask a worker to stop (Ctrl-C): it stops every process it started and exits."""
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _send(proc: subprocess.Popen, message: dict) -> None:
+    proc.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line.decode("utf-8"))
+    lines.put(None)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -159,9 +285,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+#: a Dask worker's grading processes, one per thread that runs tasks (kept between its tasks)
+_DASK_WORKERS: dict[int, WorkerProcess] = {}
+
+
 def dask_task(payload: dict, reference: dict | None, host_slots: dict[str, int], timeout_s: float) -> dict:
-    """One submission as a Dask task: a worker subprocess, with as many core slots as this
-    machine runs tasks at once (``host_slots``, by host, from the scheduler's view)."""
+    """One submission as a Dask task, graded by this thread's worker subprocess (started on its
+    first task, kept for the next), with as many core slots as this machine runs tasks at once
+    (``host_slots``, by host, from the scheduler's view)."""
     from urllib.parse import urlparse
 
     from distributed import get_worker
@@ -169,7 +300,18 @@ def dask_task(payload: dict, reference: dict | None, host_slots: dict[str, int],
     worker = get_worker()
     host = urlparse(worker.address).hostname or ""
     slots = host_slots.get(host) or worker.state.nthreads
-    return run_worker({**payload, "slots": slots}, reference, timeout_s=timeout_s)
+    ident = threading.get_ident()
+    if ident not in _DASK_WORKERS:
+        if not _DASK_WORKERS:
+            atexit.register(_close_dask_workers)
+        _DASK_WORKERS[ident] = WorkerProcess(slots)
+    return _DASK_WORKERS[ident].grade({**payload, "slots": slots}, reference, timeout_s=timeout_s)
+
+
+def _close_dask_workers() -> None:
+    for process in list(_DASK_WORKERS.values()):
+        process.close()
+    _DASK_WORKERS.clear()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ orders on its control socket:
 It reports ``ready`` once, and ``exited`` (with the wait status) for every job. A job
 never sees the control socket: a student's code cannot give the host orders.
 
+A *template* (:mod:`grader.child.template`) imports the same modules once and forks
+hosts that run :func:`serve`, each starting clean.
+
 The host is the *child subreaper* of everything it starts (``PR_SET_CHILD_SUBREAPER``):
 a process a job leaves behind (a grandchild that called ``setsid`` and outlived its
 parent, say) is handed to the host rather than to init, and the host ends every such
@@ -79,7 +82,7 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
     }
 
 
-def _preload_frozen(modules: list[str], chapter_folders: list[str]) -> dict:
+def preload_frozen(modules: list[str], chapter_folders: list[str]) -> dict:
     """:func:`_preload`, then everything it made frozen for the jobs to come (``gc.freeze``).
 
     Importing JAX leaves about 150 000 objects for the collector to track, all kept for
@@ -133,8 +136,8 @@ XLA_DUMP = ".xla-dump"
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _become_subreaper() -> bool:
-    """Have orphaned descendants handed to this process (Linux), so none escapes :func:`_end_leftovers`."""
+def become_subreaper() -> bool:
+    """Have orphaned descendants handed to this process (Linux), so none escapes :func:`end_leftovers`."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -182,7 +185,7 @@ def kill_until_gone(find: Callable[[], list[int]], *, rounds: int = 50,
     return killed
 
 
-def _end_leftovers(jobs: dict[int, str], rounds: int = 100) -> int:
+def end_leftovers(jobs: dict[int, str], rounds: int = 100) -> int:
     """SIGKILL every child of the host that is not a running job, until none is left.
 
     As the subreaper the host inherits what a killed leftover had started, so killing
@@ -247,7 +250,7 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         except BaseException:  # noqa: BLE001
             pass
     finally:
-        _flush_output()
+        flush_output()
         os._exit(code)
 
 
@@ -266,7 +269,7 @@ def _unbuffered_output() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _flush_output() -> None:
+def flush_output() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
@@ -280,9 +283,14 @@ def main(argv: list[str]) -> int:
     from grader.wire import Channel
 
     control = Channel(socket.socket(fileno=control_fd))
-    _become_subreaper()
-    versions = _preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
+    become_subreaper()
+    versions = preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
     control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
+    return serve(control, control_fd)
+
+
+def serve(control, control_fd: int) -> int:
+    """A host's life: fork jobs on order until told to stop, then end them and what they left."""
     jobs: dict[int, str] = {}
     while True:
         try:
@@ -302,10 +310,10 @@ def main(argv: list[str]) -> int:
                 jobs[pid] = message["job"]
                 control.send({"op": "started", "job": message["job"], "pid": pid})
             elif op == "dump":  # where is the job now? (it ran past its limit)
-                _signal(jobs, message["job"], os.kill, signal.SIGUSR1)
+                signal_named(jobs, message["job"], os.kill, signal.SIGUSR1)
             elif op == "kill":
-                _signal(jobs, message["job"], os.killpg, signal.SIGKILL)
-                _signal(jobs, message["job"], os.kill, signal.SIGKILL)
+                signal_named(jobs, message["job"], os.killpg, signal.SIGKILL)
+                signal_named(jobs, message["job"], os.kill, signal.SIGKILL)
             elif op == "exit":
                 break
             else:
@@ -321,11 +329,11 @@ def main(argv: list[str]) -> int:
     while jobs and time.monotonic() < deadline:
         _reap(jobs, control)
         time.sleep(0.01)
-    _end_leftovers({})
+    end_leftovers({})
     return 0
 
 
-def _signal(jobs: dict[int, str], job: str, send, number: int) -> None:
+def signal_named(jobs: dict[int, str], job: str, send, number: int) -> None:
     """Send signal ``number`` to job ``job`` (``send`` is ``os.kill``, or ``os.killpg`` for its group)."""
     for pid, name in list(jobs.items()):
         if name == job:
@@ -346,7 +354,7 @@ def _reap(jobs: dict[int, str], control) -> None:
         name = jobs.pop(pid, None)
         if name is None:
             continue  # a leftover that ended
-        _end_leftovers(jobs)  # what the job started ends with it
+        end_leftovers(jobs)  # what the job started ends with it
         info = {"op": "exited", "job": name}
         if os.WIFSIGNALED(status):
             info["signal"] = os.WTERMSIG(status)
@@ -360,6 +368,6 @@ def _reap(jobs: dict[int, str], control) -> None:
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
-    _flush_output()
+    flush_output()
     # Every job is reaped: skip the interpreter's teardown (with JAX loaded it takes most of a second).
     os._exit(code)

@@ -86,19 +86,75 @@ def _dump_stack_on_request() -> None:
         pass
 
 
-def _use_compile_cache(folder: str) -> None:
-    """Load programs compiled in earlier runs from JAX's persistent cache (even the smallest).
+def _use_compile_caches(own: str | None, read: list[str]) -> None:
+    """Load programs compiled in earlier runs from JAX's persistent cache (even the smallest):
+    from this side's own folder ``own`` (where new programs are written), else from the
+    ``read`` folders, by key only.
 
-    JAX reports a program loaded from it as a backend compile all the same, so compile
-    counts do not change.
+    A program's key is a digest of the program itself (and of the compiler's options
+    and versions), so a folder of ``read`` serves only a program this job lowered
+    identically: the reference's programs give a student nothing they did not write.
+    Those folders are never written and, made unlistable for the jobs' uids, never
+    browsed. JAX reports a program loaded from a cache as a backend compile all the
+    same, so compile counts do not change.
     """
     import jax
 
     try:
-        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_compilation_cache_dir", own or read[0])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    except (AttributeError, ValueError):  # a JAX without these settings: compile as before
+        from jax._src import compilation_cache
+    except (AttributeError, ValueError, ImportError, IndexError):  # a JAX without these: compile as before
+        return
+    with compilation_cache._cache_initialized_mutex:
+        if compilation_cache._cache is None:
+            compilation_cache._cache = _TieredCache(own, read)
+            compilation_cache._cache_initialized = True
+
+
+class _TieredCache:
+    """JAX's cache interface over one writable folder and read-only folders (``<key>-cache`` files,
+    as JAX's own file cache names them)."""
+
+    def __init__(self, own: str | None, read: list[str]):
+        self._path = own or read[0]
+        self.own = own
+        self.folders = [folder for folder in (own, *read) if folder]
+        if own is not None:
+            try:
+                os.makedirs(own, exist_ok=True)
+            except OSError:  # cannot be made: nothing written, nothing lost
+                self.own = None
+
+    def get(self, key: str) -> bytes | None:
+        for folder in self.folders:
+            try:
+                with open(os.path.join(folder, f"{key}-cache"), "rb") as handle:
+                    return handle.read()
+            except OSError:
+                continue
+        return None
+
+    def put(self, key: str, value: bytes) -> None:
+        if self.own is None:
+            return
+        path = os.path.join(self.own, f"{key}-cache")
+        if os.path.exists(path):
+            return
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(value)
+            os.chmod(tmp, 0o644)  # readable by key from a student's sandbox (the folder itself is not listable)
+            os.replace(tmp, path)
+        except OSError:  # a full folder: no cache, no harm
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def clear(self) -> None:
         pass
 
 
@@ -108,7 +164,7 @@ def _portable_cache_keys() -> None:
     JAX points XLA's GPU autotuning caches into the compilation cache's folder, and
     that path becomes part of every program's key: the same program cached in two
     folders is two different entries, and no folder can be given programs compiled for
-    another (:func:`grader.cache.seed_student`). A CPU has nothing to autotune.
+    another (a student's job loading the reference's programs). A CPU has nothing to autotune.
     """
     import jax
 
@@ -162,10 +218,11 @@ def run(order: dict, sock: socket.socket) -> None:
         import jax  # before the backend starts: the CPU client reads it once
 
         jax.config.update("jax_cpu_enable_async_dispatch", False)
-    if options.get("compile_cache"):
-        _use_compile_cache(options["compile_cache"])
+    caches = options.get("compile_cache_read") or []
+    if options.get("compile_cache") or caches:
+        _use_compile_caches(options.get("compile_cache"), caches)
     env = _environment()
-    if options.get("compile_cache") and env["backend"] == "cpu":
+    if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
         _portable_cache_keys()
     _limit_memory(order.get("limits", {}), env["backend"])
     channel.send({"op": "hello", "env": env})

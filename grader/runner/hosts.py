@@ -1,4 +1,5 @@
-"""The grader's handle on a host process: :class:`HostProcess`.
+"""The grader's handle on a host process: :class:`HostProcess`, and on a template of hosts:
+:class:`HostTemplate`.
 
 A host is one long-lived child (inside the sandbox for a student) that has imported
 JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
@@ -6,6 +7,11 @@ JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
 :class:`~grader.runner.jobs.JobSession`, which the host forks on :meth:`start
 <grader.runner.jobs.JobSession.start>`. A host that dies is restarted for the next job;
 a closed one never is.
+
+A host is started as a process of its own (its sandbox around it), or forked by a
+:class:`HostTemplate` (:mod:`grader.child.template`) that has imported JAX already and
+gives each host a fresh ``/tmp`` and IPC namespace of its own: a batch worker's
+students each get a host that way, in a few milliseconds.
 """
 from __future__ import annotations
 
@@ -65,10 +71,18 @@ class HostProcess:
     def __init__(self, *, side: str, module_dir: Path, scratch: Path, plan: sandboxes.SandboxPlan,
                  limits: Limits, modules: list[str], chapter_folders: list[Path] | None = None,
                  uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0,
-                 compile_cache: Path | None = None):
+                 compile_cache: Path | None = None, read_caches: list[Path] | None = None,
+                 template: "HostTemplate | None" = None, entry: str = "grader.child.host",
+                 caps: tuple[str, ...] = (), config: dict | None = None):
         self.side = side
         #: JAX's persistent compilation cache of this side (:mod:`grader.cache`), writable by its jobs
         self.compile_cache = compile_cache
+        #: caches its jobs may also load programs from, by key only (never written, never listed)
+        self.read_caches = [Path(p) for p in read_caches or []]
+        #: forks this host instead of starting a process for it (its sandbox is the template's)
+        self.template = template
+        #: the module the process runs, the capabilities it keeps in its sandbox, and more of its config
+        self.entry, self.caps, self.config = entry, caps, dict(config or {})
         self.modules = list(modules)
         self.chapter_folders = [Path(f) for f in chapter_folders or []]
         self.module_dir = Path(module_dir)
@@ -108,28 +122,42 @@ class HostProcess:
         elif self.plan.kind == "bwrap":
             link.mkdir(exist_ok=True)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = json.dumps({"modules": self.modules, "chapter_folders": [str(f) for f in self.chapter_folders]})
-        python_argv = [sys.executable, "-s", "-m", "grader.child.host", str(theirs.fileno()), config]
-        argv = sandboxes.host_command(
-            self.plan, python_argv=python_argv,
-            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir),
-                      *((folder, folder) for folder in self.chapter_folders)],
-            binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
-            keep_fds=[theirs.fileno()],
-        )
         (self.scratch / "jobs").mkdir(exist_ok=True)
         os.chmod(self.scratch / "jobs", 0o711)
-        self._proc = subprocess.Popen(
-            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-            stdout=open(self.scratch / "host.log", "ab"), stderr=subprocess.STDOUT,
-            env=scrubbed_environment(home, pylib), cwd=str(home), start_new_session=True,
-        )
-        theirs.close()
+        try:
+            self._proc = self.template.spawn(theirs) if self.template is not None else \
+                self._popen(theirs, home, pylib, link)
+        except OSError as exc:
+            self._proc, self._failed = None, f"host not started: {exc}"
+            ours.close()
+            self._ready.set()
+            return
+        finally:
+            theirs.close()
         self._control = Channel(ours)
         threading.Thread(target=self._read_control, args=(self._control, self._proc), daemon=True,
                          name=f"host-{self.side}").start()
 
-    def _read_control(self, control: Channel, proc: subprocess.Popen) -> None:
+    def _popen(self, theirs: socket.socket, home: Path, pylib: Path, link: Path) -> subprocess.Popen:
+        """Start the host's process in its sandbox."""
+        config = json.dumps({"modules": self.modules, "chapter_folders": [str(f) for f in self.chapter_folders],
+                             **self.config})
+        python_argv = [sys.executable, "-s", "-m", self.entry, str(theirs.fileno()), config]
+        argv = sandboxes.host_command(
+            self.plan, python_argv=python_argv,
+            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir),
+                      *((folder, folder) for folder in self.chapter_folders),
+                      *((folder, folder) for folder in self.read_caches)],
+            binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
+            keep_fds=[theirs.fileno()], caps=self.caps,
+        )
+        return subprocess.Popen(
+            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            stdout=open(self.scratch / "host.log", "ab"), stderr=subprocess.STDOUT,
+            env=scrubbed_environment(home, pylib), cwd=str(home), start_new_session=True,
+        )
+
+    def _read_control(self, control: Channel, proc) -> None:
         while True:
             try:
                 message = control.recv()
@@ -148,8 +176,12 @@ class HostProcess:
                 self.versions = message.get("versions", {})
                 self._ready.set()
                 continue
+            if message.get("op") == "failed":  # a forked host that could not be isolated: it never serves
+                self._failed = str(message.get("error", "host failed"))
+                self._ready.set()
+                continue
             with self._events_cv:
-                self._events.setdefault(str(message.get("job")), []).append(message)
+                self._events.setdefault(str(message.get("job", message.get("host"))), []).append(message)
                 self._events_cv.notify_all()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
@@ -194,11 +226,14 @@ class HostProcess:
             except subprocess.TimeoutExpired:
                 pass
             if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                proc.wait()
+                if isinstance(proc, subprocess.Popen):
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                else:
+                    proc.kill()
+                proc.wait(timeout=10)
         if control is not None:
             control.close()
 
@@ -245,5 +280,107 @@ class HostProcess:
         return self.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
                             timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
-                                     "compile_cache": str(self.compile_cache) if self.compile_cache else None},
+                                     "compile_cache": str(self.compile_cache) if self.compile_cache else None,
+                                     "compile_cache_read": [str(p) for p in self.read_caches]},
                             import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None)
+
+
+# ------------------------------------------------------------------ a template of hosts
+class HostTemplate:
+    """The grader's handle on a template (:mod:`grader.child.template`): a sandboxed process with
+    JAX imported that forks a host on :meth:`spawn`, each starting clean (an IPC namespace of
+    its own, nothing a job made left in ``/tmp``).
+
+    Its sandbox is every forked host's: it binds ``stage`` (read-only: where each student's
+    modules are put, one student at a time) and the ``read_caches``, and its scratch
+    folder's ``jobs`` and ``home``. It keeps the capabilities to start each host clean; the
+    hosts' jobs drop every capability with their uid.
+    """
+
+    def __init__(self, *, stage: Path, scratch: Path, plan: sandboxes.SandboxPlan, limits: Limits,
+                 modules: list[str], chapter_folders: list[Path] | None = None, read_caches: list[Path] | None = None):
+        self.process = HostProcess(side="template", module_dir=stage, scratch=scratch, plan=plan, limits=limits,
+                                   modules=modules, chapter_folders=chapter_folders, read_caches=read_caches,
+                                   entry="grader.child.template",
+                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"))
+        self._counter = 0
+        self._lock = threading.Lock()
+        #: hosts seen to end (their events are let go)
+        self._gone: set[str] = set()
+
+    def start(self) -> None:
+        self.process.start()
+
+    def works(self) -> bool:
+        """Whether a host it forks comes up isolated (a sandbox without the capability cannot)."""
+        probe = HostProcess(side="student", module_dir=self.process.module_dir, scratch=self.process.scratch,
+                            plan=self.process.plan, limits=self.process.limits, modules=self.process.modules,
+                            template=self)
+        try:
+            probe.start()
+            return probe.wait_ready(60)
+        finally:
+            probe.stop(grace_s=5)
+
+    def spawn(self, sock: socket.socket) -> "_Forked":
+        """Fork a host whose control socket is ``sock`` (the other end is the grader's)."""
+        if not self.process.ensure():
+            raise OSError(f"the host template is not running: {self.process.log_tail()[-300:]}")
+        with self._lock:
+            self._counter += 1
+            name = f"host-{self._counter}"
+        self.process._send({"op": "spawn", "host": name}, [sock.fileno()])
+        if self.process._next_event(name, {"spawned"}, time.monotonic() + 60) is None:
+            raise OSError("the host template did not fork a host")
+        return _Forked(self, name)
+
+    def ended(self, name: str) -> bool:
+        """Whether the host ``name`` has ended (or the template, and with it every host)."""
+        return self.wait_ended(name, 0)
+
+    def wait_ended(self, name: str, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for the host ``name`` to end; whether it has."""
+        deadline = time.monotonic() + (timeout if timeout is not None else 3600)
+        process = self.process
+        with process._events_cv:
+            while True:
+                if name in self._gone or process._failed is not None:
+                    return True
+                if any(e.get("op") == "host_exited" for e in process._events.get(name, [])):
+                    self._gone.add(name)
+                    process._events.pop(name, None)
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                process._events_cv.wait(remaining)
+
+    def kill(self, name: str) -> None:
+        try:
+            self.process._send({"op": "kill", "host": name})
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Stop the template and every host it forked."""
+        self.process.close()
+
+
+class _Forked:
+    """A host the template forked, seen as :class:`subprocess.Popen` sees a process (``poll``,
+    ``wait``, ``kill``); its pid is the template's to know."""
+
+    def __init__(self, template: HostTemplate, name: str):
+        self.template = template
+        self.name = name
+
+    def poll(self) -> int | None:
+        return 0 if self.template.ended(self.name) else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self.template.wait_ended(self.name, timeout):
+            raise subprocess.TimeoutExpired(self.name, timeout or 0)
+        return 0
+
+    def kill(self) -> None:
+        self.template.kill(self.name)

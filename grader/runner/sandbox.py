@@ -139,8 +139,9 @@ def plan(requested: str = "auto") -> SandboxPlan:
 
 
 def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[tuple[Path, Path]],
-                 binds_rw: list[Path], keep_fds: list[int]) -> list[str]:
-    """The command line that starts a host under ``plan_``."""
+                 binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = ()) -> list[str]:
+    """The command line that starts a host under ``plan_``; ``caps``: capabilities it keeps besides
+    changing uids (a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of its own)."""
     if plan_.kind != "bwrap":
         return python_argv
     argv = [bwrap_works() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
@@ -174,7 +175,8 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
     for path in binds_rw:
         argv += parents(path) + ["--bind", str(path), str(path)]
     if os.geteuid() == 0:
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", *caps):
+            argv += ["--cap-add", cap]
     return argv + python_argv
 
 

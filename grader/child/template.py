@@ -1,0 +1,162 @@
+"""A template of hosts: a sandboxed process that imports JAX once and forks a fresh host on order.
+
+Started by the grader (inside bubblewrap, keeping ``CAP_SYS_ADMIN``, ``CAP_DAC_OVERRIDE``
+and ``CAP_FOWNER`` besides those a host keeps) as ``python -m grader.child.template CONTROL_FD CONFIG``. It imports what
+a host imports (:func:`grader.child.host.preload_frozen`) and runs no job itself. On
+``spawn`` (with the new host's control socket) it forks a host that first starts clean
+(:func:`isolate`: an IPC namespace of its own, and nothing in ``/tmp`` that a job made)
+and then serves its grader exactly as a host started on its own does
+(:func:`grader.child.host.serve`).
+
+A batch grades one student after another this way without importing JAX again for
+each, and without anything one student's code left in ``/tmp`` or in System V shared
+memory, queues and semaphores reaching the next. The template reports ``ready``
+once, ``spawned`` and ``host_exited`` for each host, and ends whatever a host leaves
+behind (it is their subreaper). A host that cannot be isolated says ``failed`` and
+never serves.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+from grader.child.host import (become_subreaper, end_leftovers, flush_output, preload_frozen, serve,
+                               signal_named)
+
+CLONE_NEWIPC = 0x08000000
+
+
+def isolate() -> int:
+    """Make this process (a host about to be born) start clean: an IPC namespace of its own
+    (no System V shared memory, queue or semaphore an earlier host's jobs made), and a
+    ``/tmp`` with nothing in it that a job made (the sandbox's own folders, root's, stay).
+    Needs ``CAP_SYS_ADMIN``, ``CAP_DAC_OVERRIDE`` and ``CAP_FOWNER`` (the template's, in its
+    sandbox); raises :class:`OSError` without them. Returns how many entries of ``/tmp`` it removed."""
+    import shutil
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWIPC) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"unshare(CLONE_NEWIPC): {os.strerror(number)}")
+    removed = 0
+    for name in os.listdir("/tmp"):
+        path = os.path.join("/tmp", name)
+        if os.lstat(path).st_uid == 0:  # the sandbox's own (the folders above its mounts): no job's
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+        removed += 1
+    return removed
+
+
+def _template(control, control_fd: int, versions: dict) -> int:
+    """Fork isolated hosts on order; report each one's birth and end; end what they leave behind."""
+    control.send({"op": "ready", "versions": versions, "pid": os.getpid(), "template": True})
+    hosts: dict[int, str] = {}
+    while True:
+        try:
+            message, fds = control.recv_with_fds(1, timeout=0.05)
+        except TimeoutError:
+            message, fds = "idle", []
+        if message is None:
+            break
+        if isinstance(message, dict):
+            op = message.get("op")
+            if op == "spawn" and len(fds) == 1:
+                pid = os.fork()
+                if pid == 0:
+                    _host_child(fds[0], control_fd, versions)
+                os.close(fds[0])
+                hosts[pid] = str(message.get("host"))
+                control.send({"op": "spawned", "host": hosts[pid], "pid": pid})
+            elif op == "kill":
+                signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
+            elif op == "exit":
+                break
+            else:
+                for fd in fds:
+                    os.close(fd)
+        _reap_hosts(hosts, control)
+    for pid in list(hosts):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 2
+    while hosts and time.monotonic() < deadline:
+        _reap_hosts(hosts, control)
+        time.sleep(0.01)
+    end_leftovers({})
+    return 0
+
+
+def _host_child(fd: int, control_fd: int, versions: dict) -> None:
+    """In a host forked by the template: isolate it, then serve its grader. Never returns."""
+    code = 70
+    try:
+        os.close(control_fd)
+        from grader.wire import Channel
+
+        channel = Channel(socket.socket(fileno=fd))
+        try:
+            isolate()
+        except OSError as exc:  # never serve without a /tmp of its own
+            channel.send({"op": "failed", "error": str(exc)})
+            code = 71
+            return
+        become_subreaper()
+        channel.send({"op": "ready", "versions": versions, "pid": os.getpid()})
+        code = serve(channel, fd)
+    except BaseException:  # noqa: BLE001 - whatever happens, this host ends here
+        import traceback
+
+        try:
+            sys.stderr.write("grader host failed:\n" + traceback.format_exc())
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        flush_output()
+        os._exit(code)
+
+
+def _reap_hosts(hosts: dict[int, str], control) -> None:
+    """Collect the hosts that ended (and say so), and end what they left behind."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        name = hosts.pop(pid, None)
+        if name is None:
+            continue
+        end_leftovers(hosts)
+        try:
+            control.send({"op": "host_exited", "host": name})
+        except OSError:
+            return
+
+
+def main(argv: list[str]) -> int:
+    control_fd = int(argv[0])
+    config = json.loads(argv[1])
+    from grader.wire import Channel
+
+    control = Channel(socket.socket(fileno=control_fd))
+    become_subreaper()
+    versions = preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
+    return _template(control, control_fd, versions)
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    flush_output()
+    os._exit(code)

@@ -1,0 +1,135 @@
+"""The hosts a batch worker keeps from one student to the next: :class:`WarmHosts`.
+
+A worker grades many students in a row. Starting two hosts for each (JAX imported
+twice) cost about as much as grading a stub; instead it keeps:
+
+* the reference's host (trusted: the same for every student), started once;
+* a :class:`~grader.runner.hosts.HostTemplate` in the student's sandbox, which forks
+  each student's host with JAX already imported and a fresh ``/tmp`` and IPC namespace
+  of its own (where the template cannot make them, each student gets a host started
+  afresh, as ``grade`` does).
+
+Each grading gets a scratch folder of its own under the template's ``stage`` (mounted
+read-only in the sandbox, not listable by the jobs' uids): its modules lie there while
+it is graded and are removed after it (:meth:`WarmHosts.release`), together with
+whatever its jobs left in the folders the hosts share. Student jobs load programs the
+reference compiled by key (:mod:`grader.cache`) and write none of their own: each is
+graded once.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from grader import cache, chapters as chapter_folders
+from grader.runner import sandbox as sandboxes
+from grader.runner.hosts import HostProcess, HostTemplate
+from grader.runner.jobs import Limits
+
+
+class WarmHosts:
+    """A worker's hosts for the gradings of one chapter with one sandbox (see the module)."""
+
+    def __init__(self, chapter, *, sandbox: str = "auto", reference_dir: Path | None = None,
+                 scratch_root: Path | None = None, compile_cache: bool = True):
+        self.chapter = chapter
+        self.sandbox = sandbox
+        self.plan = sandboxes.plan(sandbox)
+        self.reference_dir = Path(reference_dir or chapter.solutions)
+        self.scratch = Path(tempfile.mkdtemp(prefix="grade-warm-", dir=scratch_root))
+        os.chmod(self.scratch, 0o755)
+        self.stage = self.scratch / "stage"
+        self.stage.mkdir()
+        os.chmod(self.stage, 0o711)  # the jobs' uids reach their own student's folder, never list the others
+        self.folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
+        self.reference_cache = cache.reference_dir() if compile_cache else None
+        self.readable = [self.reference_cache] if self.reference_cache is not None else []
+        self.template: HostTemplate | None = None
+        if self.plan.kind == "bwrap" and self.plan.uid_isolation:
+            self.template = HostTemplate(stage=self.stage, scratch=self.scratch / "student", plan=self.plan,
+                                         limits=Limits(), modules=chapter.child_modules,
+                                         chapter_folders=self.folders, read_caches=self.readable)
+        self._reference: HostProcess | None = None
+        self._lock = threading.Lock()
+        self._started = False
+
+    def start(self) -> None:
+        """Start the reference's host and the template (both import JAX at once); a template that
+        cannot isolate the hosts it forks is dropped (each student's host is then started afresh)."""
+        if self._started:
+            return
+        self._started = True
+        reference = self.reference()
+        if self.template is not None:
+            self.template.start()
+        reference.wait_ready()
+        if self.template is not None and not self.template.works():
+            self.template.close()
+            self.template = None
+
+    def fits(self, chapter, sandbox: str, reference_dir: Path | None) -> bool:
+        """Whether these hosts serve a grading of ``chapter`` in ``sandbox`` against ``reference_dir``."""
+        return chapter.id == self.chapter.id and sandbox == self.sandbox and \
+            Path(reference_dir or chapter.solutions) == self.reference_dir
+
+    def reference(self) -> HostProcess:
+        """The reference's host, started once (again after a grading was interrupted and closed it)."""
+        with self._lock:
+            if self._reference is None or self._reference.closed:
+                self._reference = HostProcess(side="reference", module_dir=self.reference_dir,
+                                              scratch=self.scratch / "reference",
+                                              plan=sandboxes.SandboxPlan("process", False), limits=Limits(),
+                                              modules=self.chapter.child_modules, chapter_folders=self.folders,
+                                              compile_cache=self.reference_cache)
+                self._reference.start()
+            return self._reference
+
+    def grading_scratch(self) -> Path:
+        """A scratch folder for one grading, where its student's modules will lie (under the stage)."""
+        folder = Path(tempfile.mkdtemp(prefix="g-", dir=self.stage))
+        os.chmod(folder, 0o755)
+        return folder
+
+    def student_host(self, module_dir: Path, uids: sandboxes.UidPool | None, limits: Limits) -> HostProcess:
+        """A host for one student whose modules are in ``module_dir`` (under :meth:`grading_scratch`)."""
+        if self.template is None:  # no template here: a host started afresh, as grade starts one
+            return HostProcess(side="student", module_dir=module_dir, scratch=module_dir.parent.parent / "student",
+                               plan=self.plan, uids=uids, limits=limits, modules=self.chapter.child_modules,
+                               chapter_folders=self.folders, read_caches=self.readable)
+        return HostProcess(side="student", module_dir=module_dir, scratch=self.template.process.scratch,
+                           plan=self.plan, uids=uids, limits=limits, modules=self.chapter.child_modules,
+                           chapter_folders=self.folders, read_caches=self.readable, template=self.template)
+
+    def release(self, scratch: Path) -> None:
+        """After a grading: its scratch folder removed, and what its jobs left in the folders every
+        student's host shares (the host's home, the jobs' output) emptied."""
+        shutil.rmtree(scratch, ignore_errors=True)
+        if self.template is not None:
+            shared = self.template.process.scratch
+            for folder in (shared / "home", shared / "output", shared / "jobs"):
+                _empty(folder)
+
+    def close(self) -> None:
+        """Stop every host; remove the scratch folder."""
+        for host in (self._reference, self.template):
+            if host is not None:
+                host.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _empty(folder: Path) -> None:
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            try:
+                entry.unlink()
+            except OSError:
+                pass
