@@ -11,6 +11,10 @@ student's own (a comment names them), so no two submissions are alike and none i
 already graded. Each mode grades the same class with the same seed into a results
 folder of its own (``--force``), so every submission is graded each time.
 
+Each mode pays what a new class costs: the reference's outcomes for the seed are
+computed again (each mode gets a cache folder of its own holding the programs the
+reference compiled before, as a grader used before has them, but none of its outcomes).
+
 Besides the throughput it prints the machine's load average, whether every student's
 verdicts (score and each check's status) were the same in every mode (the repeat-grading
 stability a faster batch must keep), and, for each mode, the speed-ups ex06 measured
@@ -34,6 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 SOLUTIONS = ROOT / "solutions" / "ch4"
 VARIANTS = ROOT / "tests" / "variants" / "ch4"
 MODES = {
@@ -64,8 +69,22 @@ def make_class(folder: Path, n: int, seed: int = 0) -> Path:
     return klass
 
 
+def fresh_cache(folder: Path) -> Path:
+    """A cache root with the reference's compiled programs of this machine's cache, and no outcomes."""
+    from grader import cache
+
+    reference = cache.reference_dir()
+    target = folder / cache.root().name / "xla" / "reference"
+    if reference is not None:
+        shutil.copytree(reference, target)
+    else:
+        target.mkdir(parents=True)
+    return folder
+
+
 def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> dict:
     env = dict(os.environ)
+    env["GRADER_CACHE_DIR"] = str(fresh_cache(out.parent / f"cache-{mode}"))
     if mode.endswith("-unpinned"):
         env["GRADER_NO_PIN"] = "1"
     args = [sys.executable, "-m", "grader", "batch", str(klass), "--chapter", "ch4", "--out", str(out),

@@ -27,12 +27,22 @@ class LocalExecutor:
     def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
         self._workers: list[WorkerProcess] = []
+        self._ready: list[WorkerProcess] = []
         self._local = threading.local()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
     def describe(self) -> str:
         return f"local, -j {self.jobs}"
+
+    def prepare(self, payload: dict, tasks: int) -> None:
+        """Start the workers (as many as will be busy) and their hosts now, for the tasks to come like
+        ``payload`` (its chapter and sandbox), while the batch computes the reference."""
+        for _ in range(min(self.jobs, tasks) - len(self._ready)):
+            worker = WorkerProcess(self.jobs)
+            worker.warm(payload)
+            self._ready.append(worker)
+            self._workers.append(worker)
 
     def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
             on_result: OnResult) -> None:
@@ -57,10 +67,13 @@ class LocalExecutor:
         if self._stopping.is_set():
             return failure("interrupted", "interrupted")
         worker = getattr(self._local, "worker", None)
-        if worker is None:  # this thread's worker, kept for its next students
-            worker = self._local.worker = WorkerProcess(self.jobs)
+        if worker is None:  # this thread's worker (started by prepare, when it was), kept for its next students
             with self._lock:
-                self._workers.append(worker)
+                worker = self._ready.pop() if self._ready else None
+                if worker is None:
+                    worker = WorkerProcess(self.jobs)
+                    self._workers.append(worker)
+            self._local.worker = worker
             if self._stopping.is_set():
                 worker.interrupt()
         return worker.grade(payload, reference, timeout_s=timeout_s)
@@ -86,21 +99,41 @@ class DaskExecutor:
         self.scheduler = scheduler
         self.retries = retries
         self.task = task
+        self._starting: threading.Thread | None = None
+        self._cluster = None
 
     def describe(self) -> str:
         return f"dask, {self.scheduler}" if self.scheduler else f"dask, local cluster of {self.jobs} workers"
 
-    def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
-            on_result: OnResult) -> None:
-        from distributed import Client, LocalCluster, as_completed as completed
+    def prepare(self, payload: dict, tasks: int) -> None:
+        """Start the local cluster now (its workers import Dask), while the batch computes the reference."""
+        if self.scheduler is None and self._starting is None:
+            self._starting = threading.Thread(target=self._start_cluster, daemon=True, name="dask-cluster")
+            self._starting.start()
+
+    def _start_cluster(self) -> None:
+        from distributed import LocalCluster
 
         import dask
 
+        try:
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+                self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, silence_logs=40)
+        except Exception as exc:  # noqa: BLE001 - raised again where the batch waits for the cluster
+            self._cluster = exc
+
+    def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
+            on_result: OnResult) -> None:
+        from distributed import Client, as_completed as completed
+
         cluster = None
         if self.scheduler is None:
-            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
-                cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
+            self.prepare({}, len(tasks))
+            self._starting.join()
+            cluster, self._cluster, self._starting = self._cluster, None, None
+            if isinstance(cluster, Exception):
+                raise cluster
         client = Client(cluster if cluster is not None else self.scheduler, timeout="60s")
         futures: dict = {}
         try:

@@ -46,11 +46,16 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     options = options or GradeOptions()
     references = options.reference_cache or ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
     reference_dir = Path(options.reference_dir or chapter.solutions)
-    wanted = [ex for ex in chapter.select(options.exercises) if ex.needs_reference and not ex.timed]
+    selected = chapter.select(options.exercises)
+    wanted = [ex for ex in selected if ex.needs_reference and not ex.timed]
     keys = {ex.id: ReferenceCache.key(chapter, ex, seed, reference_dir) for ex in wanted}
     found = {ex.id: references.get(keys[ex.id]) for ex in wanted}
     missing = [ex for ex in wanted if found[ex.id] is None]
-    if missing:
+    # An exercise graded without the reference's outcome still compiles programs of the grader's own
+    # in every student's job (ex05's jitted function, sized to this machine): run once here, they are
+    # in the reference's cache, where each student's job loads them by key.
+    warm = [ex for ex in selected if not ex.needs_reference and not ex.timed] if options.compile_cache else []
+    if missing or warm:
         scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
         os.chmod(scratch, 0o755)
         host = _reference_host(chapter, options, reference_dir, scratch)
@@ -59,8 +64,9 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
             host.start()
             # a run without a submission or a student's host: only its reference jobs are used
             run = _Run(chapter, missing, None, seed, options, (None, host), references)  # type: ignore[arg-type]
-            jobs = pool.map(lambda ex: run_job(run.session(host, ex, ex.timeout_s * 2), ex.inputs(seed)), missing)
-            for ex, outcome in zip(missing, jobs):
+            jobs = list(pool.map(lambda ex: run_job(run.session(host, ex, ex.timeout_s * 2), ex.inputs(seed)),
+                                 missing + warm))
+            for ex, outcome in zip(missing, jobs):  # the warm-up's outcomes are not kept
                 if outcome.end == "done":
                     references.put(keys[ex.id], outcome)
                     found[ex.id] = outcome

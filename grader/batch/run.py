@@ -178,6 +178,8 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
     if tasks:
         executor = executor or make_executor(options)
         try:
+            # its workers start (and import JAX) while the reference runs
+            executor.prepare({k: v for k, v in tasks[0][1].items() if k != "submission"}, len(tasks))
             shipped = references.compute(chapter, seed, GradeOptions(
                 chapter=chapter.id, exercises=tuple(ids), seed=seed, sandbox=options.sandbox,
                 limits=Limits(memory_bytes=options.memory_mb << 20)))
