@@ -71,10 +71,10 @@ def make_class(folder: Path, n: int, seed: int = 0) -> Path:
 
 def fresh_cache(folder: Path) -> Path:
     """A cache root with the reference's compiled programs of this machine's cache, and no outcomes."""
-    from grader import cache
+    from grader import store
 
-    reference = cache.reference_dir()
-    target = folder / cache.root().name / "xla" / "reference"
+    reference = store.reference_dir()
+    target = folder / store.root().name / "xla" / "reference"
     if reference is not None:
         shutil.copytree(reference, target)
     else:

@@ -29,10 +29,9 @@ from typing import Any, Callable
 import numpy as np
 
 from grader import chapters as chapter_folders
-from grader.cache import read_toml
 from grader.checks import declared_checks
-from grader.i18n import Bilingual, Catalog, grader_catalog
-from grader.results import CATEGORIES
+from grader.i18n import Bilingual, Catalog, grader_catalog, read_toml
+from grader.report.data import CATEGORIES
 
 
 class ChapterError(Exception):
@@ -51,7 +50,7 @@ class CheckSpec:
 
     #: the check's id in its exercise (``piecewise.values``)
     id: str
-    #: one of :data:`grader.results.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
+    #: one of :data:`grader.report.data.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
     #: ``speedup``, ``harness`` or ``structure``
     category: str
     #: what the check is worth (positive)

@@ -13,7 +13,7 @@ and in the reference's child process, under the keys of the exercise's :class:`K
 A check returns the numbers behind a pass (a dict, or a :class:`Pass` with a
 message), or raises :class:`Fail`. Reading an observation raises
 :class:`NotAttempted` when the student's function raised ``NotImplementedError``, and
-:class:`Missing` when the child ended before recording it; :mod:`grader.judge` turns
+:class:`Missing` when the child ended before recording it; :mod:`grader.verdicts` turns
 these into statuses. An exception from the check itself is the grader's error, never
 the student's failure.
 """

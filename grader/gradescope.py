@@ -119,7 +119,7 @@ def results_of(report, catalog: Catalog, config: Config, elapsed_s: float, note:
     """Gradescope's ``results.json`` for a report, in the configured language(s): a test per check;
     with ``both``, the English names, and each output in English, then in Chinese."""
     from grader.batch import gradebook
-    from grader.report import render_json
+    from grader.report.render import render_json
 
     parts = []
     for lang in config.langs:
@@ -142,7 +142,7 @@ def summary(report, catalog: Catalog, lang: str, note: Text | None = None) -> st
     """The text above the tests: the score, a line per exercise (its title, or what stopped it when it
     could not run), the device, versions and sandbox, and what the sandbox lacked."""
     from grader.report.common import ICONS, environment_text, num
-    from grader.results import headline
+    from grader.report.data import headline
 
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     lines = [words(headline(report)), ""]
@@ -190,7 +190,7 @@ def grade_submission(root: Path, config: Config, started: float) -> dict:
     """Grade ``root/submission`` and return its ``results.json``; prints the report's table."""
     from grader.chapter import load_chapter
     from grader.grading import GradeOptions, Interrupted, grade
-    from grader.report import render_terminal
+    from grader.report.render import render_terminal
     from grader.runner.jobs import Limits
     from grader.submission import SubmissionError
 

@@ -1,41 +1,40 @@
 """Grading one submission: the unit of work.
 
-:func:`grade` takes a path and options and returns a :class:`~grader.results.Report`;
-it never raises for anything the student's code does. It reads the submission, starts
-two hosts (the student's, sandboxed, and the trusted reference's), runs one job per
-exercise on each side with the same hidden inputs, has :func:`grader.judge.judge`
-turn the records into verdicts, and measures how long it all took. The run only
-schedules and collects. Batch grading, a cluster worker or a notebook front end call
-this same function.
+:func:`grade` takes a path and options and returns a :class:`~grader.report.data.Report`;
+it never raises for anything the student's code does. A :class:`Grading` reads the
+submission, starts two hosts (the student's, sandboxed, and the trusted reference's; or
+takes a batch worker's warm ones), has each exercise graded on both sides
+(:class:`grader.sides.BothSides`) in the order :func:`grader.scheduling.run_all` gives,
+and gathers the verdicts into the report. Batch grading, a cluster worker, watch mode
+and a notebook front end call this same function.
 """
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import os
-import platform
 import secrets
 import shutil
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from grader import cache, chapters as chapter_folders, submission as submissions
-from grader.cache import ReferenceCache
-from grader.chapter import Chapter, ExerciseSpec, UnknownExercise
-from grader.checks import GraderError
+from grader import chapters as chapter_folders, store, submission as submissions
+from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
-from grader.judge import judge, unrunnable
+from grader.outcomes import ReferenceCache
 from grader.preview import Records, mark_checked, preview_records
-from grader.results import ExerciseResult, Report, mark_selection
+from grader.report.data import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
-from grader.runner.jobs import JobOutcome, JobSession, Limits, run_job
+from grader.runner.jobs import Limits
 from grader.runner.warm import WarmHosts
+from grader.scheduling import run_all
+from grader.sides import BothSides
+from grader.verdicts import unrunnable
 
 log = logging.getLogger("grader")
 
@@ -69,7 +68,7 @@ class GradeOptions:
     reference_cache: "ReferenceCache | None" = None
     #: told what the run is doing, for a live display (called from grading threads)
     on_progress: Callable[["Progress"], None] | None = None
-    #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.cache`)
+    #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.store`)
     compile_cache: bool = True
     #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
     #: preview with them instead of running the reference; ``None``: those of a course
@@ -147,7 +146,7 @@ class Grading:
             options = self.options = replace(options, seed=self.records.seed, preview=self.records)
         self.seed = options.seed if options.seed is not None else new_seed()
         self.references = options.reference_cache or \
-            ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
+            ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
         self.plan = sandboxes.plan(options.sandbox)
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.reference_dir = options.reference_dir or self.chapter.solutions
@@ -182,21 +181,46 @@ class Grading:
             os.chmod(folder, 0o755)
         for file in sub.module_dir.iterdir():
             os.chmod(file, 0o644)
-        run = _Run(chapter, selected, sub, self.seed, self.options, self._start_hosts(), self.references)
+        hosts = self._start_hosts()
+        tally = _Tally(selected, self.options.on_progress)
+        both = BothSides(chapter, sub, self.seed, hosts, self.references,
+                         submission_timeout_s=self.options.submission_timeout_s,
+                         exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
+                         started=lambda ex_id: tally.event(Progress(ex_id, "running")))
+
+        def done(ex: ExerciseSpec, result: ExerciseResult) -> None:
+            result.notes = list(sub.notes.get(ex.id, ())) + result.notes
+            tally.done(ex, mark_checked(result) if self.records is not None else result)
+
+        runnable = [ex for ex in selected if ex.id not in sub.problems]
+        for ex in selected:
+            if ex.id in sub.problems:
+                done(ex, unrunnable(ex, sub.problems[ex.id]))
         interrupted = False
-        try:
-            exercises_done = run.execute()
-        except KeyboardInterrupt:
-            exercises_done, interrupted = run.finished(), True
+        if runnable:
+            t0 = time.monotonic()
+            student = hosts[0]
+            student.listener = lambda session: tally.event(Progress(session.exercise, "running", session.phase,
+                                                                    session.calling))
+            for host in filter(None, hosts):
+                if not host.alive():
+                    host.start()
+            try:
+                run_all(runnable, both.grade, done, workers=self.options.workers,
+                        cancel=lambda: [host.close() for host in hosts if host is not None])
+                both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
+                both.timings["host_restarts"] = student.restarts
+            except KeyboardInterrupt:
+                interrupted = True
         report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,
                         duration_s=time.monotonic() - started, submission=sub.describe(),
-                        environment=run.environment(), exercises=exercises_done,
-                        integrity=sub.integrity_findings(chapter) + run.runtime_findings,
-                        sandbox=self.plan.describe(), timings=run.timings, interrupted=interrupted,
+                        environment=both.environment(), exercises=tally.finished(),
+                        integrity=sub.integrity_findings(chapter) + both.runtime_findings,
+                        sandbox=self.plan.describe(), timings=both.timings, interrupted=interrupted,
                         preview=self.records is not None)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
-            raise Interrupted(report, [ex.id for ex in selected if ex.id not in run.results])
+            raise Interrupted(report, [ex.id for ex in selected if ex.id not in tally.results])
         return report
 
     def _start_hosts(self) -> tuple[HostProcess, HostProcess | None]:
@@ -238,8 +262,8 @@ class Grading:
         # them alone), or as the user's own folder when there are no per-job uids. Under per-job
         # uids without bubblewrap, every uid could write into every student's: no cache there.
         own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
-        reference = cache.reference_dir()
-        return cache.student_dir(self.path) if own else None, [reference] if reference is not None else []
+        reference = store.reference_dir()
+        return store.student_dir(self.path) if own else None, [reference] if reference is not None else []
 
     def close(self) -> None:
         """Stop every process this grading started; remove its scratch folder; keep the caches small."""
@@ -254,213 +278,29 @@ class Grading:
             self.warm.release(self.scratch)
         else:
             shutil.rmtree(self.scratch, ignore_errors=True)
-        cache.tidy([host.compile_cache for host in hosts])
+        store.tidy([host.compile_cache for host in hosts])
 
 
-class Sides:
-    """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
+class _Tally:
+    """The exercises graded so far, and what a display is told of them."""
 
-    ``exercise`` is the :class:`~grader.chapter.ExerciseSpec`; :meth:`student` and
-    :meth:`reference` return unstarted :class:`~grader.runner.jobs.JobSession` objects
-    with the exercise's settings (synchronous CPU dispatch, import limit).
-    """
-
-    def __init__(self, run: "_Run", ex: ExerciseSpec, inputs: dict):
-        self._run = run
-        self.exercise = ex
-        #: a preview's recorded reference outcome (then there is no reference process), else ``None``
-        self.recorded: JobOutcome | None = run.records and run.records.recorded(ex.id, run.seed, inputs)
-
-    def student(self, timeout_s: float) -> JobSession:
-        return self._run.session(self._run.student, self.exercise, timeout_s)
-
-    def reference(self, timeout_s: float) -> JobSession:
-        if self._run.reference is None:  # a driver must use ``recorded`` in a preview
-            raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
-        return self._run.session(self._run.reference, self.exercise, timeout_s)
-
-
-class _Run:
-    """The state of one grading run: its hosts, deadline and the results collected so far."""
-
-    def __init__(self, chapter: Chapter, selected: list[ExerciseSpec], sub: submissions.Submission, seed: int,
-                 options: GradeOptions, hosts: tuple[HostProcess, HostProcess | None], references: ReferenceCache):
-        self.chapter = chapter
+    def __init__(self, selected: list[ExerciseSpec], on_progress: Callable[[Progress], None] | None):
         self.selected = selected
-        self.sub = sub
-        self.seed = seed
-        self.options = options
-        self.references = references
-        self.deadline = time.monotonic() + options.submission_timeout_s
-        self.timings: dict[str, Any] = {}
-        self.envs: list[dict] = []
-        self.runtime_findings: list[dict] = []
+        self.on_progress = on_progress
         self.results: dict[str, ExerciseResult] = {}
-        self._lock = threading.Lock()
-        self.student, self.reference = hosts
-        self.hosts = [host for host in hosts if host is not None]  # no reference's in a preview
-        self.records: Records | None = options.preview  # a preview's (no reference process then)
 
-    # ------------------------------------------------------------------ running
-    def execute(self) -> list[ExerciseResult]:
-        """Grade every selected exercise; on Ctrl-C stop every process at once, then re-raise."""
-        runnable = [ex for ex in self.selected if ex.id not in self.sub.problems]
-        for ex in self.selected:
-            if ex.id in self.sub.problems:
-                self._done(ex, unrunnable(ex, self.sub.problems[ex.id]))
-        if runnable:
-            t0 = time.monotonic()
-            self.student.listener = self._on_phase
-            for host in self.hosts:
-                if not host.alive():
-                    host.start()
-            pool = ThreadPoolExecutor(max_workers=self.options.workers or (os.cpu_count() or 1) + 1)
-            try:  # the longest first (by their limits), so that no long one is left for the end
-                plain = sorted((ex for ex in runnable if not ex.timed), key=lambda ex: -ex.timeout_s)
-                timed = [ex for ex in runnable if ex.timed]
-                for ex, result in zip(plain, pool.map(self._grade_exercise, plain)):
-                    self._done(ex, result)
-                for ex in timed:  # alone on the machine
-                    self._done(ex, self._grade_exercise(ex))
-            except KeyboardInterrupt:
-                self.cancel()
-                raise
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-            self.timings["exercises_s"] = round(time.monotonic() - t0, 3)
-            self.timings["host_restarts"] = self.student.restarts
-        return self.finished()
+    def done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
+        self.results[ex.id] = result
+        self.event(Progress(ex.id, "done", "ended", result=result))
 
     def finished(self) -> list[ExerciseResult]:
         """The exercises graded so far, in chapter order."""
         return [self.results[ex.id] for ex in self.selected if ex.id in self.results]
 
-    def cancel(self) -> None:
-        """Stop grading now: no new job starts, every running one (and what it started) is killed."""
-        for host in self.hosts:
-            host.close()
-
-    def _done(self, ex: ExerciseSpec, result: ExerciseResult) -> None:
-        result.notes = list(self.sub.notes.get(ex.id, ())) + result.notes
-        self.results[ex.id] = mark_checked(result) if self.records is not None else result
-        self._progress(Progress(ex.id, "done", "ended", result=result))
-
-    def _on_phase(self, session: JobSession) -> None:
-        self._progress(Progress(session.exercise, "running", session.phase, session.calling))
-
-    def _progress(self, event: Progress) -> None:
-        if self.options.on_progress is not None:
+    def event(self, event: Progress) -> None:
+        if self.on_progress is not None:
             event.done, event.total = len(self.results), len(self.selected)
             try:
-                self.options.on_progress(event)
+                self.on_progress(event)
             except Exception:  # noqa: BLE001 - a display never stops grading
                 log.exception("progress display failed")
-
-    def _budget(self, ex: ExerciseSpec) -> float:
-        cap = self.options.exercise_timeout_s
-        return min(min(ex.timeout_s, cap) if cap else ex.timeout_s, self.deadline - time.monotonic())
-
-    def _grade_exercise(self, ex: ExerciseSpec) -> ExerciseResult:
-        """One exercise, whatever happens: a grader bug here costs this exercise only."""
-        try:
-            return self._grade_exercise_unguarded(ex)
-        except Exception as exc:  # noqa: BLE001 - logged in full; the student sees one line
-            log.exception("grading %s failed", ex.id)
-            return unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"))
-
-    def _grade_exercise_unguarded(self, ex: ExerciseSpec) -> ExerciseResult:
-        t0 = time.monotonic()
-        self._progress(Progress(ex.id, "running"))
-        inputs = ex.inputs(self.seed)
-        budget = self._budget(ex)
-        if budget <= 1:
-            return unrunnable(ex, T("job.submission_timeout", seconds=self.options.submission_timeout_s), "timeout")
-        if ex.driver is not None:
-            student_out, reference_out = ex.driver(Sides(self, ex, inputs), inputs, budget)
-            for outcome in (student_out, reference_out):
-                if outcome is not None:
-                    self._note_environment(outcome)
-        else:
-            student_out, reference_out = self._both_jobs(ex, inputs, budget)
-        result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
-                                 locate=self.sub.locate, preview=self.records is not None)
-        result.duration_s = time.monotonic() - t0
-        with self._lock:
-            self.runtime_findings += findings
-            self.timings[ex.id] = {"student_s": round(student_out.duration_s, 3),
-                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
-        return result
-
-    def session(self, host: HostProcess, ex: ExerciseSpec, timeout_s: float) -> JobSession:
-        """A new job of ``ex`` on ``host``, with the exercise's settings."""
-        return host.exercise_session(ex, timeout_s)
-
-    def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
-        outcome = run_job(self.session(host, ex, timeout_s), inputs)
-        self._note_environment(outcome)
-        return outcome
-
-    def _note_environment(self, outcome: JobOutcome) -> None:
-        if outcome.env:
-            with self._lock:
-                self.envs.append({"side": outcome.side, **outcome.env})
-
-    def _both_jobs(self, ex: ExerciseSpec, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
-        """The student's job and the reference's, side by side (unless the reference's outcome is cached).
-
-        The reference's starts as soon as the student's shows it attempted something (a
-        call got past ``NotImplementedError``): a stub costs no reference run.
-        """
-        if not ex.needs_reference:
-            return self._job(self.student, ex, inputs, budget), None
-        if self.records is not None:  # a preview: the records stand for the reference's run
-            student_out = self._job(self.student, ex, inputs, budget)
-            return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
-        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
-        cached = self.references.get(key)
-        if cached is not None:
-            return self._job(self.student, ex, inputs, budget), cached
-        student = self.session(self.student, ex, budget)
-        box: dict[str, JobOutcome] = {}
-
-        def reference_when_attempted() -> None:
-            while not student.attempted.wait(0.05):
-                if box.get("student") is not None:
-                    return  # the student's job ended having attempted nothing
-            box["reference"] = run_job(self.session(self.reference, ex, ex.timeout_s * 2), inputs)
-
-        thread = threading.Thread(target=reference_when_attempted, daemon=True, name=f"reference-{ex.id}")
-        thread.start()
-        box["student"] = student_out = run_job(student, inputs)
-        self._note_environment(student_out)
-        thread.join()
-        outcome = box.get("reference")
-        if outcome is None or not student_out.attempted():
-            return student_out, None
-        self._note_environment(outcome)
-        if outcome.end not in ("done", "cancelled"):  # the reference is trusted: a failure is transient or a bug
-            log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
-            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
-        if outcome.end == "done":
-            self.references.put(key, outcome)
-        return student_out, outcome
-
-    def environment(self) -> dict:
-        """Where the grading ran: the reference's job's view first (the student's may be tampered with)."""
-        env: dict = {}
-        for candidate in sorted(self.envs, key=lambda e: e.get("side") != "reference"):
-            env = {k: v for k, v in candidate.items() if k != "side"}
-            break
-        if not env:  # no job ran (every module missing or broken): what the grader's own install says
-            env = {"python": platform.python_version(), "jax": _version("jax"), "jaxlib": _version("jaxlib"),
-                   "backend": None, "device_kind": None}
-        env["cpu_count"] = os.cpu_count()
-        return env
-
-
-def _version(package: str) -> str | None:
-    from importlib import metadata
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None

@@ -14,11 +14,15 @@ its ``chapter.toml``. A key defined twice is an error.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+from grader import store
 
 LANGS = ("en", "zh")
 
@@ -68,8 +72,6 @@ class Catalog:
         self._messages: dict[str, dict[str, str]] = {}
 
     def load(self, path: Path) -> "Catalog":
-        from grader.cache import read_toml
-
         table = read_toml(path)
         for key, langs in table.items():
             missing = [lang for lang in LANGS if lang not in langs]
@@ -135,3 +137,43 @@ def grader_catalog() -> Catalog:
     for path in sorted(GRADER_MESSAGES.glob("*.toml")):
         catalog.load(path)
     return catalog
+
+
+# ------------------------------------------------------------------ TOML files, parsed once
+_tables: dict[tuple, dict] = {}
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file's table, parsed once per content of the file.
+
+    The chapter's and the grader's TOML files (messages and hints in two languages) are
+    parsed by every command, and parsing them takes longer than anything else it does
+    before the grading starts. Each file's table is kept in this process and, as JSON, in
+    the cache folder, under a digest of the file's bytes. Raises what ``tomllib`` raises
+    for a malformed file.
+    """
+    import tomllib
+
+    data = Path(path).read_bytes()
+    seen = hashlib.sha256(data).hexdigest()
+    if seen in _tables:
+        return _tables[seen]
+    name = seen[:40] + ".json"
+    folder = store.make_folder(store.root() / "toml", mode=0o700)
+    table = None
+    if folder is not None:
+        try:
+            table = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            table = None
+    if not isinstance(table, dict):
+        table = tomllib.loads(data.decode("utf-8"))
+        if folder is not None:
+            try:
+                tmp = folder / f".{name}.{os.getpid()}.tmp"
+                tmp.write_text(json.dumps(table, ensure_ascii=False), encoding="utf-8")
+                os.replace(tmp, folder / name)
+            except (OSError, TypeError, ValueError):  # a date in the file, a full disk: parsed each time
+                pass
+    _tables[seen] = table
+    return table

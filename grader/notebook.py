@@ -7,7 +7,7 @@ It writes those runs as a notebook, ``.grade/session.ipynb`` in the kernel's fol
 (kept beside the report: it is exactly what was graded), and grades that in a process
 of its own, ``python -m grader.notebook ORDER``, the way ``grade`` grades a saved
 notebook: the same sandboxed child processes, the same checks and the same report
-files (:mod:`grader.notebooks` says which runs are replayed).
+files (:mod:`grader.ipynb` says which runs are replayed).
 
 The kernel only hands over source text: nothing of its namespace is read, the student's
 code never runs in it for grading, and the grading process shares none of the kernel's
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.i18n import LANGS, T, Text, default_lang, grader_catalog
-from grader.notebooks import Run
+from grader.ipynb import Run
 
 #: the folder (in the kernel's working folder) the graded runs and the reports go to
 REPORT_DIR_NAME = ".grade"
@@ -68,7 +68,7 @@ class Checked:
     def _repr_html_(self) -> str:
         if self.error is None:
             return self.html
-        from grader.report import html
+        from grader.report import html_parts as html
         from grader.report.inline import fragment
 
         return fragment(f'<p class="problem">{html.escape(self.error)}</p>')
@@ -160,7 +160,7 @@ def check(*exercises: str, seed: int | None = None, lang: str | None = None, cha
 
 def write_session(path: Path, runs: list[Run]) -> None:
     """The kernel's runs as a notebook of their own (one cell per run, metadata ``grader``),
-    which :mod:`grader.notebooks` reads as a history."""
+    which :mod:`grader.ipynb` reads as a history."""
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -215,7 +215,7 @@ class _Line:
         return self.text
 
     def _repr_html_(self) -> str:
-        from grader.report import html
+        from grader.report import html_parts as html
 
         return f'<span style="color:#57606a">{html.escape(self.text)}</span>'
 
@@ -294,9 +294,9 @@ def main(argv: list[str]) -> int:
 def _grade_order(order: dict) -> Checked:
     from grader.chapter import available_chapters, load_chapter
     from grader.grading import GradeOptions, Interrupted, grade
-    from grader.report import render_terminal, write_reports
+    from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
-    from grader.results import report_to_dict
+    from grader.report.data import report_to_dict
     from grader.submission import SubmissionError
 
     lang = order["lang"]
@@ -333,7 +333,7 @@ def _grade_order(order: dict) -> Checked:
 
 def _graded_cells(session: Path) -> Text:
     """Which runs were graded: how many, the first and last, and where they are saved."""
-    from grader.notebooks import read_cells
+    from grader.ipynb import read_cells
 
     cells = [cell for cell in read_cells(session)[0] if cell.not_run is None and not cell.superseded]
     counts = [cell.number for cell in cells] or [0]

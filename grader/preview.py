@@ -172,7 +172,7 @@ def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set
     check needs.
     """
     from grader.checks import ARRIVALS, NAMES, CheckContext, Observations
-    from grader.judge import Termination, run_checks
+    from grader.verdicts import Termination, run_checks
 
     data = {**outcome.observations, ARRIVALS: dict(outcome.arrivals)}
     data.update({NAMES(name=name): {**described, "file": ex.filename} for name, described in outcome.names.items()})

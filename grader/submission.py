@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
-from grader.notebooks import (CellMap, NotebookError, cell_notes, defined_names, module_of,  # noqa: F401
+from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, module_of,  # noqa: F401
                               notebook_source, read_cells)
 from grader.i18n import T, Text, TextError
 

@@ -78,8 +78,9 @@ _REFERENCES: list = []
 def grade_to_dict(path: Path, lang: str = "en", **options) -> dict:
     """Grade in this process; the reference's runs are shared by every grading of the test session."""
     from grader.chapter import load_chapter
-    from grader.grading import GradeOptions, ReferenceCache, grade
-    from grader.results import report_to_dict
+    from grader.grading import GradeOptions, grade
+    from grader.outcomes import ReferenceCache
+    from grader.report.data import report_to_dict
 
     if not _REFERENCES:
         _REFERENCES.append(ReferenceCache())

@@ -221,7 +221,7 @@ def test_the_inline_result_reads_in_a_browser_as_in_the_notebook(solved_run, tmp
     """The HTML under the check cell, in a page of its own, as headless Chromium shows it."""
     from browser import render
 
-    from grader.report.html import page
+    from grader.report.html_parts import page
 
     nb, filled, _, _ = solved_run
     path = tmp_path / "check.html"

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import SOLUTIONS, VARIANTS, grade_to_dict, make_submission
 
-import grader.judge
+import grader.verdicts
 from grader.chapter import load_chapter
 from grader.checks import ARRIVALS, NAMES, TIMING
 from grader.primitives.timing import READY
@@ -32,7 +32,7 @@ FAILURE_PATHS = {"ex06_speedup": ["edits_provided", "fast_heavy_callback"]}
 def keys_seen(tmp_path_factory, monkeypatch_module):
     seen: dict[str, dict[str, set[str]]] = {ex.id: {"recorded": set(), "read": set(), "read_correct": set(),
                                                     "recorded_correct": set()} for ex in CHAPTER.exercises}
-    original = grader.judge.run_checks
+    original = grader.verdicts.run_checks
     correct = [True]
 
     def spy(ex, student, reference, ctx, termination):
@@ -48,7 +48,7 @@ def keys_seen(tmp_path_factory, monkeypatch_module):
                 entry["read_correct"] |= side.read
         return results
 
-    monkeypatch_module.setattr(grader.judge, "run_checks", spy)
+    monkeypatch_module.setattr(grader.verdicts, "run_checks", spy)
     grade_to_dict(SOLUTIONS, seed=99)
     correct[0] = False
     for exercise, names in FAILURE_PATHS.items():

@@ -24,7 +24,7 @@ import pytest
 from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS
 
 from grader.cli import main
-from grader.report import render_terminal
+from grader.report.render import render_terminal
 
 WIDE = "200"
 

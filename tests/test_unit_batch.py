@@ -14,7 +14,7 @@ import pytest
 from grader.batch import cpus, gradebook, layouts, roster
 from grader.batch.reference import content_digest, seed_cache
 from grader.chapter import load_chapter
-from grader.grading import ReferenceCache
+from grader.outcomes import ReferenceCache
 from grader.i18n import grader_catalog
 
 

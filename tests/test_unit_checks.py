@@ -1,4 +1,4 @@
-"""Unit tests of grader/checks.py (Observations, check, Keys), grader/judge.py (run_checks) and
+"""Unit tests of grader/checks.py (Observations, check, Keys), grader/verdicts.py (run_checks) and
 results.exercise_status."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import types
 
 from grader.checks import (CheckContext, Fail, GraderError, Keys, Missing, NotAttempted, Observations, Pass, check,
                            declared_checks, raised_text)
-from grader.judge import Termination, run_checks
+from grader.verdicts import Termination, run_checks
 from grader.i18n import Bilingual, T, Text
-from grader.results import CheckResult, exercise_status
+from grader.report.data import CheckResult, exercise_status
 
 EX = "ex99_demo"
 

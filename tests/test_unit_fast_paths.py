@@ -1,9 +1,9 @@
 """What makes a grading fast, each shown to do its work and to change no result.
 
-* the grader's own bytecode is written once and reused (:func:`grader.cache.keep_bytecode`);
-* TOML files are parsed once per content (:func:`grader.cache.read_toml`);
-* folder digests are read again when a file changes (:func:`grader.cache.content_digest`);
-* accelerator plugins are told from their metadata folders' names (:func:`grader.cache.machine`);
+* the grader's own bytecode is written once and reused (:func:`grader.bytecode.keep_bytecode`);
+* TOML files are parsed once per content (:func:`grader.i18n.read_toml`);
+* folder digests are read again when a file changes (:func:`grader.outcomes.content_digest`);
+* accelerator plugins are told from their metadata folders' names (:func:`grader.outcomes.machine`);
 * the reference's job makes only the records its checks read (``Keys(reference=...)``);
 * a job lowers its programs in one MLIR context and compiles the same programs;
 * a host freezes what it imported before it forks jobs.
@@ -23,7 +23,7 @@ import pytest
 
 from conftest import ROOT, SOLUTIONS
 
-from grader import cache
+from grader import bytecode, i18n, outcomes, store
 from grader.checks import Keys
 from grader.child.probe import FAILED, ProbeContext
 
@@ -33,15 +33,15 @@ def test_bytecode_is_written_once_and_again_when_a_module_changes(tmp_path):
     package = tmp_path / "pkg"
     shutil.copytree(ROOT / "grader" / "primitives", package, ignore=shutil.ignore_patterns("__pycache__"))
     sources = sorted(package.rglob("*.py"))
-    assert cache.keep_bytecode(package) == len(sources)
+    assert bytecode.keep_bytecode(package) == len(sources)
     tag = sys.implementation.cache_tag
     assert all((s.parent / "__pycache__" / f"{s.stem}.{tag}.pyc").is_file() for s in sources)
-    assert cache.keep_bytecode(package) == 0  # up to date: nothing compiled again
+    assert bytecode.keep_bytecode(package) == 0  # up to date: nothing compiled again
 
     changed = sources[0]
     changed.write_text(changed.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
     os.utime(changed, (changed.stat().st_atime, changed.stat().st_mtime + 5))
-    assert cache.keep_bytecode(package) == 1
+    assert bytecode.keep_bytecode(package) == 1
 
     # Python itself accepts what was written (timestamped bytecode for this source)
     done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
@@ -58,7 +58,7 @@ def test_bytecode_that_cannot_be_written_is_left_alone(tmp_path):
     package.mkdir()
     (package / "m.py").write_text("x = 1\n", encoding="utf-8")
     (package / "__pycache__").write_text("not a folder\n", encoding="utf-8")
-    assert cache.keep_bytecode(package) == 0
+    assert bytecode.keep_bytecode(package) == 0
     assert (package / "__pycache__").read_text(encoding="utf-8") == "not a folder\n"
 
 
@@ -77,49 +77,49 @@ def test_a_grading_leaves_the_graders_bytecode_for_the_next(tmp_path, monkeypatc
 def test_toml_is_read_from_its_cache_with_the_same_table(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text('[greeting]\nen = "hello"\nzh = "你好"\n[n]\nen = "1"\nzh = "一"\n', encoding="utf-8")
-    first = cache.read_toml(path)
+    first = i18n.read_toml(path)
     assert first == tomllib.loads(path.read_text(encoding="utf-8"))
-    cache._tables.clear()  # a new process: the table comes from the cache folder
-    assert cache.read_toml(path) == first
-    stored = list((cache.root() / "toml").glob("*.json"))
+    i18n._tables.clear()  # a new process: the table comes from the cache folder
+    assert i18n.read_toml(path) == first
+    stored = list((store.root() / "toml").glob("*.json"))
     assert any(json.loads(p.read_text(encoding="utf-8")) == first for p in stored)
 
 
 def test_a_changed_toml_file_is_parsed_again(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text('a = "one"\n', encoding="utf-8")
-    assert cache.read_toml(path) == {"a": "one"}
+    assert i18n.read_toml(path) == {"a": "one"}
     path.write_text('a = "two"\n', encoding="utf-8")  # same size, same second
-    assert cache.read_toml(path) == {"a": "two"}
+    assert i18n.read_toml(path) == {"a": "two"}
     path.write_text('a = "two\n', encoding="utf-8")
     with pytest.raises(tomllib.TOMLDecodeError):
-        cache.read_toml(path)
+        i18n.read_toml(path)
 
 
 # ------------------------------------------------------------------ digests and the machine
 def test_a_folder_digest_follows_its_files(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
-    first = cache.content_digest(tmp_path)
-    assert cache.content_digest(tmp_path) == first
+    first = outcomes.content_digest(tmp_path)
+    assert outcomes.content_digest(tmp_path) == first
     (tmp_path / "a.py").write_text("x = 2\n", encoding="utf-8")  # same size
-    assert cache.content_digest(tmp_path) != first
+    assert outcomes.content_digest(tmp_path) != first
     (tmp_path / "notes.txt").write_text("not code\n", encoding="utf-8")
-    second = cache.content_digest(tmp_path)
+    second = outcomes.content_digest(tmp_path)
     (tmp_path / "b.toml").write_text("k = 1\n", encoding="utf-8")
-    assert cache.content_digest(tmp_path) != second
+    assert outcomes.content_digest(tmp_path) != second
 
 
 def test_an_accelerator_plugin_changes_the_machine(tmp_path, monkeypatch):
-    plain = cache.machine()
+    plain = outcomes.machine()
     site = tmp_path / "site"
     (site / "jax_cuda12_plugin-0.10.2.dist-info").mkdir(parents=True)
     (site / "numpy-2.0.0.dist-info").mkdir()
     monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
-    cache._machine.cache_clear()
+    outcomes._machine.cache_clear()
     try:
-        assert cache.machine() == plain + "|jax-cuda12-plugin"
+        assert outcomes.machine() == plain + "|jax-cuda12-plugin"
     finally:
-        cache._machine.cache_clear()
+        outcomes._machine.cache_clear()
 
 
 # ------------------------------------------------------------------ the reference's records
@@ -162,17 +162,17 @@ def test_a_reference_job_skips_the_work_of_records_no_check_reads(tmp_path):
 
 
 def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
-    import grader.grading
+    import grader.sides
     from grader.grading import GradeOptions, grade
 
     seen = {}
-    original = grader.grading.judge
+    original = grader.sides.judge
 
     def spy(ex, student, reference, **kwargs):
         seen[ex.id] = (student, reference)
         return original(ex, student, reference, **kwargs)
 
-    monkeypatch.setattr(grader.grading, "judge", spy)
+    monkeypatch.setattr(grader.sides, "judge", spy)
     report = grade(SOLUTIONS, GradeOptions(exercises=("ex02",), seed=11, compile_cache=False))
     assert report.score == report.exercises[0].max_score
     student, reference = seen["ex02_where"]
@@ -308,11 +308,11 @@ def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_p
         shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
     options = GradeOptions(exercises=("ex01", "ex02"), seed=21, compile_cache=True)
     one = grade(first, options)  # fills the reference's cache (and the first folder's own)
-    reference = _programs(cache.reference_dir())
+    reference = _programs(store.reference_dir())
     assert any(n.startswith("jit_piecewise") for n in reference)
-    assert oct(cache.reference_dir().stat().st_mode & 0o777) == "0o711"  # openable by key, never listed
+    assert oct(store.reference_dir().stat().st_mode & 0o777) == "0o711"  # openable by key, never listed
     two = grade(second, options)
-    own = _programs(cache.student_dir(second))
+    own = _programs(store.student_dir(second))
     assert not own & reference, "a program the reference compiled is loaded from its cache, not compiled again"
     assert [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in one.exercises] == \
            [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in two.exercises]

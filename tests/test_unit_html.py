@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from browser import needs_browser, render
 
-from grader.report import html, svg
+from grader.report import html_parts as html, svg
 
 
 def _page() -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import results
-from grader.child import probe
+from grader.report import data as results
+from grader.child import probe, trusted  # noqa: F401
 from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders
 
@@ -169,9 +169,9 @@ def test_every_reason_to_compile_again_has_its_words(catalog):
 
 
 def test_every_kind_of_error_has_its_hint(catalog):
-    from grader.child.probe import _ERROR_KINDS
+    from grader.child.trusted import ERROR_KINDS
 
-    kinds = {kind for _, kind in _ERROR_KINDS} | {"static_needed"}
+    kinds = {kind for _, kind in ERROR_KINDS} | {"static_needed"}
     assert sorted(k for k in kinds if f"hint.exception.{k}" not in catalog.keys()) == []
 
 
@@ -191,13 +191,13 @@ def test_structure_trace_keys_exist_for_every_traced_error_kind(catalog):
     named = re.search(r'if kind in \(([^)]*)\):\s*\n\s*raise Fail\(T\(f"structure\.trace', source)
     assert named, "the list of kinds before T(f'structure.trace.{kind}') moved"
     kinds = set(re.findall(r'"(\w+)"', named.group(1)))
-    assert kinds <= {kind for _, kind in probe._ERROR_KINDS}
+    assert kinds <= {kind for _, kind in trusted.ERROR_KINDS}
     for kind in kinds | {"other"}:
         assert f"structure.trace.{kind}" in catalog.keys()
 
 
 def test_call_raised_keys_exist_for_every_error_kind(catalog):
-    kinds = {kind for _, kind in probe._ERROR_KINDS} | {"static_needed"}
+    kinds = {kind for _, kind in trusted.ERROR_KINDS} | {"static_needed"}
     for kind in kinds:
         assert f"call.raised.{kind}" in catalog.keys()
     assert placeholders(catalog.template("call.raised", "en")) == {"function", "type", "message", "where"}
@@ -206,7 +206,7 @@ def test_call_raised_keys_exist_for_every_error_kind(catalog):
 def test_raised_text_key_exists_for_every_classification(catalog):
     from grader.checks import raised_text
 
-    for kind in [None, "static_needed"] + [k for _, k in probe._ERROR_KINDS]:
+    for kind in [None, "static_needed"] + [k for _, k in trusted.ERROR_KINDS]:
         text = raised_text({"function": "f", "type": "E", "message": "m", "where": "a.py:1", "kind_of_error": kind})
         assert text.key in catalog.keys()
         assert "[" + text.key + "]" not in catalog.render(text, "en")

@@ -1,4 +1,4 @@
-"""Unit tests of grader/notebooks.py (a saved notebook and a kernel's history as one
+"""Unit tests of grader/ipynb.py (a saved notebook and a kernel's history as one
 module, cells named in messages, notes on the cells) and of how reports show notes.
 Nothing is graded here; tests/test_notebook.py runs a real kernel."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from grader.chapter import load_chapter
 from grader.i18n import T, grader_catalog
-from grader.notebooks import Cell, CellMap, Run, cell_notes, history_cells, module_of, read_cells
-from grader.report import render_markdown, render_terminal
+from grader.ipynb import Cell, CellMap, Run, cell_notes, history_cells, module_of, read_cells
+from grader.report.render import render_markdown, render_terminal
 from grader.report.inline import SCOPE, render_inline
-from grader.results import CheckResult, ExerciseResult, Report, report_to_dict
+from grader.report.data import CheckResult, ExerciseResult, Report, report_to_dict
 from grader.submission import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +97,7 @@ def test_a_missing_function_names_the_notebook_not_a_generated_module(tmp_path, 
     nbformat.write(nb, str(tmp_path / "ch4.ipynb"))
     sub = load(tmp_path / "ch4.ipynb", ch4, tmp_path / "scratch")
     message = T("call.missing", name="clip_by_norm", file="ex02_where.py")
-    from grader.judge import _located
+    from grader.verdicts import _located
 
     assert words(_located(message, sub.locate)) == "clip_by_norm is not defined in ch4.ipynb"
 

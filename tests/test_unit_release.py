@@ -19,8 +19,8 @@ from grader.authoring.answers import chapter_answers, helper_names
 from grader.authoring.release import ReleaseError, leaks, readme_command
 from grader.chapter import ChapterError, load_chapter
 from grader.preview import FILENAME, Records, RecordsError, inputs_digest, release_records
-from grader.report import render_markdown, render_terminal
-from grader.results import report_to_dict
+from grader.report.render import render_markdown, render_terminal
+from grader.report.data import report_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 CH4 = load_chapter("ch4")
@@ -125,7 +125,7 @@ def test_a_preview_says_so_first_and_marks_what_final_grading_decides(report, ca
 def test_a_previews_html_page_says_so_and_draws_the_release_bar(report, catalog):  # noqa: F811
     """report.html too: the preview's notes, the label on what final grading decides, and in
     the speed-up chart the release's bar beside the student's gain (there is no reference's)."""
-    from grader.report.html_report import render_html
+    from grader.report.page import render_html
 
     report.preview = True
     speedup = report.exercises[0].checks[0]

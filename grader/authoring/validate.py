@@ -15,7 +15,8 @@ from grader.chapter import Chapter
 
 def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
              echo: Callable[[str], None] = print) -> list[str]:
-    from grader.grading import GradeOptions, ReferenceCache, grade
+    from grader.grading import GradeOptions, grade
+    from grader.outcomes import ReferenceCache
 
     problems: list[str] = []
     from grader.authoring import notebook

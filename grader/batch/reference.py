@@ -6,7 +6,7 @@ outcomes, as plain JSON-ready data (:mod:`grader.wire` encodes the arrays), to e
 grading: a worker subprocess on this machine, or a Dask worker on another. A worker
 uses them only when its chapter, reference solutions and grader code, its jaxlib and
 its kind of machine are those the outcomes came from (the same :func:`content_digest`,
-what :class:`~grader.cache.ReferenceCache` keys its disk layer by); otherwise it runs
+what :class:`~grader.outcomes.ReferenceCache` keys its disk layer by); otherwise it runs
 its own reference. Timed exercises (ex06) are never shipped: their reference is
 measured beside the student's, in the same run.
 """
@@ -20,9 +20,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader import cache, chapters as chapter_folders, wire
+from grader import chapters as chapter_folders, store, wire
+from grader.outcomes import ReferenceCache, content_digest as folder_digest, grader_digest, machine
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, ReferenceCache, _Run
+from grader.grading import GradeOptions
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, run_job
@@ -31,8 +32,8 @@ from grader.runner.jobs import JobOutcome, run_job
 def content_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
     """A fingerprint of what the reference's outcomes depend on: the chapter's code and its reference
     solutions (by content), the grader's code, jaxlib's version and the kind of machine."""
-    parts = [chapter.id, cache.content_digest(chapter.folder), cache.content_digest(reference_dir or chapter.solutions),
-             cache.grader_digest(), cache.root().name, cache.machine()]
+    parts = [chapter.id, folder_digest(chapter.folder), folder_digest(reference_dir or chapter.solutions),
+             grader_digest(), store.root().name, machine()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -44,7 +45,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     run failed (each grading then runs it itself).
     """
     options = options or GradeOptions()
-    references = options.reference_cache or ReferenceCache(cache.outcomes_dir() if options.compile_cache else None)
+    references = options.reference_cache or ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
     reference_dir = Path(options.reference_dir or chapter.solutions)
     selected = chapter.select(options.exercises)
     wanted = [ex for ex in selected if ex.needs_reference and not ex.timed]
@@ -62,9 +63,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
         pool = ThreadPoolExecutor(max_workers=options.workers or (os.cpu_count() or 1))
         try:
             host.start()
-            # a run without a submission or a student's host: only its reference jobs are used
-            run = _Run(chapter, missing, None, seed, options, (None, host), references)  # type: ignore[arg-type]
-            jobs = list(pool.map(lambda ex: run_job(run.session(host, ex, ex.timeout_s * 2), ex.inputs(seed)),
+            jobs = list(pool.map(lambda ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
                                  missing + warm))
             for ex, outcome in zip(missing, jobs):  # the warm-up's outcomes are not kept
                 if outcome.end == "done":
@@ -74,7 +73,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
             pool.shutdown(wait=True, cancel_futures=True)
             host.stop()
             if host.compile_cache is not None:
-                cache.prune(host.compile_cache)
+                store.prune(host.compile_cache)
             shutil.rmtree(scratch, ignore_errors=True)
     return {ex_id: outcome for ex_id, outcome in found.items() if outcome is not None}
 
@@ -85,7 +84,7 @@ def _reference_host(chapter: Chapter, options: GradeOptions, reference_dir: Path
     return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
                        plan=sandboxes.SandboxPlan("process", False), modules=chapter.child_modules,
                        limits=options.limits, chapter_folders=folders,
-                       compile_cache=cache.reference_dir() if options.compile_cache else None)
+                       compile_cache=store.reference_dir() if options.compile_cache else None)
 
 
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
@@ -102,7 +101,7 @@ def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir:
     cache is the on-disk one: a worker that runs its own reference keeps it for the next.
     """
     if not shipped or shipped.get("seed") != seed or shipped.get("digest") != content_digest(chapter, reference_dir):
-        return ReferenceCache(cache.outcomes_dir()), False
+        return ReferenceCache(store.outcomes_dir()), False
     references = ReferenceCache()
     folder = Path(reference_dir or chapter.solutions)
     fields = {f.name for f in dataclasses.fields(JobOutcome)}

@@ -3,7 +3,7 @@
 :func:`summarize` reduces the gradebook's rows to a :class:`ClassSummary` (plain
 data); :func:`render_markdown` and :func:`render_html` put it into words in either
 language. The HTML page is one self-contained file (style inline, charts as inline
-SVG, nothing loaded from the network), built from :mod:`grader.report.html` and
+SVG, nothing loaded from the network), built from :mod:`grader.report.html_parts` and
 :mod:`grader.report.svg`. When the batch ran with a weaker sandbox than bubblewrap
 with per-job uids, the first line of both says so.
 """
@@ -16,7 +16,7 @@ from typing import Callable
 
 from grader.batch.gradebook import Row
 from grader.i18n import T, Text
-from grader.report import html, svg
+from grader.report import html_parts as html, svg
 
 Words = Callable[[object], str]
 TOP = 10

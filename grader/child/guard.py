@@ -66,10 +66,10 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
         targets["COUNTER._windows"] = counter._windows
         targets["COUNTER.__dict__"] = counter.__dict__
         targets["COUNTER.listening"] = _listening(counter)
-    probe = sys.modules.get("grader.child.probe")
-    if probe is not None:
+    trusted = sys.modules.get("grader.child.trusted")
+    if trusted is not None:
         for name in ("perf_counter", "monotonic", "sleep"):
-            targets[f"TRUSTED.{name}"] = getattr(probe.TRUSTED, name, None)
+            targets[f"TRUSTED.{name}"] = getattr(trusted.TRUSTED, name, None)
     return targets
 
 

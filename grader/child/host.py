@@ -277,14 +277,21 @@ def flush_output() -> None:
             pass
 
 
-def main(argv: list[str]) -> int:
+def begin(argv: list[str]) -> tuple:
+    """What a host and a template do first (``argv``: the control socket's fd, the config in JSON):
+    the control channel, the subreaper, every module imported once; returns the channel, its fd
+    and the versions imported."""
     control_fd = int(argv[0])
     config = json.loads(argv[1])
     from grader.wire import Channel
 
     control = Channel(socket.socket(fileno=control_fd))
     become_subreaper()
-    versions = preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
+    return control, control_fd, preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
+
+
+def main(argv: list[str]) -> int:
+    control, control_fd, versions = begin(argv)
     control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
     return serve(control, control_fd)
 
@@ -292,77 +299,89 @@ def main(argv: list[str]) -> int:
 def serve(control, control_fd: int) -> int:
     """A host's life: fork jobs on order until told to stop, then end them and what they left."""
     jobs: dict[int, str] = {}
-    while True:
-        try:
-            message, fds = control.recv_with_fds(2, timeout=0.05)
-        except TimeoutError:
-            message, fds = "idle", []
-        if message is None:
-            break
-        if isinstance(message, dict):
-            op = message["op"]
-            if op == "fork" and len(fds) == 2:
-                pid = os.fork()
-                if pid == 0:
-                    _job_child(message, fds[0], fds[1], control_fd)
-                for fd in fds:
-                    os.close(fd)
-                jobs[pid] = message["job"]
-                control.send({"op": "started", "job": message["job"], "pid": pid})
-            elif op == "dump":  # where is the job now? (it ran past its limit)
-                signal_named(jobs, message["job"], os.kill, signal.SIGUSR1)
-            elif op == "kill":
-                signal_named(jobs, message["job"], os.killpg, signal.SIGKILL)
-                signal_named(jobs, message["job"], os.kill, signal.SIGKILL)
-            elif op == "exit":
-                break
-            else:
-                for fd in fds:
-                    os.close(fd)
-        _reap(jobs, control)
-    for pid in jobs:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + 2
-    while jobs and time.monotonic() < deadline:
-        _reap(jobs, control)
-        time.sleep(0.01)
-    end_leftovers({})
+
+    def obey(message: dict, fds: list[int]) -> None:
+        op = message["op"]
+        if op == "fork" and len(fds) == 2:
+            pid = os.fork()
+            if pid == 0:
+                _job_child(message, fds[0], fds[1], control_fd)
+            jobs[pid] = message["job"]
+            control.send({"op": "started", "job": message["job"], "pid": pid})
+        elif op == "dump":  # where is the job now? (it ran past its limit)
+            signal_named(jobs, message["job"], os.kill, signal.SIGUSR1)
+        elif op == "kill":
+            signal_named(jobs, message["job"], os.killpg, signal.SIGKILL)
+            signal_named(jobs, message["job"], os.kill, signal.SIGKILL)
+
+    def exited(name: str, status: int) -> None:
+        info = {"op": "exited", "job": name}
+        if os.WIFSIGNALED(status):
+            info["signal"] = os.WTERMSIG(status)
+        else:
+            info["code"] = os.WEXITSTATUS(status)
+        control.send(info)
+
+    take_orders(control, 2, obey, jobs, exited, kill=os.killpg)
     return 0
 
 
-def signal_named(jobs: dict[int, str], job: str, send, number: int) -> None:
-    """Send signal ``number`` to job ``job`` (``send`` is ``os.kill``, or ``os.killpg`` for its group)."""
-    for pid, name in list(jobs.items()):
-        if name == job:
+def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], children: dict[int, str],
+                exited: Callable[[str, int], None], *, kill: Callable[[int, int], None] = os.kill) -> None:
+    """Obey the grader's orders (``obey(message, fds)``; the fds are closed after it) until it says
+    ``exit`` or goes; meanwhile collect each of ``children`` (pid: name) that ends (``exited(name,
+    status)``) and end what it left behind. Then end every child still there (``kill(pid, SIGKILL)``)
+    and every leftover."""
+    while True:
+        try:
+            message, fds = control.recv_with_fds(max_fds, timeout=0.05)
+        except TimeoutError:
+            message, fds = "idle", []
+        if message is None or (isinstance(message, dict) and message.get("op") == "exit"):
+            break
+        if isinstance(message, dict):
+            obey(message, fds)
+        for fd in fds:
+            os.close(fd)
+        _reap(children, exited)
+    for pid in list(children):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 2
+    while children and time.monotonic() < deadline:
+        _reap(children, exited)
+        time.sleep(0.01)
+    end_leftovers({})
+
+
+def signal_named(children: dict[int, str], named: str, send, number: int) -> None:
+    """Send signal ``number`` to the child ``named`` (``send`` is ``os.kill``, or ``os.killpg`` for its group)."""
+    for pid, name in list(children.items()):
+        if name == named:
             try:
                 send(pid, number)
             except (ProcessLookupError, PermissionError):
                 pass
 
 
-def _reap(jobs: dict[int, str], control) -> None:
-    while jobs:
+def _reap(children: dict[int, str], exited: Callable[[str, int], None]) -> None:
+    """Collect the children that ended (``exited(name, status)``), ending what each left behind."""
+    while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        name = jobs.pop(pid, None)
+        name = children.pop(pid, None)
         if name is None:
             continue  # a leftover that ended
-        end_leftovers(jobs)  # what the job started ends with it
-        info = {"op": "exited", "job": name}
-        if os.WIFSIGNALED(status):
-            info["signal"] = os.WTERMSIG(status)
-        else:
-            info["code"] = os.WEXITSTATUS(status)
+        end_leftovers(children)  # what the child started ends with it
         try:
-            control.send(info)
-        except OSError:
+            exited(name, status)
+        except OSError:  # the grader is gone
             return
 
 

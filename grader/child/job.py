@@ -53,9 +53,9 @@ def _limit_memory(limits: dict, backend: str) -> None:
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:
-    from grader.child.probe import _safe_str, student_frame
+    from grader.child.trusted import safe_str, student_frame
 
-    info = {"op": "import_error", "type": type(exc).__name__, "message": _safe_str(exc)}
+    info = {"op": "import_error", "type": type(exc).__name__, "message": safe_str(exc)}
     if isinstance(exc, SyntaxError):
         info["where"] = f"{os.path.basename(exc.filename or '?')}:{exc.lineno}"
         info["message"] = str(exc.msg)

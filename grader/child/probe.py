@@ -15,31 +15,17 @@ import contextlib
 import os
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from grader.child.trusted import classify, safe_str, student_frame
 from grader.wire import SAFE_DTYPES, Channel
 
 MAX_ELEMENTS = 1 << 22
 MAX_TEXT = 16 * 1024
-
-class _Untouchable:
-    """Trusted callables captured before any student code is imported."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.perf_counter = time.perf_counter
-        self.monotonic = time.monotonic
-        self.sleep = time.sleep
-
-
-TRUSTED = _Untouchable()
-
 
 # ------------------------------------------------------------------ describing values
 _TYPES: dict[str, type] = {}
@@ -101,49 +87,6 @@ def describe_callable(obj: Any) -> dict:
         "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
         "wrapped": getattr(wrapped, "__name__", None),
     }
-
-
-# ------------------------------------------------------------------ exceptions
-_ERROR_KINDS = (
-    ("TracerBoolConversionError", "tracer_bool"),
-    ("TracerIntegerConversionError", "tracer_int"),
-    ("TracerArrayConversionError", "tracer_array"),
-    ("ConcretizationTypeError", "concretization"),
-    ("UnexpectedTracerError", "tracer_leak"),
-)
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except BaseException:  # a hostile __str__
-        text = "<message unavailable>"
-    return text[:600]
-
-
-def classify(exc: BaseException) -> str | None:
-    names = {k.__name__ for k in type(exc).__mro__}
-    for name, kind in _ERROR_KINDS:
-        if name in names:
-            return kind
-    text = _safe_str(exc)
-    if isinstance(exc, TypeError) and ("not a valid JAX type" in text or "as an abstract array" in text):
-        return "static_needed"
-    if isinstance(exc, ValueError) and "truth value of an array" in text:
-        return "tracer_bool"  # a Python if on an array of more than one element (traced or not)
-    return None
-
-
-def student_frame(tb: Any, student_dir: str) -> str | None:
-    """``file:line`` of the innermost traceback frame inside the submission."""
-    where = None
-    for frame in traceback.extract_tb(tb):
-        try:
-            if os.path.dirname(os.path.abspath(frame.filename)) == student_dir:
-                where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
-        except (TypeError, ValueError):
-            continue
-    return where
 
 
 # ------------------------------------------------------------------ the context
@@ -222,7 +165,7 @@ class ProbeContext:
                 "status": "raised",
                 "function": name,
                 "type": type(exc).__name__,
-                "message": _safe_str(exc),
+                "message": safe_str(exc),
                 "kind_of_error": classify(exc),
                 "where": student_frame(exc.__traceback__, self.student_dir),
             }

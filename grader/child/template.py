@@ -18,15 +18,12 @@ never serves.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import socket
 import sys
-import time
 
-from grader.child.host import (become_subreaper, end_leftovers, flush_output, preload_frozen, serve,
-                               signal_named)
+from grader.child.host import become_subreaper, begin, flush_output, serve, signal_named, take_orders
 
 CLONE_NEWIPC = 0x08000000
 
@@ -60,40 +57,19 @@ def _template(control, control_fd: int, versions: dict) -> int:
     """Fork isolated hosts on order; report each one's birth and end; end what they leave behind."""
     control.send({"op": "ready", "versions": versions, "pid": os.getpid(), "template": True})
     hosts: dict[int, str] = {}
-    while True:
-        try:
-            message, fds = control.recv_with_fds(1, timeout=0.05)
-        except TimeoutError:
-            message, fds = "idle", []
-        if message is None:
-            break
-        if isinstance(message, dict):
-            op = message.get("op")
-            if op == "spawn" and len(fds) == 1:
-                pid = os.fork()
-                if pid == 0:
-                    _host_child(fds[0], control_fd, versions)
-                os.close(fds[0])
-                hosts[pid] = str(message.get("host"))
-                control.send({"op": "spawned", "host": hosts[pid], "pid": pid})
-            elif op == "kill":
-                signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
-            elif op == "exit":
-                break
-            else:
-                for fd in fds:
-                    os.close(fd)
-        _reap_hosts(hosts, control)
-    for pid in list(hosts):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + 2
-    while hosts and time.monotonic() < deadline:
-        _reap_hosts(hosts, control)
-        time.sleep(0.01)
-    end_leftovers({})
+
+    def obey(message: dict, fds: list[int]) -> None:
+        op = message.get("op")
+        if op == "spawn" and len(fds) == 1:
+            pid = os.fork()
+            if pid == 0:
+                _host_child(fds[0], control_fd, versions)
+            hosts[pid] = str(message.get("host"))
+            control.send({"op": "spawned", "host": hosts[pid], "pid": pid})
+        elif op == "kill":
+            signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
+
+    take_orders(control, 1, obey, hosts, lambda name, status: control.send({"op": "host_exited", "host": name}))
     return 0
 
 
@@ -126,34 +102,8 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
         os._exit(code)
 
 
-def _reap_hosts(hosts: dict[int, str], control) -> None:
-    """Collect the hosts that ended (and say so), and end what they left behind."""
-    while True:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        name = hosts.pop(pid, None)
-        if name is None:
-            continue
-        end_leftovers(hosts)
-        try:
-            control.send({"op": "host_exited", "host": name})
-        except OSError:
-            return
-
-
 def main(argv: list[str]) -> int:
-    control_fd = int(argv[0])
-    config = json.loads(argv[1])
-    from grader.wire import Channel
-
-    control = Channel(socket.socket(fileno=control_fd))
-    become_subreaper()
-    versions = preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
-    return _template(control, control_fd, versions)
+    return _template(*begin(argv))
 
 
 if __name__ == "__main__":

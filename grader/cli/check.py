@@ -89,7 +89,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     So does the report of a run stopped with Ctrl-C before its end.
     """
     from grader.grading import GradeOptions, Interrupted, grade
-    from grader.report import render_terminal, write_reports
+    from grader.report.render import render_terminal, write_reports
     from grader.runner.jobs import Limits
     from grader.submission import SubmissionError
 

@@ -30,7 +30,7 @@ def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any)
     """The lowered program's size in lines and its host callbacks, or how tracing failed."""
     import jax
 
-    from grader.child.probe import _safe_str, classify, student_frame
+    from grader.child.trusted import classify, safe_str, student_frame
 
     try:
         text = jax.jit(fn).lower(*args, **kwargs).as_text()
@@ -38,7 +38,7 @@ def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any)
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
         return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
-                "message": _safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
+                "message": safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
     return {"status": "ok", "lines": text.count("\n") + 1, "callbacks": sorted(set(_CALLBACK.findall(text)))}
 
 
@@ -46,7 +46,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
     """Trace ``fn`` (the Python function under a jit, if any) with abstract inputs only."""
     import jax
 
-    from grader.child.probe import _safe_str, classify, student_frame
+    from grader.child.trusted import classify, safe_str, student_frame
 
     target = getattr(fn, "__wrapped__", fn)
     shaped = [jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a for a in args]
@@ -56,7 +56,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
         return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
-                "message": _safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
+                "message": safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
     return {"status": "ok"}
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T
-from grader.child.probe import TRUSTED
+from grader.child.trusted import TRUSTED
 
 
 # =================================================================== child side

@@ -1,10 +1,9 @@
-"""Renderers: plain functions from one :class:`~grader.results.Report` to text.
+"""The report: what a grading found (:mod:`grader.report.data`), and the ways to show it.
 
-They know nothing of how the results were obtained; each takes the report, the
-catalog that puts its messages into words, and the language. ``terminal`` prints
-the table, ``markdown`` writes ``report.md``, ``render`` writes ``report.json`` and
-chooses the files' names.
+The renderers are plain functions from one :class:`~grader.report.data.Report` to text;
+they know nothing of how the results were obtained: each takes the report, the catalog
+that puts its messages into words, and the language. ``terminal`` prints the table,
+``markdown`` writes ``report.md``, ``page`` the self-contained ``report.html``,
+``inline`` a notebook's output; ``render`` writes them (and ``report.json``) and chooses
+the files' names.
 """
-from grader.report.render import render_html, render_json, render_markdown, render_terminal, report_paths, write_reports
-
-__all__ = ["render_html", "render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]

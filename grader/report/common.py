@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from grader.i18n import T, Text
-from grader.results import ExerciseResult, Report, is_unrunnable
+from grader.report.data import ExerciseResult, Report, is_unrunnable
 
 ICONS = {"passed": "✓", "partial": "◐", "failed": "✗", "not_attempted": "·", "error": "!", "timeout": "⏱",
          "skipped": "↷"}

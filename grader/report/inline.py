@@ -2,7 +2,7 @@
 its cell, one block per exercise with a table of its checks (points, status, what was
 seen, the hint, the numbers), then the environment, the seed and the report's path.
 
-Built from the self-contained pieces of :mod:`grader.report.html`. A notebook's page
+Built from the self-contained pieces of :mod:`grader.report.html_parts`. A notebook's page
 is not ours, so the fragment's style is scoped to its own ``<div>``: it changes nothing
 else on the page, and nothing is loaded from elsewhere.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from grader.i18n import Catalog, T
-from grader.report import html
+from grader.report import html_parts as html
 from grader.report.common import ICONS, environment_text, measured_text, next_step, num, problem_lines
-from grader.results import ExerciseResult, Report, headline
+from grader.report.data import ExerciseResult, Report, headline
 
 #: the class of the fragment's ``<div>``; every rule of :data:`STYLE` is under it
 SCOPE = "grade-check"

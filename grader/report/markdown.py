@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
-from grader.results import Report, headline
+from grader.report.data import Report, headline
 
 
 def _escape(text: str) -> str:

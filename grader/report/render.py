@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 from grader.i18n import Catalog
-from grader.report.html_report import render_html
+from grader.report.page import render_html
 from grader.report.markdown import render_markdown
 from grader.report.terminal import render_terminal
-from grader.results import Report, report_to_dict
+from grader.report.data import Report, report_to_dict
 
 __all__ = ["render_html", "render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]
 

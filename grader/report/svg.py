@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from grader.report.html import escape
+from grader.report.html_parts import escape
 
 COLORS = ("#0969da", "#8c959f", "#1a7f37", "#cf222e", "#9a6700")
 

@@ -75,7 +75,7 @@ class HostProcess:
                  template: "HostTemplate | None" = None, entry: str = "grader.child.host",
                  caps: tuple[str, ...] = (), config: dict | None = None):
         self.side = side
-        #: JAX's persistent compilation cache of this side (:mod:`grader.cache`), writable by its jobs
+        #: JAX's persistent compilation cache of this side (:mod:`grader.store`), writable by its jobs
         self.compile_cache = compile_cache
         #: caches its jobs may also load programs from, by key only (never written, never listed)
         self.read_caches = [Path(p) for p in read_caches or []]
@@ -244,7 +244,7 @@ class HostProcess:
             return ""
 
     # ------------------------------------------------------------- jobs
-    def _send(self, message: dict, fds: list[int] | None = None) -> None:
+    def send(self, message: dict, fds: list[int] | None = None) -> None:
         if self._control is None:
             raise OSError("host not running")
         with self._send_lock:
@@ -253,7 +253,7 @@ class HostProcess:
             else:
                 self._control.send(message)
 
-    def _next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
+    def next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
         with self._events_cv:
             while True:
                 for i, event in enumerate(self._events.get(job, [])):
@@ -329,8 +329,8 @@ class HostTemplate:
         with self._lock:
             self._counter += 1
             name = f"host-{self._counter}"
-        self.process._send({"op": "spawn", "host": name}, [sock.fileno()])
-        if self.process._next_event(name, {"spawned"}, time.monotonic() + 60) is None:
+        self.process.send({"op": "spawn", "host": name}, [sock.fileno()])
+        if self.process.next_event(name, {"spawned"}, time.monotonic() + 60) is None:
             raise OSError("the host template did not fork a host")
         return _Forked(self, name)
 
@@ -357,7 +357,7 @@ class HostTemplate:
 
     def kill(self, name: str) -> None:
         try:
-            self.process._send({"op": "kill", "host": name})
+            self.process.send({"op": "kill", "host": name})
         except OSError:
             pass
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import socket
 import tempfile
@@ -20,15 +19,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
 from grader.child.host import XLA_DUMP
 from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
+from grader.runner.traces import count_xla_modules, disk_usage, student_line
 from grader.wire import Channel, ProtocolError
-
-if TYPE_CHECKING:
-    from grader.runner.hosts import HostProcess
 
 log = logging.getLogger("grader")
 
@@ -106,10 +103,40 @@ class JobOutcome:
             isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
 
 
+class JobHost(Protocol):
+    """What a job needs of the host that forks it (:class:`grader.runner.hosts.HostProcess`)."""
+
+    #: ``student`` or ``reference``
+    side: str
+    #: the folder the job imports the student's (or the reference's) modules from
+    module_dir: Path
+    #: the host's scratch folder: ``jobs/`` (each job's folder), ``output/`` (what jobs print)
+    scratch: Path
+    #: the side's compilation cache that its jobs write, if any (its growth counts against a job's disk)
+    compile_cache: Path | None
+    limits: "Limits"
+    plan: sandboxes.SandboxPlan
+    uids: sandboxes.UidPool | None
+    #: closed for good: grading was cancelled
+    closed: bool
+    #: told of every job's progress
+    listener: Callable[["JobSession"], None] | None
+
+    def ensure(self) -> bool: ...
+
+    def alive(self) -> bool: ...
+
+    def log_tail(self) -> str: ...
+
+    def send(self, message: dict, fds: list[int] | None = None) -> None: ...
+
+    def next_event(self, job: str, ops: set[str], deadline: float) -> dict | None: ...
+
+
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
-    def __init__(self, host: HostProcess, name: str, *, exercise: str, module: str, code: str,
+    def __init__(self, host: JobHost, name: str, *, exercise: str, module: str, code: str,
                  functions: tuple[str, ...], timeout_s: float, options: dict | None = None,
                  import_timeout_s: float | None = None):
         self.host = host
@@ -169,7 +196,7 @@ class JobSession:
             os.chown(self._workdir, self.uid, self.uid)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            host._send(order, [theirs.fileno(), out_fd])
+            host.send(order, [theirs.fileno(), out_fd])
         except OSError:
             self.outcome.end = "host_lost"
             return False
@@ -278,7 +305,7 @@ class JobSession:
         if self._workdir is None:
             return None
         try:
-            self.host._send({"op": "dump", "job": self.name})
+            self.host.send({"op": "dump", "job": self.name})
         except OSError:
             return None
         stack = self._workdir / STACK_FILE
@@ -342,10 +369,10 @@ class JobSession:
         exited = None
         if self.outcome.end not in ("done", "import_error", "crashed"):
             self._kill()
-        exited = host._next_event(self.name, {"exited"}, time.monotonic() + 3.0)
+        exited = host.next_event(self.name, {"exited"}, time.monotonic() + 3.0)
         if exited is None:
             self._kill()
-            exited = host._next_event(self.name, {"exited"}, time.monotonic() + 2.0)
+            exited = host.next_event(self.name, {"exited"}, time.monotonic() + 2.0)
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
         elif self.outcome.end != "host_lost" and not host.alive():
@@ -354,7 +381,7 @@ class JobSession:
             host.uids.release(self.uid)
         self._read_output()
         if self._workdir is not None:
-            self.outcome.xla_compiles = _count_xla_modules(self._workdir / XLA_DUMP)
+            self.outcome.xla_compiles = count_xla_modules(self._workdir / XLA_DUMP)
             shutil.rmtree(self._workdir, ignore_errors=True)
         self.outcome.duration_s = time.monotonic() - self._started
         return self.outcome
@@ -363,7 +390,7 @@ class JobSession:
         if self.uid is not None:
             sandboxes.kill_uid(self.uid)
         try:
-            self.host._send({"op": "kill", "job": self.name})
+            self.host.send({"op": "kill", "job": self.name})
         except OSError:
             pass
 
@@ -393,51 +420,6 @@ DISK_POLL_S = 1.0
 #: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
 #: student's functions, named by ``JobSession.calling``), ``ended``
 PHASES = ("starting", "importing", "running", "calling", "ended")
-_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
-
-
-def student_line(dump: str, module_dir: str) -> str | None:
-    """``file:line`` of the innermost frame of the student's module in a faulthandler dump.
-
-    The dump lists each thread's frames innermost first; the first frame whose file is
-    in the submission's folder is where the student's code was.
-    """
-    for line in dump.splitlines():
-        match = _FRAME.match(line)
-        if match and os.path.dirname(os.path.realpath(match["file"])) == module_dir:
-            return f"{os.path.basename(match['file'])}:{match['line']}"
-    return None
-
-
-def disk_usage(folder: Path) -> int:
-    """Bytes really used under ``folder`` (allocated blocks: a sparse file does not fool it)."""
-    total = 0
-    stack = [str(folder)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        else:
-                            total += entry.stat(follow_symlinks=False).st_blocks * 512
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return total
-
-
-def _count_xla_modules(folder: Path) -> int | None:
-    """Distinct modules XLA compiled (its dump names files module_NNNN.<name>.*)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return None
-    return len({name.split(".", 1)[0] for name in names if name.startswith("module_")})
-
-
 def run_job(session: JobSession, inputs: dict) -> JobOutcome:
     """Fork, import, send the inputs, and let the probe run to the end."""
     try:

@@ -13,7 +13,7 @@ Each grading gets a scratch folder of its own under the template's ``stage`` (mo
 read-only in the sandbox, not listable by the jobs' uids): its modules lie there while
 it is graded and are removed after it (:meth:`WarmHosts.release`), together with
 whatever its jobs left in the folders the hosts share. Student jobs load programs the
-reference compiled by key (:mod:`grader.cache`) and write none of their own: each is
+reference compiled by key (:mod:`grader.store`) and write none of their own: each is
 graded once.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from grader import cache, chapters as chapter_folders
+from grader import chapters as chapter_folders, store
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess, HostTemplate
 from grader.runner.jobs import Limits
@@ -45,7 +45,7 @@ class WarmHosts:
         self.stage.mkdir()
         os.chmod(self.stage, 0o711)  # the jobs' uids reach their own student's folder, never list the others
         self.folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
-        self.reference_cache = cache.reference_dir() if compile_cache else None
+        self.reference_cache = store.reference_dir() if compile_cache else None
         self.readable = [self.reference_cache] if self.reference_cache is not None else []
         self.template: HostTemplate | None = None
         if self.plan.kind == "bwrap" and self.plan.uid_isolation:

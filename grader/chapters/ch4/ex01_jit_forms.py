@@ -25,7 +25,7 @@ SAME_SHAPE_CALLS = 3
 
 # =========================================================================== hidden inputs
 def inputs(rng: np.random.Generator) -> dict:
-    # fixed shapes, fresh values: a program compiled in an earlier run is reused (grader.cache),
+    # fixed shapes, fresh values: a program compiled in an earlier run is reused (grader.store),
     # and every new shape would cost each eager operation a compile
     one, two, three = (11,), (4, 9), (3, 4, 5)
     return {

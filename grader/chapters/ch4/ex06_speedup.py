@@ -117,7 +117,7 @@ def drive(sides, inputs: dict, budget: float):
     reference's gain is clearest on this device, sizes the batches from it, then
     alternates rounds between the two processes. The results are computed here, in the
     grader, and stored under ``grader/timing``. ``sides`` gives new jobs of this
-    exercise on either side (:class:`grader.grading.Sides`), nothing more.
+    exercise on either side (:class:`grader.sides.Sides`), nothing more.
 
     In a preview (``sides.recorded``: the reference's records, no reference process)
     only the student's job runs: the size is the one where the student's own gain is

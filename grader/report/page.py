@@ -7,9 +7,9 @@ counts and speed-ups drawn beside what the reference does, and the hints; ``grad
 from __future__ import annotations
 
 from grader.i18n import Catalog, T
-from grader.report import html, svg
+from grader.report import html_parts as html, svg
 from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
-from grader.results import CheckResult, ExerciseResult, Report, headline
+from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
 
 def render_html(report: Report, catalog: Catalog, lang: str) -> str:

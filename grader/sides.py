@@ -1,0 +1,189 @@
+"""One exercise graded on both sides: the student's job, the reference's, then the verdict.
+
+:class:`BothSides` holds what the exercises of one grading run share: the two hosts (no
+reference's in a preview, whose records stand for it), the reference's outcomes known
+already (:class:`~grader.outcomes.ReferenceCache`), the seed, the submission's deadline,
+and what the jobs said of where they ran. :meth:`BothSides.grade` grades one exercise
+whatever happens (a bug of the grader's costs that exercise only): its two jobs, the
+reference's started as soon as the student's attempted something (a stub costs no
+reference run), or the exercise's timing driver, given :class:`Sides`; then
+:func:`grader.verdicts.judge` turns the records into the verdict.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import threading
+import time
+from typing import Any, Callable
+
+from grader.checks import GraderError
+from grader.i18n import T
+from grader.outcomes import ReferenceCache
+from grader.report.data import ExerciseResult
+from grader.runner.hosts import HostProcess
+from grader.runner.jobs import JobOutcome, JobSession, run_job
+from grader.verdicts import judge, unrunnable
+
+log = logging.getLogger("grader")
+
+
+class Sides:
+    """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
+
+    ``exercise`` is the :class:`~grader.chapter.ExerciseSpec`; :meth:`student` and
+    :meth:`reference` return unstarted :class:`~grader.runner.jobs.JobSession` objects
+    with the exercise's settings (synchronous CPU dispatch, import limit).
+    """
+
+    def __init__(self, both: "BothSides", ex: Any, inputs: dict):
+        self._both = both
+        self.exercise = ex
+        #: a preview's recorded reference outcome (then there is no reference process), else ``None``
+        self.recorded: JobOutcome | None = both.records and both.records.recorded(ex.id, both.seed, inputs)
+
+    def student(self, timeout_s: float) -> JobSession:
+        return self._both.student.exercise_session(self.exercise, timeout_s)
+
+    def reference(self, timeout_s: float) -> JobSession:
+        if self._both.reference is None:  # a driver must use ``recorded`` in a preview
+            raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
+        return self._both.reference.exercise_session(self.exercise, timeout_s)
+
+
+class BothSides:
+    """The two sides of one grading run (see the module).
+
+    ``records``: a preview's reference records (:class:`grader.preview.Records`), else
+    ``None``; ``started(exercise_id)`` is told when an exercise starts.
+    """
+
+    def __init__(self, chapter: Any, sub: Any, seed: int, hosts: tuple[HostProcess, HostProcess | None],
+                 references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
+                 records: Any = None, started: Callable[[str], None] | None = None):
+        self.chapter = chapter
+        self.sub = sub
+        self.seed = seed
+        self.student, self.reference = hosts
+        self.references = references
+        self.records = records
+        self.submission_timeout_s = submission_timeout_s
+        self.exercise_timeout_s = exercise_timeout_s
+        self.deadline = time.monotonic() + submission_timeout_s
+        self.started = started
+        #: each exercise's time on each side (``student_s``, ``reference_s``)
+        self.timings: dict[str, Any] = {}
+        #: what the jobs said of where they ran (the reference's first)
+        self.envs: list[dict] = []
+        #: integrity findings of the runs themselves (an instrument changed, compiles hidden)
+        self.runtime_findings: list[dict] = []
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ one exercise
+    def grade(self, ex: Any) -> ExerciseResult:
+        """One exercise, whatever happens: a grader bug here costs this exercise only."""
+        try:
+            return self._grade(ex)
+        except Exception as exc:  # noqa: BLE001 - logged in full; the student sees one line
+            log.exception("grading %s failed", ex.id)
+            return unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"))
+
+    def _budget(self, ex: Any) -> float:
+        cap = self.exercise_timeout_s
+        return min(min(ex.timeout_s, cap) if cap else ex.timeout_s, self.deadline - time.monotonic())
+
+    def _grade(self, ex: Any) -> ExerciseResult:
+        t0 = time.monotonic()
+        if self.started is not None:
+            self.started(ex.id)
+        inputs = ex.inputs(self.seed)
+        budget = self._budget(ex)
+        if budget <= 1:
+            return unrunnable(ex, T("job.submission_timeout", seconds=self.submission_timeout_s), "timeout")
+        if ex.driver is not None:
+            student_out, reference_out = ex.driver(Sides(self, ex, inputs), inputs, budget)
+            for outcome in (student_out, reference_out):
+                if outcome is not None:
+                    self._note_environment(outcome)
+        else:
+            student_out, reference_out = self._both_jobs(ex, inputs, budget)
+        result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
+                                 locate=self.sub.locate, preview=self.records is not None)
+        result.duration_s = time.monotonic() - t0
+        with self._lock:
+            self.runtime_findings += findings
+            self.timings[ex.id] = {"student_s": round(student_out.duration_s, 3),
+                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
+        return result
+
+    def _job(self, host: HostProcess, ex: Any, inputs: dict, timeout_s: float) -> JobOutcome:
+        outcome = run_job(host.exercise_session(ex, timeout_s), inputs)
+        self._note_environment(outcome)
+        return outcome
+
+    def _note_environment(self, outcome: JobOutcome) -> None:
+        if outcome.env:
+            with self._lock:
+                self.envs.append({"side": outcome.side, **outcome.env})
+
+    def _both_jobs(self, ex: Any, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+        """The student's job and the reference's, side by side (unless the reference's outcome is known).
+
+        The reference's starts as soon as the student's shows it attempted something (a
+        call got past ``NotImplementedError``): a stub costs no reference run.
+        """
+        if not ex.needs_reference:
+            return self._job(self.student, ex, inputs, budget), None
+        if self.records is not None:  # a preview: the records stand for the reference's run
+            student_out = self._job(self.student, ex, inputs, budget)
+            return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
+        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
+        cached = self.references.get(key)
+        if cached is not None:
+            return self._job(self.student, ex, inputs, budget), cached
+        student = self.student.exercise_session(ex, budget)
+        box: dict[str, JobOutcome] = {}
+
+        def reference_when_attempted() -> None:
+            while not student.attempted.wait(0.05):
+                if box.get("student") is not None:
+                    return  # the student's job ended having attempted nothing
+            box["reference"] = run_job(self.reference.exercise_session(ex, ex.timeout_s * 2), inputs)
+
+        thread = threading.Thread(target=reference_when_attempted, daemon=True, name=f"reference-{ex.id}")
+        thread.start()
+        box["student"] = student_out = run_job(student, inputs)
+        self._note_environment(student_out)
+        thread.join()
+        outcome = box.get("reference")
+        if outcome is None or not student_out.attempted():
+            return student_out, None
+        self._note_environment(outcome)
+        if outcome.end not in ("done", "cancelled"):  # the reference is trusted: a failure is transient or a bug
+            log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
+            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
+        if outcome.end == "done":
+            self.references.put(key, outcome)
+        return student_out, outcome
+
+    # ------------------------------------------------------------------ where it ran
+    def environment(self) -> dict:
+        """Where the grading ran: the reference's job's view first (the student's may be tampered with)."""
+        env: dict = {}
+        for candidate in sorted(self.envs, key=lambda e: e.get("side") != "reference"):
+            env = {k: v for k, v in candidate.items() if k != "side"}
+            break
+        if not env:  # no job ran (every module missing or broken): what the grader's own install says
+            env = {"python": platform.python_version(), "jax": _version("jax"), "jaxlib": _version("jaxlib"),
+                   "backend": None, "device_kind": None}
+        env["cpu_count"] = os.cpu_count()
+        return env
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,109 @@
+"""Where the grader keeps what it reuses between runs: one folder per JAX version.
+
+The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
+``~/.cache/jit-grader``; under it, a folder per jaxlib version (``jaxlib-0.10.2``) holds:
+
+* ``xla/reference``: the reference's compiled programs (JAX's persistent compilation
+  cache). Only the grader's own processes write it; a student's jobs may open a program
+  in it whose key they know (its mode is 0711: not listable) and never write it. A
+  program's key is a digest of the program itself (with the compiler's options and
+  versions), so what a student's job can load from it is a program it lowered
+  identically itself: JAX's own operations on the same inputs, and any function the
+  student wrote exactly as the reference did. It gives nobody anything they did not
+  write, and saves every first grading (and every student of a batch) the compiles;
+* ``xla/students/<digest of the submission's path>``: a submission's own compiled
+  programs, written by that student's jobs, read by nobody else's;
+* ``reference-outcomes``: the reference's outcomes (:mod:`grader.outcomes`);
+* ``toml``: the chapter's and the grader's TOML files, parsed (:func:`grader.i18n.read_toml`).
+
+JAX still reports a program loaded from a cache as a backend compile, so compile
+counts stay exact. Each folder is pruned to :data:`MAX_CACHE_BYTES` after a grading.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+
+def root() -> Path:
+    """The cache's root for this JAX version."""
+    base = os.environ.get("GRADER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "jit-grader")
+    return Path(base) / f"jaxlib-{_jaxlib_version()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _jaxlib_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def reference_dir() -> Path | None:
+    """The reference's compilation cache (only the grader's own processes write it; students' jobs
+    may open a program in it whose key they know, never list it)."""
+    return make_folder(root() / "xla" / "reference", mode=0o711)
+
+
+def student_dir(submission: Path) -> Path | None:
+    """The compilation cache of the submission at ``submission`` (its jobs, under any uid, write it)."""
+    key = hashlib.sha256(str(Path(submission).resolve()).encode()).hexdigest()[:16]
+    return make_folder(root() / "xla" / "students" / key, mode=0o777)
+
+
+def make_folder(path: Path, *, mode: int) -> Path | None:
+    """The folder ``path``, made with ``mode``; ``None`` when it cannot be (a read-only home: no cache,
+    no harm)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, mode)
+        for parent in path.parents:  # every job uid must reach a student's folder and the reference's
+            if parent == Path(root()).parent:
+                break
+            if mode & 0o001:
+                os.chmod(parent, os.stat(parent).st_mode | 0o711)
+        return path
+    except OSError:
+        return None
+
+
+def outcomes_dir() -> Path | None:
+    """Where the reference's outcomes are kept (only the grader's own processes write it)."""
+    return make_folder(root() / "reference-outcomes", mode=0o700)
+
+
+#: the most a compilation cache keeps; the oldest programs go first
+MAX_CACHE_BYTES = 256 << 20
+
+
+def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
+    """Remove the least recently used files of ``folder`` until it holds at most ``limit`` bytes."""
+    try:
+        files = [(entry.stat().st_atime, entry.stat().st_size, entry) for entry in folder.iterdir() if entry.is_file()]
+    except OSError:
+        return
+    total = sum(size for _, size, _ in files)
+    for _, size, entry in sorted(files, key=lambda item: item[0]):
+        if total <= limit:
+            return
+        try:
+            entry.unlink()
+            total -= size
+        except OSError:
+            continue
+
+
+def tidy(caches: list[Path | None]) -> None:
+    """After a grading: each compilation cache it used pruned (:func:`prune`), and the grader's
+    bytecode written for the next grading's processes (:func:`grader.bytecode.keep_bytecode`)."""
+    from grader.bytecode import keep_bytecode
+
+    for cache in caches:
+        if cache is not None:
+            prune(cache)
+    keep_bytecode()

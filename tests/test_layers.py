@@ -1,0 +1,161 @@
+"""The grader's modules import one way: down its layers, never in a circle.
+
+The order is written once, here (:data:`LAYERS`), from the foundations up. A module
+may import its own layer's modules and any lower layer's; an import of a higher layer,
+and any circle of imports (even within a layer, even inside a function), fails the
+test, which names the modules. Every module of ``grader/`` must be placed in a layer, so
+a new module is placed on purpose. The imports are the code's own, read from its
+syntax tree: every ``import`` and ``from ... import`` statement, wherever it stands.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+from pathlib import Path
+
+GRADER = Path(__file__).resolve().parent.parent / "grader"
+
+#: the layers, lowest first: (what the layer is, its modules); an exact name wins over a pattern
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundations: no import of the grader's own", [
+        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.chapters",
+        "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives", "grader.runner",
+        "grader.report", "grader.report.textwidth", "grader.report.html_parts", "grader.report.svg", "grader.batch",
+        "grader.batch.cpus", "grader.authoring", "grader.authoring.answers", "grader.authoring.stubs",
+        "grader.authoring.scaffold", "grader.chapters.ch4.provided"]),
+    ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
+    ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [
+        "grader.checks", "grader.report.data", "grader.integrity", "grader.ipynb"]),
+    ("instruments: what the probes measure with and the checks judge with", ["grader.primitives.*"]),
+    ("the child: what runs in the sandbox", ["grader.child.*"]),
+    ("chapters: exercises, their probes and checks, and the chapter that holds them", [
+        "grader.chapters.*", "grader.chapter"]),
+    ("processes: the grader's handles on hosts and jobs, and the outcomes they give", [
+        "grader.runner.*", "grader.outcomes"]),
+    ("one grading: a submission read, both sides run, verdicts, in order", [
+        "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
+        "grader.grading"]),
+    ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
+        "grader.report.*", "grader.hints", "grader.watch", "grader.notebook"]),
+    ("many gradings and releases: a class, Gradescope, course authoring", [
+        "grader.batch.*", "grader.gradescope", "grader.authoring.*"]),
+    ("the command line", ["grader.cli", "grader.cli.*", "grader.__main__"]),
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in GRADER.rglob("*.py"):
+        parts = path.relative_to(GRADER.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The grader's modules that ``name`` imports, anywhere in it."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            # "from pkg import mod" imports the module pkg.mod (and runs pkg's __init__, a lower layer)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target.startswith("grader") and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def layer_of(name: str) -> int | None:
+    for index, (_, members) in enumerate(LAYERS):
+        if name in members:
+            return index
+    matches = [(len(pattern), index) for index, (_, members) in enumerate(LAYERS) for pattern in members
+               if "*" in pattern and fnmatch.fnmatchcase(name, pattern)]
+    return max(matches)[1] if matches else None
+
+
+def test_every_module_has_a_layer():
+    assert sorted(name for name in MODULES if layer_of(name) is None) == []
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a higher layer's module, said in words."""
+    return [f"{name} (layer {layer_of(name)}) imports {target} (layer {layer_of(target)}: {LAYERS[layer_of(target)][0]})"
+            for name, targets in sorted(graph.items()) for target in sorted(targets)
+            if layer_of(name) is not None and layer_of(target) is not None and layer_of(target) > layer_of(name)]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of imports: the strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for target in graph.get(name, ()):
+            if target not in index:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in stack:
+                low[name] = min(low[name], index[target])
+        if low[name] == index[name]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == name:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return found
+
+
+def test_every_import_goes_down():
+    assert upward_imports(GRAPH) == []
+
+
+def test_no_circle_of_imports():
+    assert circles(GRAPH) == []
+
+
+def test_the_checks_see_an_upward_import_and_a_circle():
+    """The two checks above can fail: the real graph with the foundations importing the command line
+    has an upward import, and a circle through the whole grader."""
+    broken = {name: set(targets) for name, targets in GRAPH.items()}
+    broken["grader.wire"].add("grader.cli")
+    assert any(line.startswith("grader.wire (layer 0) imports grader.cli") for line in upward_imports(broken))
+    assert any({"grader.wire", "grader.cli"} <= set(c) for c in circles(broken))
+
+
+def test_no_private_name_is_imported_across_modules():
+    private = []
+    for name, path in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader"):
+                private += [f"{name}: from {node.module} import {alias.name}" for alias in node.names
+                            if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == []
