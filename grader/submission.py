@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import shutil
+import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -59,6 +61,8 @@ class Submission:
     #: where inside the submission its chapter's files were found (``jit-course/exercises/ch4``);
     #: ``""``: at its top
     inner: str = ""
+    #: links in the submission, never followed: name -> what it points to (as the link says)
+    links: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> dict:
         described = {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
@@ -74,18 +78,21 @@ class Submission:
         return self.cells.locate(where)
 
     def integrity_findings(self, chapter: Chapter) -> list[dict]:
-        """The static integrity scan; a notebook's code is scanned once, under its own name and cells."""
+        """The static integrity scan (a notebook's code scanned once, under its own name and cells),
+        and every link the submission holds."""
         from grader import integrity
 
+        links = [{"file": name, "line": 0, "code": "link", "detail": target,
+                  "message": T("integrity.link", file=name, target=target)} for name, target in self.links.items()]
         if self.cells is None:
-            return integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
+            return links + integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
         findings = integrity.scan(self.module_dir, [chapter.exercises[0].filename])
-        for item in findings:
+        for item in findings:  # (links come first, below)
             cell = self.cells.cell_of(item["line"]) if 0 < item["line"] <= len(self.cells.lines) else None
             item["file"] = f"{self.files[0]} ({self.cells.plain(cell[0])})" if cell else self.files[0]
             if cell:
                 item["line"] = cell[1]
-        return findings
+        return links + findings
 
 
 # ------------------------------------------------------------------ the chapter
@@ -164,8 +171,12 @@ def load(path: Path, chapter: Chapter, scratch: Path) -> Submission:
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"
         shutil.rmtree(unpacked, ignore_errors=True)  # a zip graded again: nothing of the last one stays
-        _unzip(path, unpacked)
+        links = _unzip(path, unpacked)
         inner = _single_folder(unpacked)
+        for name, link in links.items():  # as links where the zip had them, so that they are told as such
+            place = unpacked.joinpath(*PurePosixPath(name).parts)
+            place.parent.mkdir(parents=True, exist_ok=True)
+            place.symlink_to(link)
         sub = _load_tree(inner, chapter, scratch / "modules", display=path)
         if sub.inner and inner != unpacked:  # found deep inside: said from the top of the zip
             sub.inner = f"{inner.relative_to(unpacked).as_posix()}/{sub.inner}"
@@ -185,9 +196,11 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
     except PermissionError:
         raise SubmissionError(T("error.unreadable", path=str(display))) from None
     expected = [ex.filename for ex in chapter.exercises]
+    links = {p.name: _link_target(p) for p in entries if p.is_symlink()}  # never followed
+    entries = [p for p in entries if not p.is_symlink()]
     py_files = sorted(p for p in entries if p.is_file() and p.suffix == ".py")
     notebooks = sorted(p for p in entries if p.is_file() and p.suffix == ".ipynb")
-    if not any(p.name in expected for p in py_files):
+    if not any(p.name in expected for p in py_files) and not any(name in expected for name in links):
         if len(notebooks) == 1:
             return _load_notebook(notebooks[0], chapter, target, display=display)
         if not entries:
@@ -201,6 +214,7 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
         sub = _load_notebook(found, chapter, target, display=display) if found.is_file() else \
             _load_tree(found, chapter, target, display=display)
         sub.inner = found.relative_to(folder).as_posix()
+        sub.links = {**links, **{f"{sub.inner}/{name}": link for name, link in sub.links.items()}}
         return sub
     if len(py_files) > MAX_FILES:
         raise SubmissionError(T("error.too_many_files", path=str(display), n=len(py_files), limit=MAX_FILES))
@@ -218,8 +232,11 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
         digest.update(file.name.encode() + b"\0" + hashlib.sha256(data).digest())
         (target / file.name).write_bytes(data)
         names.append(file.name)
-    sub = Submission(path=display, kind="folder", module_dir=target, sha256=digest.hexdigest(), files=names)
-    sub.problems = _static_problems(chapter, target)
+    for name, link in sorted(links.items()):
+        digest.update(name.encode() + b"\0link\0" + link.encode())
+    sub = Submission(path=display, kind="folder", module_dir=target, sha256=digest.hexdigest(), files=names,
+                     links=links)
+    sub.problems = _static_problems(chapter, target, links)
     return sub
 
 
@@ -270,6 +287,14 @@ def _nested(folder: Path, chapter: Chapter, display: Path) -> Path | None:
     return None
 
 
+def _link_target(path: Path) -> str:
+    """What a link points to, as it says (never followed)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
 def _untouched_stubs(folder: Path, chapter: Chapter) -> bool:
     """Whether every exercise file in ``folder`` is the chapter's stub, byte for byte."""
     try:
@@ -279,12 +304,14 @@ def _untouched_stubs(folder: Path, chapter: Chapter) -> bool:
         return False
 
 
-def _static_problems(chapter: Chapter, folder: Path) -> dict[str, Text]:
+def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | None = None) -> dict[str, Text]:
     problems: dict[str, Text] = {}
     for ex in chapter.exercises:
         file = folder / ex.filename
         if not file.exists():
-            problems[ex.id] = T("job.file_missing", file=ex.filename)
+            link = (links or {}).get(ex.filename)
+            problems[ex.id] = T("job.file_missing", file=ex.filename) if link is None else \
+                T("job.file_is_link", file=ex.filename, target=link)
             continue
         try:
             ast.parse(file.read_bytes(), filename=ex.filename)
@@ -333,7 +360,7 @@ def _empty(folder: Path) -> None:
 
 
 # ------------------------------------------------------------------ zips
-def _unzip(path: Path, target: Path) -> None:
+def _unzip(path: Path, target: Path) -> dict[str, str]:
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -342,6 +369,9 @@ def _unzip(path: Path, target: Path) -> None:
         members = [m for m in archive.infolist() if not m.is_dir()]
         wanted = [m for m in members if PurePosixPath(m.filename).suffix in (".py", ".ipynb")
                   and not any(part in SKIPPED_FOLDERS for part in PurePosixPath(m.filename).parts)]
+        links = {m.filename: archive.read(m)[:300].decode("utf-8", errors="replace") for m in wanted
+                 if stat.S_ISLNK(m.external_attr >> 16)}  # a link in the zip: never made, never followed
+        wanted = [m for m in wanted if m.filename not in links]
         if len(wanted) > MAX_FILES:
             raise SubmissionError(T("error.too_many_files", path=str(path), n=len(wanted), limit=MAX_FILES))
         if sum(m.file_size for m in wanted) > MAX_TOTAL_BYTES:
@@ -357,15 +387,17 @@ def _unzip(path: Path, target: Path) -> None:
             if len(data) > MAX_FILE_BYTES:
                 raise SubmissionError(T("error.file_too_large", path=f"{path}:{member.filename}", limit=MAX_FILE_BYTES))
             destination.write_bytes(data)
-    if not target.exists():
+    if not target.exists() and not links:
         raise SubmissionError(T("error.empty_zip", path=str(path)))
+    target.mkdir(parents=True, exist_ok=True)
+    return links
 
 
 def _single_folder(folder: Path) -> Path:
     """Descend through folders that hold nothing but one folder."""
     while True:
         entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
-        if len(entries) == 1 and entries[0].is_dir():
+        if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
             folder = entries[0]
             continue
         return folder

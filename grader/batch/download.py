@@ -38,6 +38,8 @@ class Entry:
     #: ``file``, ``link`` (never followed), ``unsafe`` (a zip member named outside the archive) or
     #: ``empty`` (a folder with nothing in it)
     kind: str = "file"
+    #: what a link points to, as it says
+    target: str = ""
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -83,7 +85,7 @@ class Download:
         cut = len(folder) + 1
         self.outside += [e for e in self._entries if not e.name.startswith(folder + "/")]
         self._root = f"{self._root}/{folder}" if self._root else folder
-        self._entries = [Entry(e.name[cut:], e.size, e.kind) for e in self._entries
+        self._entries = [Entry(e.name[cut:], e.size, e.kind, e.target) for e in self._entries
                          if e.name.startswith(folder + "/")]
 
     @property
@@ -144,7 +146,8 @@ class Download:
             if name.is_absolute() or ".." in name.parts:
                 found.append(Entry(info.filename, info.file_size, "unsafe"))
             elif stat.S_ISLNK(info.external_attr >> 16):
-                found.append(Entry(str(name), info.file_size, "link"))
+                target = self._zip.read(info)[:300].decode("utf-8", errors="replace")  # type: ignore[union-attr]
+                found.append(Entry(str(name), info.file_size, "link", target))
             else:
                 found.append(Entry(str(name), info.file_size))
             if len(found) > MAX_DOWNLOAD_FILES:
@@ -159,16 +162,17 @@ class Download:
                 here = Path(folder)
                 for name in sorted(dirs):
                     if (here / name).is_symlink():  # os.walk lists a link to a folder as a folder
-                        found.append(Entry(_relative(here / name, self.path), 0, "link"))
+                        found.append(Entry(_relative(here / name, self.path), 0, "link", _target(here / name)))
                 dirs[:] = [d for d in dirs if not (here / d).is_symlink()
                            and not (self._skip is not None and (here / d).resolve() == self._skip)]
                 if not dirs and not files and here != self.path:
                     found.append(Entry(_relative(here, self.path), 0, "empty"))
                 for name in files:
                     path = here / name
-                    kind = "link" if path.is_symlink() else "file"
-                    size = path.lstat().st_size if kind == "link" else path.stat().st_size
-                    found.append(Entry(_relative(path, self.path), size, kind))
+                    if path.is_symlink():
+                        found.append(Entry(_relative(path, self.path), path.lstat().st_size, "link", _target(path)))
+                    else:
+                        found.append(Entry(_relative(path, self.path), path.stat().st_size))
                 if len(found) > MAX_DOWNLOAD_FILES:
                     break
         except OSError as exc:
@@ -179,3 +183,11 @@ class Download:
 
 def _relative(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
+
+
+def _target(path: Path) -> str:
+    """What a link points to, as it says (never followed)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"

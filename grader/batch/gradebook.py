@@ -258,5 +258,6 @@ def write_exports(rows: list[Row], max_points: dict[str, float], out: Path, chap
     for row in rows:
         if row.status in ("name_clash", "not_a_submission"):  # no folder of their own (or one shared by case)
             continue
-        write_text(out / row.key / "results.json", json.dumps(gradescope(row), ensure_ascii=False, indent=2) + "\n")
+        paths[f"results:{row.key}"] = out / row.key / "results.json"
+        write_text(paths[f"results:{row.key}"], json.dumps(gradescope(row), ensure_ascii=False, indent=2) + "\n")
     return paths

@@ -168,6 +168,7 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
         elif entry.kind == "link":
             uses.append(FileUse(entry.name, student.key, "link"))
             student.notes.append(T("batch.note.link", file=inner))
+            student.links[inner] = entry.target  # made again as a link where it is graded: said so in its report
         elif entry.kind == "unsafe":
             uses.append(FileUse(entry.name, student.key, "unsafe"))
             student.notes.append(T("batch.note.unsafe", file=inner))

@@ -61,6 +61,8 @@ class Student:
     download: "Download | None" = None
     #: the files it is graded on: path inside the submission -> file in the download
     files: dict[str, str] = field(default_factory=dict)
+    #: links in it, never followed: path inside the submission -> what the link points to
+    links: dict[str, str] = field(default_factory=dict)
     #: the submission is one file (a notebook or a zip), not a folder
     single: bool = False
     #: who it belongs to (a group submission has several)
@@ -124,8 +126,11 @@ def pack(student: Student) -> dict:
     digest = hashlib.sha256()
     for name, data in sorted(files.items()):
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    for name, target in sorted(student.links.items()):
+        digest.update(name.encode() + b"\0link\0" + target.encode())
     return {"kind": "file" if student.single else "folder", "digest": digest.hexdigest(),
-            "files": {name: base64.b64encode(data).decode("ascii") for name, data in files.items()}}
+            "files": {name: base64.b64encode(data).decode("ascii") for name, data in files.items()},
+            "links": dict(student.links)}
 
 
 def unpack(packed: dict, key: str, where: Path) -> Path:
@@ -135,10 +140,23 @@ def unpack(packed: dict, key: str, where: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     written = target
     for name, data in packed["files"].items():
-        parts = PurePosixPath(name).parts
-        if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
-            continue  # never written outside the submission's folder
-        written = target.joinpath(*parts)
-        written.parent.mkdir(parents=True, exist_ok=True)
-        written.write_bytes(base64.b64decode(data))
+        place = _inside(target, name)
+        if place is not None:
+            place.parent.mkdir(parents=True, exist_ok=True)
+            place.write_bytes(base64.b64decode(data))
+            written = place
+    if packed["kind"] == "folder":  # as links again, so that the grading says so (it never follows one)
+        for name, link in packed.get("links", {}).items():
+            place = _inside(target, name)
+            if place is not None and not place.exists():
+                place.parent.mkdir(parents=True, exist_ok=True)
+                place.symlink_to(link)
     return target if packed["kind"] == "folder" else written
+
+
+def _inside(folder: Path, name: str) -> Path | None:
+    """Where ``name`` goes under ``folder``; ``None`` for a name that would leave it."""
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
+        return None
+    return folder.joinpath(*parts)

@@ -16,6 +16,7 @@ again, unless ``force``.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,19 +24,15 @@ from typing import Callable
 
 from grader.batch import gradebook, layouts, reference as references, roster, summary as summaries
 from grader.batch.gradebook import Row
+from grader.batch.manifest import FINAL_FAILURES, Manifest, batch_key, file_digest
 from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
 from grader.grading import GradeOptions, new_seed
 from grader.i18n import T, TextError
 from grader.runner import sandbox as sandboxes
 from grader.runner.jobs import Limits
 
-MANIFEST = "manifest.json"
-SCHEMA = "grade-batch/1"
 #: time a worker gets beyond the submission's own limit (starting JAX, waiting for cores)
 WORKER_SLACK_S = 300.0
-#: failures that the same files would meet again: not retried on resume (a crash or a timeout of
-#: the grading itself is)
-FINAL_FAILURES = ("unreadable",)
 
 
 class BatchError(TextError):
@@ -79,6 +76,8 @@ class BatchOptions:
     #: the assignment's column in the platform's gradebook import (Canvas: ``Chapter 4 (98765)``); ``""``: the
     #: chapter's title
     assignment: str = ""
+    #: the key that seals the results (the manifest's HMAC); ``None``: the batch's own, kept in the grader's store
+    sign_key: bytes | None = None
 
 
 @dataclass
@@ -99,6 +98,11 @@ class BatchResult:
     interrupted: bool = False
     #: the class as the download holds it (its layout, and what became of each file)
     klass: "layouts.Klass | None" = None
+    #: every file written for a student by this run, as written (``<student>/<file>``: text): the
+    #: grader's own record, from which a file changed during the batch is written again
+    written: dict[str, str] = field(default_factory=dict)
+    #: the files that were changed during the batch and written again from that record
+    repaired: list[str] = field(default_factory=list)
 
 
 def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
@@ -132,7 +136,7 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BatchError(T("batch.error.out", path=str(out), detail=exc.strerror or str(exc))) from None
-    manifest = Manifest.load(out, chapter.id)
+    manifest = Manifest.load(out, chapter.id, batch_key(out, options.sign_key))
     seed = options.seed if options.seed is not None else manifest.seed or new_seed()
     digest = references.content_digest(chapter)
     words = lambda text: chapter.catalog.render(text, options.lang)  # noqa: E731
@@ -167,7 +171,7 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
     by_key = {student.key: student for student in students}
 
     def collect(name: str, outcome: dict) -> None:
-        row = _store(name, outcome, out, manifest).of(by_key[name])
+        row = _store(name, outcome, out, manifest, result.written).of(by_key[name])
         rows[name] = row
         if outcome.get("ok"):
             result.graded.append(name)
@@ -240,8 +244,9 @@ def _settings(options: BatchOptions) -> dict:
             "memory_mb": options.memory_mb}
 
 
-def _store(name: str, outcome: dict, out: Path, manifest: "Manifest") -> Row:
-    """Write one student's result as it arrives: their reports first, then the manifest's entry."""
+def _store(name: str, outcome: dict, out: Path, manifest: "Manifest", record: dict[str, str]) -> Row:
+    """Write one student's result as it arrives: their reports first (kept in ``record`` too), then the
+    manifest's entry."""
     if not outcome.get("ok"):
         row = gradebook.row_from_failure(name, outcome.get("status", "crash"), outcome.get("message", ""),
                                          outcome.get("duration_s", 0.0))
@@ -249,11 +254,16 @@ def _store(name: str, outcome: dict, out: Path, manifest: "Manifest") -> Row:
             manifest.record(name, {**manifest.pending.pop(name), "status": row.status, "report": None,
                                    "detail": row.detail})
         return row
+    written = {}
     for file_name, text in outcome["files"].items():
-        gradebook.write_text(out / name / Path(file_name).name, text)
+        path = out / name / Path(file_name).name
+        gradebook.write_text(path, text)
+        written[path.name] = file_digest(path)
+        record[f"{name}/{path.name}"] = text
     report = json.loads(outcome["files"][outcome["report"]])
     row = gradebook.row_from_report(name, report)
     manifest.record(name, {**manifest.pending.pop(name), "status": row.status, "report": outcome["report"],
+                           "files": written,
                            "duration_s": round(outcome.get("duration_s", 0.0), 3), "cpus": outcome.get("cpus"),
                            "reference_source": outcome.get("reference"),
                            "graded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
@@ -262,8 +272,14 @@ def _store(name: str, outcome: dict, out: Path, manifest: "Manifest") -> Row:
 
 def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapter, selected, options: BatchOptions,
             plan: sandboxes.SandboxPlan, words, manifest: "Manifest") -> None:
-    """The gradebook, the exports and the summary, from every student's row."""
+    """The gradebook, the exports and the summary, from every student's row; a student's file that was
+    changed while the batch ran (a weaker sandbox lets a student's code reach the results) is written
+    again from the grader's own record first, and the summary says so."""
     out = Path(options.out)
+    for relative, text in result.written.items():
+        if file_digest(out / relative) != hashlib.sha256(text.encode("utf-8")).hexdigest():
+            gradebook.write_text(out / relative, text)
+            result.repaired.append(relative)
     result.rows = [rows[s.key].of(s) for s in students if s.key in rows]
     max_points = {ex.id: ex.max_score for ex in selected}
     klass = result.klass
@@ -282,6 +298,8 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
         notes.append(T("batch.summary.shared_cores", jobs=options.jobs, cpus=len(cpus.machine_cpus())))
     if result.interrupted:
         notes.append(T("batch.summary.interrupted"))
+    if result.repaired:
+        notes.insert(0, T("batch.summary.repaired", n=len(result.repaired), files=", ".join(result.repaired[:10])))
     download: list[tuple[str, object]] = []
     if klass is not None:
         notes.insert(0, layouts.describe(klass))
@@ -296,60 +314,6 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
     result.paths["summary_html"] = out / "summary.html"
     gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))
     gradebook.write_text(result.paths["summary_html"], summaries.render_html(summary, words, options.lang))
+    manifest.exports(out, [path for key, path in result.paths.items()])  # sealed as written
+    result.paths = {key: path for key, path in result.paths.items() if not key.startswith("results:")}
     result.paths["manifest"] = manifest.path
-
-
-class Manifest:
-    """``RESULTS/manifest.json``: who was graded, with which files, seed, exercises and reference."""
-
-    def __init__(self, path: Path, data: dict):
-        self.path = path
-        self.data = data
-        #: the keys of the students being graded now, until their result is recorded
-        self.pending: dict[str, dict] = {}
-
-    @classmethod
-    def load(cls, out: Path, chapter: str) -> "Manifest":
-        """The folder's manifest; an unreadable one is kept aside (never lost) and a new one begun."""
-        path = out / MANIFEST
-        data: dict = {}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-                    raise ValueError("not a grade-batch/1 manifest")
-            except (OSError, ValueError):
-                path.rename(path.with_name(f"{MANIFEST}.unreadable-{dt.datetime.now():%Y%m%d-%H%M%S}"))
-                data = {}
-        if data.get("chapter") != chapter:
-            data = {}
-        data.setdefault("students", {})
-        return cls(path, {"schema": SCHEMA, "chapter": chapter, **data})
-
-    @property
-    def seed(self) -> int | None:
-        return self.data.get("seed")
-
-    def start(self, seed: int, exercises: list[str], digest: str) -> None:
-        self.data.update(seed=seed, exercises=exercises, reference=digest)
-        self.save()
-
-    def graded(self, name: str, key: dict, out: Path) -> Row | None:
-        """The student's row from their report, when they were graded with ``key`` already."""
-        entry = self.data["students"].get(name)
-        if not entry or any(entry.get(k) != v for k, v in key.items()):
-            return None
-        if entry.get("status") in FINAL_FAILURES:
-            return gradebook.row_from_failure(name, entry["status"], entry.get("detail", ""))
-        try:
-            report = json.loads((out / name / entry["report"]).read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return gradebook.row_from_report(name, report)
-
-    def record(self, name: str, entry: dict) -> None:
-        self.data["students"][name] = entry
-        self.save()
-
-    def save(self) -> None:
-        gradebook.write_text(self.path, json.dumps(self.data, ensure_ascii=False, indent=1) + "\n")

@@ -40,12 +40,15 @@ from grader.i18n import T, default_lang, grader_catalog
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Grade even without bubblewrap and per-job uids (the summary says so on its first line).")
 @click.option("--force", is_flag=True, help="Grade every student again, even those already graded.")
+@click.option("--sign-key", "sign_key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
+              help="Seal the results with this key file (HMAC), to check them anywhere with grade verify RESULTS/ "
+                   "--key FILE; default: a key of the batch's own, kept on this machine.")
 @lang_option
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out: Path, jobs: int,
               exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None, sandbox: str,
               allow_weak_sandbox: bool, timeout_s: float, exercise_timeout_s: float | None, memory_mb: int,
-              force: bool, lang: str | None, verbose: bool) -> None:
+              force: bool, sign_key: Path | None, lang: str | None, verbose: bool) -> None:
     """Grade every submission in SUBMISSIONS: a platform's download as it comes (Canvas's or
     Moodle's zip, Gradescope's export, or the folder they unzip to), or a folder with a
     folder, notebook or .zip per student. 批量评分全班作业（可直接使用平台的下载文件）。
@@ -69,7 +72,8 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
                            scheduler=scheduler, sandbox=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                            timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
-                           force=force, lang=lang, layout=layout, assignment=assignment)
+                           force=force, lang=lang, layout=layout, assignment=assignment,
+                           sign_key=_read_key(sign_key, words) if sign_key is not None else None)
     display = _Display(words, options)
     try:
         with display:
@@ -86,6 +90,15 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out
     problems = sum(r.status != "completed" for r in result.rows)
     click.echo(words(T("batch.ui.done", graded=len(result.graded), skipped=len(result.skipped), problems=problems,
                        grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
+
+
+def _read_key(path: Path, words) -> bytes:
+    from grader.signing import KeyError_, read_key
+
+    try:
+        return read_key(path)
+    except KeyError_ as exc:
+        raise UserError(words(T("error.key", path=str(path), detail=str(exc)))) from None
 
 
 class _Display:

@@ -228,16 +228,18 @@ def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
         raise UserError(catalog.render(T("error.key", path=str(path), detail=str(exc)), lang)) from None
 
 
-@cli.command("verify", short_help="Check a signed report's signature (exit 0: valid).")
+@cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
 @click.argument("report", type=click.Path(path_type=Path))
-@click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", required=True,
-              help="The key file the report was signed with.")
+@click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
+              help="The key file the report (or the batch, with grade batch --sign-key) was signed with.")
 @lang_option
-def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
-    """Check a signed report.json: exit 0 if valid, 1 if changed or unsigned. 校验报告签名。
+def verify_cmd(report: Path, key_path: Path | None, lang: str | None) -> None:
+    """Check a signed report.json, or every file of grade batch's results folder: exit 0 if
+    valid, 1 if changed or unsigned. 校验报告签名，或批量评分结果文件夹中的每个文件。
 
     A valid report of a partial run (grade PATH -k ...) is said to be partial, with
-    the score of its exercises only.
+    the score of its exercises only. A results folder is checked against its sealed
+    manifest: every report, the gradebook and the other exports as the batch wrote them.
     """
     import json
 
@@ -245,6 +247,11 @@ def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
 
     lang = lang or default_lang()
     catalog = grader_catalog()
+    if report.is_dir():
+        _verify_results(report, key_path, catalog, lang)
+        return
+    if key_path is None:
+        raise UserError(catalog.render(T("error.key_needed", path=str(report)), lang))
     key = _key(key_path, catalog, lang)
     try:
         data = json.loads(report.read_text(encoding="utf-8"))
@@ -268,6 +275,27 @@ def verify_cmd(report: Path, key_path: Path, lang: str | None) -> None:
                                     ids=", ".join(graded), **fields), lang))
     else:
         click.echo(catalog.render(T("verify.valid", **fields), lang))
+
+
+def _verify_results(out: Path, key_path: Path | None, catalog, lang: str) -> None:
+    """``grade verify RESULTS/``: a line for each file not as the batch wrote it (exit 1), else one
+    line saying all are."""
+    import json
+
+    from grader.batch.manifest import MANIFEST, batch_key, verify
+    from grader.signing import key_id
+
+    key = _key(key_path, catalog, lang) if key_path is not None else None
+    problems = verify(out, batch_key(out, key))
+    for problem in problems:
+        click.echo(catalog.render(problem, lang), err=True)
+    if problems:
+        click.echo(catalog.render(T("verify.batch.summary", n=len(problems), path=str(out)), lang), err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+    data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    who = T("verify.batch.key", key_id=key_id(key)) if key is not None else T("verify.batch.own_key")
+    click.echo(catalog.render(T("verify.batch.valid", path=str(out), students=len(data.get("students", {})),
+                                exports=len(data.get("exports", {})), sealer=who), lang))
 
 
 def _chapter_size(data: dict) -> int:

@@ -115,7 +115,7 @@ class HostProcess:
         home.mkdir(parents=True, exist_ok=True)
         pylib.mkdir(parents=True, exist_ok=True)
         os.chmod(self.scratch, 0o755)
-        os.chmod(home, 0o777)
+        os.chmod(home, 0o755)  # the host's own: its jobs have homes of their own
         link = pylib / "grader"
         if self.plan.kind != "bwrap" and not link.exists():
             link.symlink_to(GRADER_PACKAGE, target_is_directory=True)
