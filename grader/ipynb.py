@@ -14,16 +14,28 @@ Two kinds of ``.ipynb`` are read:
   name (a test, a print), and a run every name of which a later run defines again. A
   run that raised or did not parse when it ran is not replayed; the report says so.
 
-In both, IPython magics (``%`` and ``!`` lines, ``%%`` cells) and the grader's own
-statements (``from grader.notebook import check``, ``check("ex02")``) are commented
-out, line for line: they are not the student's code.
+A saved notebook whose cells were run is read as the kernel had it: its code cells in
+the order they last ran (their ``In [n]``), a cell never run left out, a cell whose
+saved output is an error not replayed. In both, a cell that imports a module the
+grader's Python does not have (a stray ``import matplotlib.pyplot as plt`` cell) is not
+replayed either: the rest of the notebook still grades.
+
+IPython's magics are not the student's code: a ``%`` or ``!`` line becomes ``pass`` (so
+that an indented one leaves its block whole), ``y = %time f(x)`` runs ``f(x)`` as the
+kernel did, ``y = !ls`` gives ``None``; the body of a ``%%time``, ``%%capture`` or
+``%%prun`` cell runs as the kernel ran it, and any other ``%%`` cell is commented out.
+The grader's own statements (``from grader.notebook import check``, ``check("ex02")``)
+are commented out. Every change keeps the cell's lines where they were.
 """
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import io
 import json
+import os
 import re
+import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,10 +93,47 @@ def read_cells(path: Path) -> tuple[list[Cell], bool]:
         raise NotebookError(f"{type(exc).__name__}: {exc}") from None
     if (nb.metadata.get("grader") or {}).get("history"):
         return history_cells([_run_of(cell) for cell in nb.cells if cell.get("cell_type") == "code"]), True
-    sources = [(number, _text(cell.get("source", ""))) for number, cell in enumerate(nb.cells, start=1)
-               if cell.get("cell_type") == "code"]
-    grader_names = _grader_names(source for _, source in sources)
-    return [Cell(number, source, _python(source, grader_names)) for number, source in sources], False
+    return saved_cells(nb), False
+
+
+def saved_cells(nb: Any) -> list[Cell]:
+    """A saved notebook's code cells, as the kernel had them when it was saved: when its cells were
+    run, in the order they last ran (a cell never run, or whose output is an error, is not graded);
+    never run at all (Restart and Clear), in their order on the page."""
+    code = [(number, cell) for number, cell in enumerate(nb.cells, start=1) if cell.get("cell_type") == "code"]
+    grader_names = _grader_names(_text(cell.get("source", "")) for _, cell in code)
+    ran = any(isinstance(cell.get("execution_count"), int) for _, cell in code)
+    cells = []
+    for number, cell in code:
+        source = _text(cell.get("source", ""))
+        made = Cell(number, source, _python(source, grader_names))
+        failed = next((o.get("ename") or "Exception" for o in cell.get("outputs") or []
+                       if o.get("output_type") == "error"), None)
+        if ran and not isinstance(cell.get("execution_count"), int) and source.strip():
+            made.not_run = T("notebook.never_run")
+        elif failed:
+            made.not_run = T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)
+        else:
+            made.not_run = _unimportable(made.code)
+        cells.append(made)
+    if ran:
+        cells.sort(key=lambda c: (code[[n for n, _ in code].index(c.number)][1].get("execution_count") or 0))
+    return cells
+
+
+def _unimportable(code: str) -> Text | None:
+    """Why a cell cannot be replayed in the grader: it imports a module the grader's Python lacks
+    (installed, that is: not a file beside the notebook, which the sandbox does not have either)."""
+    tree = _parse(code)
+    installed = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
+    for node in ast.walk(tree) if tree is not None else ():
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            top = name.split(".")[0]
+            if top not in sys.builtin_module_names and importlib.machinery.PathFinder.find_spec(top, installed) is None:
+                return T("notebook.missing_module", module=top)
+    return None
 
 
 @dataclass(frozen=True)
@@ -128,8 +177,9 @@ def history_cells(runs: list[Run]) -> list[Cell]:
         code = _python(run.source, grader_names)
         tree = _parse(code)
         failed = run.error or ("SyntaxError" if tree is None else None)
-        if failed:
-            why = T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)
+        why = (T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)) \
+            if failed else _unimportable(code)
+        if why is not None:
             cells.append(Cell(run.count, run.source, code, history=True, not_run=why))
             continue
         names = _bound(tree)
@@ -199,17 +249,44 @@ def _python(source: str, grader_names: set[str]) -> str:
     return "\n".join(kept)
 
 
+#: cell magics whose body IPython runs as Python in the kernel's namespace (it defines what it defines)
+RUNNING_CELL_MAGICS = ("time", "capture", "prun")
+#: ``y = %time f(x)``: an assignment from a line magic (or ``y = !ls``)
+_ASSIGNED_MAGIC = re.compile(r"^(?P<lhs>\s*[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)"
+                             r"(?P<magic>%{1,2}\w+|!)(?P<rest>.*)$")
+
+
 def _without_magics(source: str) -> str:
-    """``source`` with its IPython magics (``%`` and ``!`` lines, a ``%%`` cell) commented out."""
+    """``source`` with its IPython magics made plain Python, line for line (see the module). A magic
+    line becomes ``pass`` where a block needs a statement, a comment where ``pass`` would not parse
+    (a stray indented magic at the top level, as IPython allows)."""
+    as_pass = _magics_replaced(source, _as_pass)
+    return as_pass if _parse(as_pass) is not None else _magics_replaced(source, _commented)
+
+
+def _magics_replaced(source: str, replace) -> str:
     cell_lines = source.splitlines()
-    is_magic_cell = bool(cell_lines) and cell_lines[0].lstrip().startswith("%%")
+    first = cell_lines[0].lstrip() if cell_lines else ""
+    cell_magic = first[2:].split(maxsplit=1)[0] if first.startswith("%%") and len(first) > 2 else None
     kept: list[str] = []
-    for line in cell_lines:
+    for i, line in enumerate(cell_lines):
         stripped = line.lstrip()
-        if is_magic_cell or (_looks_like_magic(stripped) and _starts_statement(kept)):
-            line = _commented(line)
+        if cell_magic is not None and (i == 0 or cell_magic not in RUNNING_CELL_MAGICS):
+            line = _commented(line) if i else replace(line)
+        elif _looks_like_magic(stripped) and _starts_statement(kept):
+            line = replace(line)
+        elif _starts_statement(kept) and (assigned := _ASSIGNED_MAGIC.match(line)):
+            magic, rest = assigned["magic"], assigned["rest"]
+            value = rest.strip() if magic in ("%time", "%prun") and rest.strip() else f"None  # {magic}{rest}"
+            line = assigned["lhs"] + value
         kept.append(line)
     return "\n".join(kept)
+
+
+def _as_pass(line: str) -> str:
+    """A magic line as ``pass``, at its indentation (a block it stands in stays whole), the magic kept as a comment."""
+    stripped = line.lstrip()
+    return line[: len(line) - len(stripped)] + "pass  # " + stripped
 
 
 def _commented(line: str) -> str:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 CHAPTER = load_chapter("ch4")
 #: wrong submissions whose checks read records a correct one never needs (failure diagnoses)
-FAILURE_PATHS = {"ex06_speedup": ["edits_provided", "fast_heavy_callback"]}
+FAILURE_PATHS = {"ex06_speedup": ["edits_provided", "fast_heavy_callback", "fast_heavy_rejit"]}
 
 
 @pytest.fixture(scope="module")

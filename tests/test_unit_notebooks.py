@@ -75,8 +75,76 @@ def test_grader_statements_and_magics_are_commented_out_line_for_line():
     source, cells = module_of(history_cells(runs), "s.ipynb", history=True)
     lines = source.splitlines()
     assert lines[:2] == ["# from grader.notebook import check as grade_it", "import numpy as np"]
-    assert lines[3:7] == ["# %timeit np.ones(3)", "# r = grade_it('ex02')", "# assert r.passed", "y = np.ones(2)"]
+    assert lines[3:7] == ["pass  # %timeit np.ones(3)", "# r = grade_it('ex02')", "# assert r.passed", "y = np.ones(2)"]
     assert cells.cell_of(7) == (2, 4)
+
+
+# ------------------------------------------------------------------ Jupyter habits
+def test_magics_become_plain_python_line_for_line_and_blocks_stay_whole():
+    from grader.ipynb import _without_magics
+
+    source = ("%matplotlib inline\n!pip install jax\nfor i in range(3):\n    %time piecewise(x)\n"
+              "y = %time piecewise(x)\nfiles = !ls\nbest = %timeit -o piecewise(x)\nok = a != b")
+    lines = _without_magics(source).split("\n")
+    assert lines == ["pass  # %matplotlib inline", "pass  # !pip install jax", "for i in range(3):",
+                     "    pass  # %time piecewise(x)", "y = piecewise(x)", "files = None  # !ls",
+                     "best = None  # %timeit -o piecewise(x)", "ok = a != b"]
+    compile("\n".join(lines), "cell", "exec")  # the indented magic no longer breaks its loop
+    kept = _without_magics("%%time\ndef piecewise(x):\n    return x * 2").split("\n")
+    assert kept == ["pass  # %%time", "def piecewise(x):", "    return x * 2"]  # %%time runs its body: kept
+    assert _without_magics("%%timeit\npiecewise(x)").split("\n") == ["pass  # %%timeit", "# piecewise(x)"]
+    assert _without_magics("%%bash\nrm -rf /").split("\n") == ["pass  # %%bash", "# rm -rf /"]
+
+
+def _ran_notebook(cells: list[tuple[str, int | None, bool]]):
+    """A saved notebook: (source, execution count, whether its output is an error) per code cell,
+    behind a markdown cell."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# ch4")]
+    for source, count, error in cells:
+        cell = nbformat.v4.new_code_cell(source, execution_count=count)
+        if error:
+            cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="", traceback=[])]
+        nb.cells.append(cell)
+    return nb
+
+
+def test_a_saved_notebook_is_read_in_the_order_its_cells_last_ran():
+    from grader.ipynb import saved_cells
+
+    nb = _ran_notebook([("def piecewise(x):\n    return -x", 5, False),      # cell 2, run last: counts
+                 ("import jax.numpy as jnp", 1, False),                  # cell 3
+                 ("def piecewise(x):\n    return x * 2", 2, False),   # cell 4, run before cell 2
+                 ("rows = 1 / 0", 3, True),                             # cell 5, raised when it ran
+                 ("def poly(x, coeff):\n    return x", None, False),   # cell 6, never run
+                 ("import matplotlib.pyplot as plt\nplt.plot([1, 2])", 4, False)])  # cell 7, a stray plot
+    cells = saved_cells(nb)
+    assert [c.number for c in cells] == [6, 3, 4, 5, 7, 2]  # the never-run one first (count 0), then as they ran
+    why = {c.number: words(c.not_run) if c.not_run is not None else None for c in cells}
+    assert why[6] == "it was never run (the notebook's other cells were)"
+    assert why[5] == "it raised ZeroDivisionError when it ran"
+    assert "matplotlib" in why[7] and "does not have" in why[7]
+    assert why[2] is why[3] is why[4] is None
+    source, _ = module_of(cells, "ch4.ipynb")
+    assert source.index("return x * 2") < source.index("return -x")  # the later run wins, as in the kernel
+    assert "1 / 0" not in source and "matplotlib" not in source and "return x\n" not in source
+
+
+def test_a_notebook_never_run_is_read_in_page_order_whole():
+    from grader.ipynb import saved_cells
+
+    cells = saved_cells(_ran_notebook([("def piecewise(x):\n    return -x", None, False),
+                                ("def piecewise(x):\n    return x * 2", None, False)]))
+    assert [(c.number, c.not_run) for c in cells] == [(2, None), (3, None)]
+
+
+def test_a_kernels_run_that_imports_a_module_the_grader_lacks_is_not_replayed():
+    runs = [Run(1, "import matplotlib.pyplot as plt"), Run(2, "def piecewise(x):\n    return x"),
+            Run(3, "fig = plt.figure()\nplt.plot([1])")]
+    cells = history_cells(runs)
+    assert [(c.number, c.not_run is not None) for c in cells] == [(1, True), (2, False), (3, False)]
+    source, _ = module_of(cells, "s.ipynb", history=True)
+    assert "import matplotlib" not in source
 
 
 # ------------------------------------------------------------------ naming the cells

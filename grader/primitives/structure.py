@@ -24,6 +24,21 @@ from grader.i18n import T
 
 #: a host callback in lowered StableHLO: ``stablehlo.custom_call @xla_ffi_python_cpu_callback(...)``
 _CALLBACK = re.compile(r"custom_call @([\w.]*callback[\w.]*)")
+#: which of JAX's callbacks a lowered one is, told from its line: a result and no side effect is
+#: ``jax.pure_callback``'s; a side effect without a result, ``jax.debug.callback``'s (``jax.debug.print``
+#: too); both, ``io_callback``'s
+CALLBACK_KINDS = {(True, False): "jax.pure_callback", (False, True): "jax.debug.callback",
+                  (True, True): "io_callback", (False, False): "jax.debug.callback"}
+
+
+def host_calls(text: str) -> list[str]:
+    """JAX's host callbacks in a lowered program's text, by the API that made them."""
+    found = set()
+    for line in text.splitlines():
+        if _CALLBACK.search(line):
+            stripped = line.strip()
+            found.add(CALLBACK_KINDS[(stripped.startswith("%"), "has_side_effect = true" in stripped)])
+    return sorted(found)
 
 
 def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any) -> dict:
@@ -39,7 +54,8 @@ def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any)
     except Exception as exc:  # noqa: BLE001
         return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
                 "message": safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
-    return {"status": "ok", "lines": text.count("\n") + 1, "callbacks": sorted(set(_CALLBACK.findall(text)))}
+    return {"status": "ok", "lines": text.count("\n") + 1, "callbacks": sorted(set(_CALLBACK.findall(text))),
+            "host_calls": host_calls(text)}
 
 
 def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any) -> dict:

@@ -25,8 +25,11 @@ from grader.primitives import compiles, numeric, structure, timing
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
     window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program",
-    expected64="layer_norm/float64/{i}"
+    expected64="layer_norm/float64/{i}", repeat="{name}/repeated"
 )
+#: calls of each function with the same inputs after a first one, counted for compiles: a function
+#: that makes a new jax.jit on every call compiles on every one of them (an eager one, on none)
+REPEATS = 3
 #: the reference module's float64 layer norm (NumPy), whose values layer_norm is judged against;
 #: a student's module has none (the probe calls it only where it exists)
 FLOAT64_REFERENCE = "_layer_norm_float64"
@@ -82,12 +85,17 @@ def probe(ctx) -> None:
     with ctx.compiles(KEYS.window()):
         for i, eps in enumerate(inp["ln_eps"]):
             ctx.call(KEYS.window_call(i=i), "layer_norm", x, g, b, eps=eps)
-    # what the jitted programs hold (host callbacks, say), for the feedback of a slow one
+    # what the jitted programs hold (host callbacks, say), and whether each call compiles anew
     for name, args in (("fast_heavy", inp["heavy_values"][0]), ("layer_norm", inp["ln_values"][0]["args"])):
         fn = ctx.get(name)
         if fn is not None:
             ctx.announce(name)
             ctx.record(KEYS.program(name=name), structure.program_size(fn, *put(args)))
+            placed = put(args)
+            ctx.invoke(fn, name, *placed)  # whatever a first call compiles, once; then the calls that follow
+            with ctx.compiles(KEYS.repeat(name=name), fresh=False):
+                for _ in range(REPEATS):
+                    ctx.invoke(fn, name, *placed)
 
     # timing: the grader's own eager code against the student's function, on each candidate size
     cases = {}
@@ -217,7 +225,14 @@ def _time_function(student, reference, cases: list[str], deadline: float, fracti
 # =========================================================================== checks (grader)
 def _jitted(s: Observations, name: str) -> dict:
     attempted(s, KEYS.value(name=name, i=0))
-    return structure.expect_jitted(s.value(NAMES(name=name)), name=name)
+    try:
+        return structure.expect_jitted(s.value(NAMES(name=name)), name=name)
+    except Fail as failure:  # not jitted: a jax.jit made anew inside, on every call, says so by its compiles
+        repeated = s.value(KEYS.repeat(name=name)) if s.has(KEYS.repeat(name=name)) else {}
+        if isinstance(repeated, dict) and repeated.get("count", 0) >= REPEATS:
+            raise Fail(T("ch4.ex06.rejit", name=name, calls=REPEATS, compiles=repeated["count"]),
+                       {**failure.measured, "compiles": repeated["count"], "calls": REPEATS}, hint="rejit") from None
+        raise
 
 
 @check("fast_heavy.jitted")
@@ -284,6 +299,8 @@ def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
     if reference is not None and "error" in reference and reference.get("speedup") is None:
         raise GraderError(f"the reference could not be timed: {reference['error']}")
     what = f"{name} [{result['case']}]"
+    program = s.value(KEYS.program(name=name)) if s.has(KEYS.program(name=name)) else {}
+    calls = program.get("host_calls") or []
     try:
         if ctx.preview:  # a release: no reference here, the chapter's bar over the provided eager code
             measured = timing.expect_speedup_over(result["student"], bar=_release_bar(ctx, name), what=what)
@@ -291,12 +308,14 @@ def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
             measured = timing.expect_speedup(result["student"], reference, fraction=ctx.exercise.speedup_fraction,
                                              what=what)
     except Fail as failure:
-        program = s.value(KEYS.program(name=name)) if s.has(KEYS.program(name=name)) else {}
-        callbacks = program.get("callbacks") or []
-        if callbacks:
-            failure.measured["callbacks"] = callbacks
+        if calls:  # slow, and why: the work goes back to the host on every call
+            failure.message = [failure.message, T("ch4.ex06.host_calls", name=name, calls=", ".join(calls))]
+            failure.measured["host_calls"] = calls
             failure.hint = "callback"
         raise
+    if calls:  # the mistake all the same, whatever this device times: it costs more on an accelerator
+        raise Fail(T("ch4.ex06.callback", name=name, calls=", ".join(calls), student=result["student"].get("speedup")),
+                   {**measured, "host_calls": calls}, hint="callback")
     measured["case"] = result["case"]
     measured["calibration"] = result.get("calibration")
     measured["phases_s"] = results.get("phases")
