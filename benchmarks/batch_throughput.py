@@ -99,7 +99,8 @@ def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> 
     names = [r["student"] for r in rows]
     return {"mode": mode, "wall_s": wall, "n": len(rows), "per_min": 60 * len(rows) / wall,
             "scores": [float(r["total"]) for r in rows], "statuses": [r["status"] for r in rows],
-            "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names)}
+            "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names),
+            "messages": {name: _messages(out, name) for name in names}}
 
 
 def _report(out: Path, name: str) -> dict | None:
@@ -113,6 +114,12 @@ def _verdicts(out: Path, name: str) -> tuple:
     if report is None:
         return ()
     return (report["score"],) + tuple((c["id"], c["status"]) for ex in report["exercises"] for c in ex["checks"])
+
+
+def _messages(out: Path, name: str) -> dict[str, str]:
+    """What each of a student's checks said (to show why a verdict changed between modes)."""
+    report = _report(out, name)
+    return {c["id"]: c["message"] for ex in (report or {}).get("exercises", []) for c in ex["checks"]}
 
 
 def _speedups(out: Path, names: list[str]) -> dict[str, dict[str, list[float]]]:
@@ -150,6 +157,9 @@ def _differences(results: list[dict]) -> list[str]:
                 changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
                 out.append(f"{name}: {first['mode']} {verdict[:1]} vs {other['mode']} "
                            f"{other['verdicts'].get(name, ())[:1]}: {', '.join(changed)}")
+                for check in changed:
+                    for result in (first, other):
+                        out.append(f"    {result['mode']}: {check}: {result['messages'].get(name, {}).get(check)}")
     return out
 
 

@@ -86,6 +86,7 @@ def probe(ctx) -> None:
         for i, eps in enumerate(inp["ln_eps"]):
             ctx.call(KEYS.window_call(i=i), "layer_norm", x, g, b, eps=eps)
     # what the jitted programs hold (host callbacks, say), and whether each call compiles anew
+    anew = set()
     for name, args in (("fast_heavy", inp["heavy_values"][0]), ("layer_norm", inp["ln_values"][0]["args"])):
         fn = ctx.get(name)
         if fn is not None:
@@ -93,17 +94,19 @@ def probe(ctx) -> None:
             ctx.record(KEYS.program(name=name), structure.program_size(fn, *put(args)))
             placed = put(args)
             ctx.invoke(fn, name, *placed)  # whatever a first call compiles, once; then the calls that follow
-            with ctx.compiles(KEYS.repeat(name=name), fresh=False):
+            with ctx.compiles(KEYS.repeat(name=name), fresh=False) as seen:
                 for _ in range(REPEATS):
                     ctx.invoke(fn, name, *placed)
+            if seen.get("count", 0) >= REPEATS:
+                anew.add(name)
 
     # timing: the grader's own eager code against the student's function, on each candidate size
     cases = {}
     for name, baseline, group in (("fast_heavy", provided.heavy, "heavy_sizes"),
                                   ("layer_norm", provided.layer_norm_loop, "ln_sizes")):
         candidate = ctx.get(name)
-        if candidate is None:
-            continue
+        if candidate is None or name in anew:  # compiled on every call: timing it would take the exercise's
+            continue  # whole time limit, and its jitted check says why already
         for size, arrays in inp[group].items():
             placed = tuple(put(arrays))
             try:
