@@ -13,7 +13,6 @@ the looped-magic cells' functions pass). About 30 seconds.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
-from grader.batch.roster import RESERVED, ClassError, Person, Student, safe_key
+from grader.batch.roster import RESERVED, ClassError, Person, Student
 from grader.i18n import T, Text
 
 LAYOUTS = ("folders", "canvas", "moodle", "gradescope")
