@@ -1,7 +1,7 @@
 """Throughput of grade batch: a class of N distinct submissions (correct and mistaken), graded
 -j 1, -j 2 and on a local Dask cluster of 2 workers; submissions per minute for each.
 
-    python benchmarks/batch_throughput.py --n 12 [-k 1 ...] [--modes j1,j2,dask2,dask1,j2-unpinned]
+    python benchmarks/batch_throughput.py --n 12 [-k 1 ...] [--modes j1,j2,dask2,dask1,dask1-1cpu,j2-unpinned]
 
 Run by hand (the machine is shared and noisy: compare the modes of one run, not
 against fixed numbers). The class is made from the reference solutions and the test
@@ -20,6 +20,10 @@ verdicts (score and each check's status) were the same in every mode (the repeat
 stability a faster batch must keep), and, for each mode, the speed-ups ex06 measured
 (the median over the class of the student's and the reference's, with the spread):
 ``j2-unpinned`` runs -j 2 without core slots (``GRADER_NO_PIN=1``) for comparison.
+A mode ending in ``-1cpu`` runs the whole batch (the command, its workers and every
+grading) on one CPU of this machine (``sched_setaffinity`` before it starts, which the
+grader's core slots take as the machine's cores): ``dask1-1cpu`` against ``dask2`` is
+one worker with one core against two workers with one core each, how a cluster grows.
 Prints Markdown tables, for the closing notes.
 """
 from __future__ import annotations
@@ -47,6 +51,8 @@ MODES = {
     "dask1": ["--executor", "dask", "-j", "1"],
     "dask2": ["--executor", "dask", "-j", "2"],
     "j2-unpinned": ["-j", "2"],
+    "j1-1cpu": ["-j", "1"],
+    "dask1-1cpu": ["--executor", "dask", "-j", "1"],
 }
 
 
@@ -89,15 +95,17 @@ def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> 
         env["GRADER_NO_PIN"] = "1"
     args = [sys.executable, "-m", "grader", "batch", str(klass), "--chapter", "ch4", "--out", str(out),
             "--seed", str(seed), "--force", "--lang", "en", *MODES[mode], *extra]
+    cpus = sorted(os.sched_getaffinity(0))[:1] if mode.endswith("-1cpu") else sorted(os.sched_getaffinity(0))
     start = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env)
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env,
+                          preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{mode}: grade batch failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if r["student"] != "(max points)"]
     names = [r["student"] for r in rows]
-    return {"mode": mode, "wall_s": wall, "n": len(rows), "per_min": 60 * len(rows) / wall,
+    return {"mode": mode, "cpus": len(cpus), "wall_s": wall, "n": len(rows), "per_min": 60 * len(rows) / wall,
             "scores": [float(r["total"]) for r in rows], "statuses": [r["status"] for r in rows],
             "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names),
             "messages": {name: _messages(out, name) for name in names}}
@@ -185,10 +193,10 @@ def main() -> None:
     load_after = os.getloadavg()
     print(f"\nN = {args.n} distinct submissions, {os.cpu_count()} CPUs, load average before {load_before[0]:.2f} "
           f"(5 min {load_before[1]:.2f}), after {load_after[0]:.2f} (5 min {load_after[1]:.2f})\n")
-    print("| mode | wall (s) | submissions / min | scores | not completed |")
-    print("|---|---:|---:|---|---:|")
+    print("| mode | CPUs | wall (s) | submissions / min | scores | not completed |")
+    print("|---|---:|---:|---:|---|---:|")
     for r in results:
-        print(f"| {r['mode']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {min(r['scores']):g}–{max(r['scores']):g} "
+        print(f"| {r['mode']} | {r['cpus']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {min(r['scores']):g}–{max(r['scores']):g} "
               f"| {sum(s != 'completed' for s in r['statuses'])} |")
     differences = _differences(results)
     print(f"\nevery student's verdicts the same in every mode: {'yes' if not differences else 'no'}")
