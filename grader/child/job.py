@@ -6,6 +6,8 @@ The conversation with the grader, over the job's socket::
     job    -> {"op": "imported", "names": {...}}     or {"op": "import_error", ...}
     grader -> {"op": "inputs", "inputs": {...}}      hidden inputs, only after the import
     job    -> {"op": "obs", "key": ..., "value": ...}   any number, as they happen
+    job    -> {"op": "mark", "key": ...}             a moment on the grader's clock: the job waits
+    grader -> {"op": "go"}                           for this, stamped when the grader sends it
     job    -> {"op": "done"}                         or {"op": "probe_error", ...}
 
 Hidden inputs arrive after the student's module has been imported, so code run at

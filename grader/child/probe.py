@@ -118,6 +118,26 @@ class ProbeContext:
         self.recorded.add(key)
         self.channel.send({"op": "obs", "key": key, "value": value})
 
+    def mark(self, key: str) -> None:
+        """Record ``key`` as a moment of the grader's own clock, and go on only once the grader has it.
+
+        The grader stamps the moment when it answers, so whatever the probe does next
+        starts after that stamp, however late the grader reads its messages (a busy
+        grader reads a plain record late: stamped then, it would shorten what follows).
+        For probes that take no requests while they run (the answer is the next message).
+        """
+        if not self.wants(key):
+            return
+        if key in self.recorded:
+            raise KeyError(f"observation {key!r} recorded twice")
+        self.recorded.add(key)
+        self.channel.send({"op": "mark", "key": key})
+        answer = self.channel.recv()
+        if answer is None:
+            raise SystemExit(0)
+        if answer.get("op") != "go":
+            raise RuntimeError(f"the grader answered a mark with {answer.get('op')!r}")
+
     def request(self) -> dict:
         """Wait for an instruction from the grader (used by timed exercises)."""
         message = self.channel.recv()
