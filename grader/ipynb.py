@@ -20,28 +20,24 @@ saved output is an error not replayed. In both, a cell that imports a module the
 grader's Python does not have (a stray ``import matplotlib.pyplot as plt`` cell) is not
 replayed either: the rest of the notebook still grades.
 
-IPython's magics are not the student's code: a ``%`` or ``!`` line becomes ``pass`` (so
-that an indented one leaves its block whole), ``y = %time f(x)`` runs ``f(x)`` as the
-kernel did, ``y = !ls`` gives ``None``; the body of a ``%%time``, ``%%capture`` or
-``%%prun`` cell runs as the kernel ran it, and any other ``%%`` cell is commented out.
-The grader's own statements (``from grader.notebook import check``, ``check("ex02")``)
+IPython's magics are not the student's code: :mod:`grader.magics` makes them plain
+Python, line for line. The grader's own statements (``from grader.notebook import check``, ``check("ex02")``)
 are commented out. Every change keeps the cell's lines where they were.
 """
 from __future__ import annotations
 
 import ast
 import importlib.machinery
-import io
 import json
 import os
 import re
 import sys
-import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grader.i18n import T, Text
+from grader.magics import commented, parse, without_magics
 
 #: the module the in-notebook API lives in; statements that use it are the grader's, not the student's
 GRADER_PACKAGE = "grader"
@@ -124,7 +120,7 @@ def saved_cells(nb: Any) -> list[Cell]:
 def _unimportable(code: str) -> Text | None:
     """Why a cell cannot be replayed in the grader: it imports a module the grader's Python lacks
     (installed, that is: not a file beside the notebook, which the sandbox does not have either)."""
-    tree = _parse(code)
+    tree = parse(code)
     installed = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     for node in ast.walk(tree) if tree is not None else ():
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -175,7 +171,7 @@ def history_cells(runs: list[Run]) -> list[Cell]:
     replayed: list[tuple[set[str], set[str]]] = []  # (binds, uses) of the replayed runs after this one, in order
     for run in reversed(runs):
         code = _python(run.source, grader_names)
-        tree = _parse(code)
+        tree = parse(code)
         failed = run.error or ("SyntaxError" if tree is None else None)
         why = (T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)) \
             if failed else _unimportable(code)
@@ -239,84 +235,14 @@ def module_of(cells: list[Cell], name: str, *, history: bool = False) -> tuple[s
 
 def _python(source: str, grader_names: set[str]) -> str:
     """``source`` with its magics, then its grader statements, commented out (same lines)."""
-    kept = _without_magics(source).split("\n")
-    tree = _parse("\n".join(kept))
+    kept = without_magics(source).split("\n")
+    tree = parse("\n".join(kept))
     if tree is not None:
         for node in tree.body:
             if _is_grader_statement(node, grader_names):
                 for i in range(node.lineno - 1, node.end_lineno or node.lineno):
-                    kept[i] = _commented(kept[i])
+                    kept[i] = commented(kept[i])
     return "\n".join(kept)
-
-
-#: cell magics whose body IPython runs as Python in the kernel's namespace (it defines what it defines)
-RUNNING_CELL_MAGICS = ("time", "capture", "prun")
-#: ``y = %time f(x)``: an assignment from a line magic (or ``y = !ls``)
-_ASSIGNED_MAGIC = re.compile(r"^(?P<lhs>\s*[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)"
-                             r"(?P<magic>%{1,2}\w+|!)(?P<rest>.*)$")
-
-
-def _without_magics(source: str) -> str:
-    """``source`` with its IPython magics made plain Python, line for line (see the module). A magic
-    line becomes ``pass`` where a block needs a statement, a comment where ``pass`` would not parse
-    (a stray indented magic at the top level, as IPython allows)."""
-    as_pass = _magics_replaced(source, _as_pass)
-    return as_pass if _parse(as_pass) is not None else _magics_replaced(source, _commented)
-
-
-def _magics_replaced(source: str, replace) -> str:
-    cell_lines = source.splitlines()
-    first = cell_lines[0].lstrip() if cell_lines else ""
-    cell_magic = first[2:].split(maxsplit=1)[0] if first.startswith("%%") and len(first) > 2 else None
-    kept: list[str] = []
-    for i, line in enumerate(cell_lines):
-        stripped = line.lstrip()
-        if cell_magic is not None and (i == 0 or cell_magic not in RUNNING_CELL_MAGICS):
-            line = _commented(line) if i else replace(line)
-        elif _looks_like_magic(stripped) and _starts_statement(kept):
-            line = replace(line)
-        elif _starts_statement(kept) and (assigned := _ASSIGNED_MAGIC.match(line)):
-            magic, rest = assigned["magic"], assigned["rest"]
-            value = rest.strip() if magic in ("%time", "%prun") and rest.strip() else f"None  # {magic}{rest}"
-            line = assigned["lhs"] + value
-        kept.append(line)
-    return "\n".join(kept)
-
-
-def _as_pass(line: str) -> str:
-    """A magic line as ``pass``, at its indentation (a block it stands in stays whole), the magic kept as a comment."""
-    stripped = line.lstrip()
-    return line[: len(line) - len(stripped)] + "pass  # " + stripped
-
-
-def _commented(line: str) -> str:
-    stripped = line.lstrip()
-    return line if stripped.startswith("#") else line[: len(line) - len(stripped)] + "# " + stripped
-
-
-def _looks_like_magic(stripped: str) -> bool:
-    return stripped.startswith("%") or (stripped.startswith("!") and not stripped.startswith("!="))
-
-
-def _starts_statement(previous: list[str]) -> bool:
-    """Whether the next line begins a new statement (not inside brackets, a string or a ``\\``)."""
-    if not previous:
-        return True
-    try:
-        for _ in tokenize.generate_tokens(io.StringIO("\n".join(previous) + "\n").readline):
-            pass
-    except tokenize.TokenError:  # EOF inside a bracket, a string or after a backslash
-        return False
-    except (SyntaxError, ValueError):  # an indentation problem: the next line still starts a statement
-        return True
-    return True
-
-
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
 
 
 # ------------------------------------------------------------------ names
@@ -327,7 +253,7 @@ def _grader_module(name: str | None) -> bool:
 def _grader_names(sources) -> set[str]:
     """The names the cells import from the grader (``check``, ``grader``, an alias), and the
     names bound from those (``result = check("ex02")``)."""
-    trees = [tree for tree in (_parse(_without_magics(source)) for source in sources) if tree is not None]
+    trees = [tree for tree in (parse(without_magics(source)) for source in sources) if tree is not None]
     names: set[str] = set()
     while True:
         found = set(names)
@@ -393,7 +319,7 @@ _DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=
 def _defined(source: str) -> dict[str, ast.AST | None]:
     """The names a cell defines at its top level, each with its definition (``None`` when
     the cell does not parse and the name is read off its lines)."""
-    tree = _parse(_without_magics(source))
+    tree = parse(without_magics(source))
     if tree is None:
         return {m.group(1) or m.group(2): None for m in _DEFINES.finditer(source)}
     found: dict[str, ast.AST | None] = {}

@@ -19,7 +19,8 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: no import of the grader's own", [
         "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.chapters",
-        "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives", "grader.runner",
+        "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
+        "grader.runner",
         "grader.report", "grader.report.textwidth", "grader.report.html_parts", "grader.report.svg", "grader.batch",
         "grader.batch.cpus", "grader.authoring", "grader.authoring.answers", "grader.authoring.stubs",
         "grader.authoring.scaffold", "grader.chapters.ch4.provided"]),

@@ -81,7 +81,7 @@ def test_grader_statements_and_magics_are_commented_out_line_for_line():
 
 # ------------------------------------------------------------------ Jupyter habits
 def test_magics_become_plain_python_line_for_line_and_blocks_stay_whole():
-    from grader.ipynb import _without_magics
+    from grader.magics import without_magics as _without_magics
 
     source = ("%matplotlib inline\n!pip install jax\nfor i in range(3):\n    %time piecewise(x)\n"
               "y = %time piecewise(x)\nfiles = !ls\nbest = %timeit -o piecewise(x)\nok = a != b")

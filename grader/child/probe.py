@@ -110,13 +110,18 @@ class ProbeContext:
         """Whether this job records ``key``: a probe skips the work of a record nobody reads."""
         return self.keep is None or self.keep(key)
 
-    def record(self, key: str, value: Any) -> None:
+    def _claim(self, key: str) -> bool:
+        """Whether this job records ``key`` now (each key once)."""
         if not self.wants(key):
-            return
+            return False
         if key in self.recorded:
             raise KeyError(f"observation {key!r} recorded twice")
         self.recorded.add(key)
-        self.channel.send({"op": "obs", "key": key, "value": value})
+        return True
+
+    def record(self, key: str, value: Any) -> None:
+        if self._claim(key):
+            self.channel.send({"op": "obs", "key": key, "value": value})
 
     def mark(self, key: str) -> None:
         """Record ``key`` as a moment of the grader's own clock, and go on only once the grader has it.
@@ -126,11 +131,8 @@ class ProbeContext:
         grader reads a plain record late: stamped then, it would shorten what follows).
         For probes that take no requests while they run (the answer is the next message).
         """
-        if not self.wants(key):
+        if not self._claim(key):
             return
-        if key in self.recorded:
-            raise KeyError(f"observation {key!r} recorded twice")
-        self.recorded.add(key)
         self.channel.send({"op": "mark", "key": key})
         answer = self.channel.recv()
         if answer is None:
@@ -227,7 +229,7 @@ class ProbeContext:
         with COUNTER.window() as window:
             yield box
         box.update(window.summary())
-        self.record(key, window.summary())
+        self.record(key, dict(box))
 
     @contextlib.contextmanager
     def capture(self, key: str) -> Iterator[dict]:

@@ -265,20 +265,12 @@ class JobSession:
                 return None
             op = message.get("op")
             if op == "obs":
-                key = message.get("key")
-                # "grader/..." keys are the grader's own results: a child cannot write them
-                if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
-                    value = message.get("value")
-                    self.outcome.observations[key] = value
-                    self.outcome.arrivals[key] = time.monotonic() - self._started
-                    if isinstance(value, dict) and value.get("status") in ("ok", "raised"):
-                        self.attempted.set()
+                value = message.get("value")
+                if self._observe(message.get("key"), value) and isinstance(value, dict) \
+                        and value.get("status") in ("ok", "raised"):
+                    self.attempted.set()
             elif op == "mark":  # the job waits for "go": what it does next starts after this stamp
-                key = message.get("key")
-                stamp = time.monotonic() - self._started
-                if isinstance(key, str) and not key.startswith("grader/") and key not in self.outcome.observations:
-                    self.outcome.observations[key] = True
-                    self.outcome.arrivals[key] = stamp
+                self._observe(message.get("key"), True)
                 self.send({"op": "go"})
             elif op == "calling":
                 self.calling = str(message.get("function", "?"))[:80]
@@ -290,6 +282,15 @@ class JobSession:
             if op == "probe_error":
                 self._end("probe_error", {"type": message.get("type"), "traceback": message.get("traceback")})
                 return None
+
+    def _observe(self, key: Any, value: Any) -> bool:
+        """Keep a record of the child's, stamped now; ``False`` for a key it may not write: one of
+        the grader's own (``grader/...``) or one already recorded."""
+        if not isinstance(key, str) or key.startswith("grader/") or key in self.outcome.observations:
+            return False
+        self.outcome.observations[key] = value
+        self.outcome.arrivals[key] = time.monotonic() - self._started
+        return True
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
