@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
         "grader.runner",
         "grader.report", "grader.report.textwidth", "grader.report.html_parts", "grader.report.svg", "grader.batch",
-        "grader.batch.cpus", "grader.authoring", "grader.authoring.answers", "grader.authoring.stubs",
+        "grader.batch.cpus", "grader.batch.renames", "grader.authoring", "grader.authoring.answers",
+        "grader.authoring.stubs",
         "grader.authoring.scaffold", "grader.chapters.ch4.provided"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
     ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [

@@ -145,7 +145,7 @@ def test_moodle_download_by_participant_id(tmp_path):
     assert {u.file: u.use for u in klass.files}["Jane Doe_101_assignsubmission_onlinetext_/onlinetext.html"] \
         == "not_graded"
     rows = [gradebook.row_from_failure(s.name, "crash", "x").of(s) for s in klass.students]
-    sheet = list(csv.DictReader(io.StringIO(gradebook.moodle_csv(rows, 80))))
+    sheet = list(csv.DictReader(io.StringIO(gradebook.moodle_csv(rows, 80, "2026-12-01T10:00:00+00:00"))))
     assert {r["Identifier"] for r in sheet} == {"Participant 101", "Participant 102", "Participant 103"}
     assert all(r["Maximum Grade"] == "80" for r in sheet)
 

@@ -10,6 +10,7 @@ export zip holds ``assignment_NNN_export/``) can be read from inside that folder
 """
 from __future__ import annotations
 
+import calendar
 import os
 import stat
 import zipfile
@@ -40,6 +41,8 @@ class Entry:
     kind: str = "file"
     #: what a link points to, as it says
     target: str = ""
+    #: when it was last changed, seconds since the epoch (a zip member's own date); 0: unknown
+    mtime: float = 0.0
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -85,7 +88,7 @@ class Download:
         cut = len(folder) + 1
         self.outside += [e for e in self._entries if not e.name.startswith(folder + "/")]
         self._root = f"{self._root}/{folder}" if self._root else folder
-        self._entries = [Entry(e.name[cut:], e.size, e.kind, e.target) for e in self._entries
+        self._entries = [Entry(e.name[cut:], e.size, e.kind, e.target, e.mtime) for e in self._entries
                          if e.name.startswith(folder + "/")]
 
     @property
@@ -149,7 +152,7 @@ class Download:
                 target = self._zip.read(info)[:300].decode("utf-8", errors="replace")  # type: ignore[union-attr]
                 found.append(Entry(str(name), info.file_size, "link", target))
             else:
-                found.append(Entry(str(name), info.file_size))
+                found.append(Entry(str(name), info.file_size, mtime=_zip_time(info)))
             if len(found) > MAX_DOWNLOAD_FILES:
                 break
         return found
@@ -172,13 +175,22 @@ class Download:
                     if path.is_symlink():
                         found.append(Entry(_relative(path, self.path), path.lstat().st_size, "link", _target(path)))
                     else:
-                        found.append(Entry(_relative(path, self.path), path.stat().st_size))
+                        stat_ = path.stat()
+                        found.append(Entry(_relative(path, self.path), stat_.st_size, mtime=stat_.st_mtime))
                 if len(found) > MAX_DOWNLOAD_FILES:
                     break
         except OSError as exc:
             raise DownloadError(T("batch.error.unreadable_folder", path=str(self.path),
                                   detail=exc.strerror or str(exc))) from None
         return found
+
+
+def _zip_time(info: zipfile.ZipInfo) -> float:
+    """A zip member's date (the zip keeps local time without a zone: read as UTC, only to order files)."""
+    try:
+        return float(calendar.timegm((*info.date_time, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        return 0.0
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -7,8 +7,10 @@
 * ``canvas.csv`` (a Canvas download): the gradebook as Canvas imports it (``Student``,
   ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section``, the assignment's column, a
   ``Points Possible`` row), matched by Canvas's user id;
-* ``moodle.csv`` (a Moodle download): Moodle's grading worksheet (``Identifier``
-  ``Participant N``, ``Full name``, ``Grade``, ``Maximum Grade``, ``Feedback comments``);
+* ``moodle.csv`` (a Moodle download): Moodle's grading worksheet, every column Moodle's own has
+  (``Identifier`` ``Participant N``, ``Full name``, ``Grade``, ``Maximum Grade``, ``Last modified
+  (grade)``, ``Feedback comments``, ...), a row per participant id;
+* ``canvas-anonymous.csv`` (a Canvas download with anonymous grading): the grades by anonymous id;
 * ``download.csv``: every file of the download, the student it belongs to, and whether
   it was graded or why not (nothing dropped silently);
 * ``<student>/results.json``: Gradescope's autograder format (``score``,
@@ -143,16 +145,42 @@ def canvas_csv(rows: list[Row], most: float, assignment: str) -> str:
     return out.getvalue()
 
 
-def moodle_csv(rows: list[Row], most: float) -> str:
-    """Moodle's grading worksheet (``Upload grading worksheet``): a row per participant id."""
+#: the columns of Moodle's grading worksheet, in its order (assign_grading_table::__construct when
+#: downloading, mod/assign/gradingtable.php: recordid, fullname, the site's identity fields (e-mail by
+#: default), status, grade, grademax, gradecanbechanged, timesubmitted, timemarked, then each feedback
+#: plugin's editor field), as English headers: Moodle's importer finds Identifier, Grade and
+#: Last modified (grade) by name and refuses a file without all three (importgradeslib.php, init())
+MOODLE_COLUMNS = ("Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
+                  "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments")
+
+
+def moodle_csv(rows: list[Row], most: float, modified: str) -> str:
+    """Moodle's grading worksheet (``Upload grading worksheet``): a row per participant id, every
+    column of the worksheet Moodle downloads. ``modified`` is "Last modified (grade)" (the time the
+    batch wrote it): Moodle keeps a grade changed in Moodle after that time. A team's submission has
+    no participant id (its folder holds the group's id): no row here."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments"])
+    writer.writerow(MOODLE_COLUMNS)
     for row in rows:
         for person in row.people:
             if person.id:
                 feedback = row.report.get("title", "") if row.report else f"{row.status}: {row.detail}"
-                writer.writerow([f"Participant {person.id}", person.name, _num(row.total), _num(most), feedback])
+                writer.writerow([f"Participant {person.id}", person.name, person.email, "", _num(row.total),
+                                 _num(most), "Yes", "", modified, feedback])
+    return out.getvalue()
+
+
+def canvas_anonymous_csv(rows: list[Row], most: float) -> str:
+    """A Canvas anonymous download's grades, by anonymous id (Canvas's import takes none of them:
+    the summary says what to do)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["anonymous id", "score", "points possible", "late", "status"])
+    for row in rows:
+        for person in row.people:
+            writer.writerow([person.name.removeprefix("anon_"), _num(row.total), _num(most), "yes" if row.late else "",
+                             row.status])
     return out.getvalue()
 
 
@@ -239,19 +267,24 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_exports(rows: list[Row], max_points: dict[str, float], out: Path, chapter: str, *, layout: str = "folders",
-                  assignment: str = "", uses: list | None = None) -> dict[str, Path]:
+                  assignment: str = "", uses: list | None = None, kind: str = "people",
+                  modified: str = "") -> dict[str, Path]:
     """``grades.csv``, ``junit.xml``, ``download.csv``, the platform's import file (``canvas.csv``,
-    ``moodle.csv``) and each student's ``results.json`` under ``out``; their paths."""
+    ``moodle.csv``; ``canvas-anonymous.csv`` for an anonymous download, which Canvas cannot import)
+    and each student's ``results.json`` under ``out``; their paths."""
     paths = {"grades": out / "grades.csv", "junit": out / "junit.xml"}
     write_text(paths["grades"], grades_csv(rows, max_points))
     write_text(paths["junit"], junit_xml(rows, chapter))
     most = sum(max_points.values())
-    if layout == "canvas":
+    if layout == "canvas" and kind == "anonymous":
+        paths["canvas_anonymous"] = out / "canvas-anonymous.csv"
+        write_text(paths["canvas_anonymous"], canvas_anonymous_csv(rows, most))
+    elif layout == "canvas":
         paths["canvas"] = out / "canvas.csv"
         write_text(paths["canvas"], canvas_csv(rows, most, assignment or chapter))
     elif layout == "moodle":
         paths["moodle"] = out / "moodle.csv"
-        write_text(paths["moodle"], moodle_csv(rows, most))
+        write_text(paths["moodle"], moodle_csv(rows, most, modified))
     if uses is not None:
         paths["download"] = out / "download.csv"
         write_text(paths["download"], download_csv(uses))

@@ -4,19 +4,24 @@
   after the student (the layout ``grade batch`` always read);
 * ``canvas``: Canvas's "Download Submissions" zip: flat files named
   ``lastfirst_12345_6789012_ex02_where.py`` (user id, then the file's attachment id;
-  ``lastfirst_LATE_...`` for a late one). A file uploaded again gets a number
-  (``ex02_where-1.py``): the highest is the student's latest version;
+  ``lastfirst_LATE_...`` for a late one); with anonymous grading ``anon_<anonymous id>_...``
+  and ``LATE_anon_...`` (``ContentZipper#get_filename``, canvas-lms ``lib/content_zipper.rb``);
+  for a group assignment the group's name and one member's user id;
 * ``moodle``: Moodle's "Download all submissions": a folder per student and plugin,
-  ``Full Name_12345_assignsubmission_file_`` (12345: the participant id), or the same
-  prefix on flat files;
+  ``Full Name_12345_assignsubmission_file`` (12345: the participant id; older Moodles end it
+  with ``_``), or the same prefix on flat files; for a team assignment the group's name and
+  id (``Team Alpha_77_...``) or ``Default group_...`` with no id
+  (``mod_assign\\downloader::get_student_prefix``);
 * ``gradescope``: Gradescope's "Export Submissions": ``submission_metadata.yml`` beside a
   folder per submission (``submission_NNN/``) with its submitters' names, SIDs and e-mails.
 
 :func:`read` tells the layout (or takes the one asked for) and turns the download into
 :class:`~grader.batch.roster.Student` entries, one per submission, and a
 :class:`FileUse` for every file of the download: which student it belongs to and
-whether it was graded, or why not. Nothing is dropped silently: an entry that does not
-follow the layout becomes a row that says so and what to do.
+whether it was graded, or why not. A file uploaded again is read by the platform's own
+renaming rule (:mod:`grader.batch.renames`): the newer is graded, the older listed as
+``superseded``. Nothing is dropped silently: an entry that does not follow the layout
+becomes a row that says so and what to do.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
+from grader.batch.renames import version
 from grader.batch.roster import RESERVED, ClassError, Person, Student
 from grader.i18n import T, Text
 
@@ -33,11 +39,13 @@ LAYOUTS = ("folders", "canvas", "moodle", "gradescope")
 GRADED_SUFFIXES = (".py", ".ipynb", ".zip")
 SINGLE_SUFFIXES = (".ipynb", ".zip")
 CANVAS = re.compile(r"^(?P<login>[^_/]+?)(?P<late>_LATE)?_(?P<uid>\d+)(?:_(?P<att>\d+))?_(?P<file>[^/]+)$")
-MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
-MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<file>[^/]+)$")
+#: Canvas's anonymous grading: ``[LATE_]anon_<anonymous id>_<attachment id>_<file>``
+CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)(?:_(?P<att>\d+))?_(?P<file>[^/]+)$")
+#: Moodle replaces ``_`` in a name by a space (``str_replace('_', ' ', ...)``): the name holds none, so
+#: the first ``_<id>_assignsubmission_`` is Moodle's; the id is absent for a team's default group
+MOODLE_FOLDER = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
+MOODLE_FILE = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<file>[^/]+)$")
 GRADESCOPE_METADATA = "submission_metadata.yml"
-#: a file uploaded again to Canvas (``ex02_where-1.py``): its version number
-RESUBMITTED = re.compile(r"^(?P<stem>.+?)-(?P<n>\d+)(?P<suffix>\.[A-Za-z0-9]+)$")
 
 
 @dataclass
@@ -65,24 +73,34 @@ class Klass:
     students: list[Student]
     #: every file of the download, and what became of it
     files: list[FileUse]
+    #: how its submissions are named: ``people`` (one person each), ``groups`` (Moodle's team
+    #: submissions: one folder per group), ``anonymous`` (Canvas's anonymous grading)
+    kind: str = "people"
 
 
-def read(download: Download, layout: str = "auto") -> Klass:
-    """The class in ``download``, in ``layout`` (``auto``: told from its names). Raises
+def read(download: Download, layout: str = "auto", *, teams: bool = False) -> Klass:
+    """The class in ``download``, in ``layout`` (``auto``: told from its names); ``teams``: Moodle's
+    folders are groups' (the worksheet says so; a folder of the default group says so too). Raises
     :class:`DownloadError` when a layout asked for fits nothing in it."""
     layout = _settle(download, layout)
-    reader = {"folders": _folders, "canvas": _canvas, "moodle": _moodle, "gradescope": _gradescope}[layout]
     uses: list[FileUse] = [FileUse(e.name, "", "system") for e in download.outside]
-    students = reader(download, uses)
-    return Klass(layout, download, sorted(students, key=lambda s: (s.name.lower(), s.name)), uses)
+    klass = Klass(layout, download, [], uses)
+    if layout == "moodle":
+        klass.students = _moodle(download, uses, teams, klass)
+    elif layout == "canvas":
+        klass.students = _canvas(download, uses, klass)
+    else:
+        klass.students = {"folders": _folders, "gradescope": _gradescope}[layout](download, uses)
+    klass.students.sort(key=lambda s: (s.name.lower(), s.name))
+    return klass
 
 
-def read_class(path: Path, results: Path | None = None, layout: str = "auto") -> Klass:
+def read_class(path: Path, results: Path | None = None, layout: str = "auto", *, teams: bool = False) -> Klass:
     """The class in the download at ``path`` (a folder or a ``.zip``), in ``layout``; ``results``
     (a folder inside it) is left out. Raises :class:`ClassError` when it holds no submission."""
     try:
         download = Download(Path(path), skip=results)
-        klass = read(download, layout)
+        klass = read(download, layout, teams=teams)
     except DownloadError as exc:
         raise ClassError(exc.text) from None
     if not klass.students:
@@ -118,7 +136,7 @@ def _settle(download: Download, layout: str) -> str:
         groups: dict[str, list[Entry]] = {}  # the same listing, one folder down
         for entry in download.entries():
             if entry.name.startswith(inner + "/"):
-                rest = Entry(entry.name[len(inner) + 1:], entry.size, entry.kind)
+                rest = Entry(entry.name[len(inner) + 1:], entry.size, entry.kind, entry.target, entry.mtime)
                 groups.setdefault(rest.parts[0], []).append(rest)
         inside = _scores(groups)
         if (inside.get(layout) if layout != "auto" else _best(groups, inside) != "folders"):
@@ -137,7 +155,7 @@ def _scores(groups: dict[str, list[Entry]]) -> dict[str, int]:
     names = [name for name, entries in groups.items() if not all(e.hidden for e in entries)]
     return {"gradescope": int(GRADESCOPE_METADATA in groups),
             "moodle": sum(bool(MOODLE_FOLDER.match(n) or MOODLE_FILE.match(n)) for n in names),
-            "canvas": sum(bool(CANVAS.match(n)) and _is_file(groups[n]) for n in names)}
+            "canvas": sum(bool(CANVAS.match(n) or CANVAS_ANON.match(n)) and _is_file(groups[n]) for n in names)}
 
 
 def _best(groups: dict[str, list[Entry]], scores: dict[str, int]) -> str:
@@ -156,10 +174,13 @@ def _is_file(entries: list[Entry]) -> bool:
 
 
 # ------------------------------------------------------------------ one student's files
-def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[FileUse]) -> Student:
+def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[FileUse], layout: str) -> Student:
     """Give ``student`` the files it is graded on (``(name inside the submission, entry)``), and
-    account for every entry. One notebook or zip alone is the submission itself."""
-    kept: dict[str, tuple[int, Entry]] = {}
+    account for every entry. One notebook or zip alone is the submission itself. Two versions of
+    a file (``layout``'s platform renamed the second upload): the newer is graded (the platform's
+    number, then the file's time), the other is ``superseded``; a renamed file alone is graded
+    under its first name, with a note."""
+    versions: dict[str, list[tuple[int, float, str, Entry]]] = {}
     for inner, entry in entries:
         if entry.kind == "empty":
             continue
@@ -175,18 +196,20 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
         elif PurePosixPath(inner).suffix.lower() not in GRADED_SUFFIXES:
             uses.append(FileUse(entry.name, student.key, "not_graded"))
         else:
-            base, version = _version(inner)
-            if base in kept:
-                older, newer = sorted([kept[base], (version, entry)], key=lambda item: item[0])
-                uses.append(FileUse(older[1].name, student.key, "superseded"))
-                student.notes.append(T("batch.note.superseded", old=PurePosixPath(older[1].name).name,
-                                       new=PurePosixPath(newer[1].name).name))
-                kept[base] = newer
-            else:
-                kept[base] = (version, entry)
-    for base, (_, entry) in kept.items():
-        student.files[base] = entry.name
-        uses.append(FileUse(entry.name, student.key, "graded"))
+            base, number = version(inner, layout)
+            versions.setdefault(base, []).append((number, entry.mtime, inner, entry))
+    for base, found in versions.items():
+        found.sort(key=lambda item: item[:3])
+        number, _, inner, newest = found[-1]
+        for older in found[:-1]:
+            uses.append(FileUse(older[3].name, student.key, "superseded"))
+            student.notes.append(T("batch.note.superseded", old=PurePosixPath(older[3].name).name,
+                                   new=PurePosixPath(newest.name).name))
+        if number and len(found) == 1:
+            student.notes.append(T(f"batch.note.renamed.{RENAMED_BY.get(layout, 'browser')}",
+                                   file=PurePosixPath(inner).name, name=PurePosixPath(base).name))
+        student.files[base] = newest.name
+        uses.append(FileUse(newest.name, student.key, "graded"))
     if len(student.files) == 1 and PurePosixPath(next(iter(student.files))).suffix.lower() in SINGLE_SUFFIXES:
         student.single = True
     if not student.files and student.problem is None:
@@ -197,18 +220,13 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
     return student
 
 
+#: whose renaming a lone renamed file's note names
+RENAMED_BY = {"canvas": "canvas", "moodle": "moodle"}
+
+
 def _inside(entry: Entry) -> str:
     """An entry's path inside its top-level folder (``""`` for that folder itself, when empty)."""
     return entry.name.split("/", 1)[1] if "/" in entry.name else ""
-
-
-def _version(name: str) -> tuple[str, int]:
-    """A file's name without the number a platform added when it was uploaded again, and that number."""
-    path = PurePosixPath(name)
-    found = RESUBMITTED.match(path.name)
-    if found is None:
-        return name, 0
-    return str(path.with_name(found["stem"] + found["suffix"])), int(found["n"])
 
 
 def _unmatched(download: Download, name: str, entries: list[Entry], layout: str, uses: list[FileUse]) -> Student:
@@ -241,43 +259,59 @@ def _folders(download: Download, uses: list[FileUse]) -> list[Student]:
                                   origin=name)
                 uses.append(FileUse(name, student.key, "link"))
             elif suffix in SINGLE_SUFFIXES and entry.kind == "file":
-                student = _collect(Student(PurePosixPath(name).stem, download, origin=name), [(name, entry)], uses)
+                student = _collect(Student(PurePosixPath(name).stem, download, origin=name), [(name, entry)], uses,
+                                   "folders")
             else:
                 student = Student(name, download, problem=T("batch.row.not_a_submission", name=name),
                                   status="not_a_submission", origin=name)
                 uses.append(FileUse(name, student.key, "unmatched"))
         else:
-            student = _collect(Student(name, download, origin=name), [(_inside(e), e) for e in entries], uses)
+            student = _collect(Student(name, download, origin=name), [(_inside(e), e) for e in entries], uses,
+                               "folders")
         student.people = student.people or [Person(student.name)]
         students.append(student)
     return students
 
 
 # ------------------------------------------------------------------ Canvas
-def _canvas(download: Download, uses: list[FileUse]) -> list[Student]:
-    by_student: dict[tuple[str, str], list[tuple[str, Entry]]] = {}
-    late: set[tuple[str, str]] = set()
+def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Student]:
+    """Canvas's names: ``login_[LATE_]uid_att_file``, or with anonymous grading ``[LATE_]anon_<id>_att_file``
+    (``ContentZipper#get_filename``). ``anon_<digits>`` is read as anonymous when the download's other
+    names show anonymous grading, else as a student whose name is Anon."""
+    top = {name: entries for name, entries in download.top().items() if not _system(name, entries, uses)}
+    anonymous = any((found := CANVAS_ANON.match(name)) and (found["late"] or not found["anon"].isdigit())
+                    for name, entries in top.items() if _is_file(entries))
+    by_student: dict[tuple[str, str, str], list[tuple[str, Entry]]] = {}
+    late: set[tuple[str, str, str]] = set()
     students = []
-    for name, entries in download.top().items():
-        if _system(name, entries, uses):
-            continue
-        found = CANVAS.match(name) if _is_file(entries) else None
+    for name, entries in top.items():
+        anon = CANVAS_ANON.match(name) if anonymous and _is_file(entries) else None
+        found = anon or (CANVAS.match(name) if _is_file(entries) else None)
         if found is None:
             students.append(_unmatched(download, name, entries, "canvas", uses))
             continue
-        who = (found["login"], found["uid"])
+        who = ("", "", found["anon"]) if anon else (found["login"], found["uid"], "")
         by_student.setdefault(who, []).append((found["file"], entries[0]))
         if found["late"]:
             late.add(who)
-    for (login, uid), files in by_student.items():
-        student = Student(f"{login}_{uid}", download, people=[Person(login, uid)], late=(login, uid) in late,
-                          origin=f"{login}{'_LATE' if (login, uid) in late else ''}_{uid}_*")
-        students.append(_collect(student, files, uses))
+    for (login, uid, anon), files in by_student.items():
+        is_late = (login, uid, anon) in late
+        if anon:
+            student = Student(f"anon_{anon}", download, people=[Person(f"anon_{anon}")], late=is_late,
+                              origin=f"{'LATE_' if is_late else ''}anon_{anon}_*", anonymous=anon)
+        else:
+            student = Student(f"{login}_{uid}", download, people=[Person(login, uid)], late=is_late,
+                              origin=f"{login}{'_LATE' if is_late else ''}_{uid}_*")
+        students.append(_collect(student, files, uses, "canvas"))
+    if anonymous:
+        klass.kind = "anonymous"
     return students
 
 
 # ------------------------------------------------------------------ Moodle
-def _moodle(download: Download, uses: list[FileUse]) -> list[Student]:
+def _moodle(download: Download, uses: list[FileUse], teams: bool, klass: Klass) -> list[Student]:
+    """Moodle's names: a participant's ``Full Name_<participant id>_assignsubmission_<plugin>``, or for a
+    team assignment a group's ``Group name_<group id>_...`` and ``Default group_...`` (no id)."""
     by_student: dict[tuple[str, str], list[tuple[str, Entry]]] = {}
     other: dict[tuple[str, str], list[Entry]] = {}
     students = []
@@ -290,7 +324,7 @@ def _moodle(download: Download, uses: list[FileUse]) -> list[Student]:
         if found is None:
             students.append(_unmatched(download, name, entries, "moodle", uses))
             continue
-        who = (found["name"], found["pid"])
+        who = (found["name"], found["pid"] or "")
         by_student.setdefault(who, [])
         if found["plugin"] != "file":  # online text, comments: the student's, not graded
             other.setdefault(who, []).extend(entries)
@@ -298,11 +332,19 @@ def _moodle(download: Download, uses: list[FileUse]) -> list[Student]:
             by_student[who] += [(_inside(e), e) for e in entries]
         else:
             by_student[who].append((found["file"], entries[0]))
+    teams = teams or any(not pid for _, pid in by_student)  # only a team's default group has no id
     for (full_name, pid), files in by_student.items():
-        student = Student(f"{full_name}_{pid}", download, people=[Person(full_name, pid)],
-                          origin=f"{full_name}_{pid}_assignsubmission_*")
+        key = f"{full_name}_{pid}" if pid else full_name
+        if teams:  # a group's id is never a participant's: its members come from the worksheet
+            student = Student(key, download, people=[], origin=f"{key}_assignsubmission_*", group=full_name,
+                              group_id=pid)
+            student.notes.append(T("batch.note.moodle_group", group=full_name, id=pid or "–"))
+        else:
+            student = Student(key, download, people=[Person(full_name, pid)], origin=f"{key}_assignsubmission_*")
         uses += [FileUse(e.name, student.key, "not_graded") for e in other.get((full_name, pid), [])]
-        students.append(_collect(student, files, uses))
+        students.append(_collect(student, files, uses, "moodle"))
+    if teams:
+        klass.kind = "groups"
     return students
 
 
@@ -323,7 +365,7 @@ def _gradescope(download: Download, uses: list[FileUse]) -> list[Student]:
         label = people[0].name or people[0].id or name
         student = Student(f"{label}_{name.removeprefix('submission_')}", download, people=people,
                           submitted_at=str(_field(info, "created_at") or ""), origin=name)
-        students.append(_collect(student, [(_inside(e), e) for e in entries], uses))
+        students.append(_collect(student, [(_inside(e), e) for e in entries], uses, "gradescope"))
     return students
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: names of the batch's own files in the results folder: no student's folder may take one
 RESERVED = ("grades.csv", "junit.xml", "summary.md", "summary.html", "manifest.json", "canvas.csv", "moodle.csv",
-            "download.csv")
+            "download.csv", "canvas-anonymous.csv")
 #: the longest results folder name, in characters (file systems allow 255 bytes)
 MAX_KEY = 80
 
@@ -82,6 +82,13 @@ class Student:
     #: what of the download it came from, as the download names it (``Bo/``, ``bo.zip``,
     #: ``doejane_12345_*``); ``""``: its name
     origin: str = ""
+    #: a group's submission: the group's name as the platform gives it (Moodle's team folder,
+    #: Canvas's group download); ``""``: one person's
+    group: str = ""
+    #: the platform's id of that group (Moodle's group id; ``""``: none, as Moodle's default group)
+    group_id: str = ""
+    #: Canvas's anonymous id (anonymous grading names no student); ``""``: not anonymous
+    anonymous: str = ""
 
     def __post_init__(self) -> None:
         self.key = self.key or safe_key(self.name)

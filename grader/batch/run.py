@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.batch import gradebook, layouts, reference as references, roster, summary as summaries
+from grader.batch import filling, gradebook, layouts, reference as references, roster, summary as summaries, worksheets
 from grader.batch.gradebook import Row
 from grader.batch.manifest import FINAL_FAILURES, Manifest, batch_key, file_digest
 from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
@@ -78,6 +78,11 @@ class BatchOptions:
     assignment: str = ""
     #: the key that seals the results (the manifest's HMAC); ``None``: the batch's own, kept in the grader's store
     sign_key: bytes | None = None
+    #: the platform's own grading file to fill (Moodle's worksheet, Canvas's export, Gradescope's roster);
+    #: written back under its own name in ``out``
+    gradebook: Path | None = None
+    #: Moodle: the download's folders are groups' (the assignment's "Students submit in groups")
+    teams: bool = False
 
 
 @dataclass
@@ -103,6 +108,8 @@ class BatchResult:
     written: dict[str, str] = field(default_factory=dict)
     #: the files that were changed during the batch and written again from that record
     repaired: list[str] = field(default_factory=list)
+    #: the platform's own file to fill (``--gradebook``), as read
+    sheet: "worksheets.Sheet | None" = None
 
 
 def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
@@ -117,18 +124,42 @@ def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
     """
     chapter, selected = _chapter(options)
     try:
-        klass = layouts.read_class(Path(submissions), options.out, options.layout)
+        klass = layouts.read_class(Path(submissions), options.out, options.layout, teams=options.teams)
     except roster.ClassError as exc:
         raise BatchError(exc.text) from None
+    sheet = None
     try:
-        return _run(klass, chapter, selected, options, executor, on_result, on_plan)
+        if options.gradebook is not None:
+            klass, sheet = _sheet(klass, chapter, options, submissions)
+        return _run(klass, chapter, selected, options, executor, on_result, on_plan, sheet)
     finally:
         klass.download.close()
 
 
+def _sheet(klass: layouts.Klass, chapter: Chapter, options: BatchOptions, submissions: Path):
+    """The platform's own file (``--gradebook``), read before any grading (a wrong file is one line
+    now, not after the class); a Moodle worksheet with a Group column makes the download's folders
+    groups', whose members it lists. Returns the class (read again as groups when so) and the sheet."""
+    path = Path(options.gradebook)
+    if klass.layout == "folders":
+        raise BatchError(T("batch.sheet.wrong_platform", path=str(path), layout=klass.layout))
+    if path.name.casefold() in roster.RESERVED:
+        raise BatchError(T("batch.sheet.reserved", path=str(path)))
+    try:
+        sheet = worksheets.read(path, klass.layout, assignment=options.assignment,
+                                chapter_names=(chapter.title.en, chapter.title.zh, chapter.id))
+    except worksheets.WorksheetError as exc:
+        raise BatchError(exc.text) from None
+    if klass.layout == "moodle" and "team" in sheet.columns and klass.kind != "groups":
+        klass.download.close()
+        klass = layouts.read_class(Path(submissions), options.out, options.layout, teams=True)
+    filling.members(sheet, klass.students)
+    return klass, sheet
+
+
 def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchOptions, executor,
          on_result: Callable[[Row, int, int], None] | None,
-         on_plan: Callable[[int, int, int, layouts.Klass], None] | None) -> BatchResult:
+         on_plan: Callable[[int, int, int, layouts.Klass], None] | None, sheet=None) -> BatchResult:
     students = klass.students
     plan = _sandbox(options)
     out = Path(options.out)
@@ -144,7 +175,7 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
     manifest.start(seed, ids, digest)
     rows: dict[str, Row] = {}
     tasks: list[tuple[str, dict]] = []
-    result = BatchResult([], seed=seed, klass=klass)
+    result = BatchResult([], seed=seed, klass=klass, sheet=sheet)
     for student in students:
         if student.problem is not None:
             rows[student.key] = gradebook.row_from_failure(student.name, student.status, words(student.problem))
@@ -198,6 +229,32 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
             raise
     _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
     return result
+
+
+def _platform_file(result: BatchResult, students, rows: dict[str, Row], points: float, out: Path, words):
+    """The platform's own file filled (``--gradebook``) and what the summary says of the import files:
+    its notes, and each row left as it was or graded student it lacks (who, why)."""
+    klass, notes, listed = result.klass, [], []
+    if klass is None:
+        return notes, listed
+    if result.sheet is not None:
+        graded = [(s, rows[s.key]) for s in students if s.key in rows]
+        done = filling.fill(result.sheet, graded, points, words)
+        path = out / result.sheet.path.name
+        gradebook.write_text(path, done.text)
+        result.paths["gradebook"] = path
+        notes.append(T("batch.sheet.filled", path=path.name, filled=done.filled, left=len(done.left),
+                       missing=len(done.missing)))
+        notes += done.notes
+        listed = done.left + done.missing
+    elif klass.layout == "moodle":
+        notes.append(T("batch.summary.moodle_max", points=f"{points:g}"))
+        groups = [s.name for s in students if s.group]
+        if groups:
+            notes.append(T("batch.summary.moodle_groups", n=len(groups), names=", ".join(groups[:10])))
+    if klass.kind == "anonymous":
+        notes.append(T("batch.summary.canvas_anonymous"))
+    return notes, listed
 
 
 def make_executor(options: BatchOptions):
@@ -281,12 +338,17 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
             gradebook.write_text(out / relative, text)
             result.repaired.append(relative)
     result.rows = [rows[s.key].of(s) for s in students if s.key in rows]
+    for student, row in zip([s for s in students if s.key in rows], result.rows):
+        if student.group and not student.people and not row.detail:  # the row names the group, and the way out
+            row.detail = words(T("batch.note.moodle_group", group=student.group, id=student.group_id or "–"))
     max_points = {ex.id: ex.max_score for ex in selected}
     klass = result.klass
     result.paths = gradebook.write_exports(result.rows, max_points, out, chapter.id,
                                            layout=klass.layout if klass else "folders",
                                            assignment=options.assignment or f"{words(chapter.title)} ({chapter.id})",
-                                           uses=klass.files if klass else None)
+                                           uses=klass.files if klass else None, kind=klass.kind if klass else "people",
+                                           modified=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    platform_notes, sheet_rows = _platform_file(result, students, rows, sum(max_points.values()), out, words)
     weak = sorted({_word(r.report["sandbox"]) for r in result.rows if r.report and not strong(r.report["sandbox"])})
     if not weak and not strong(plan.describe()):
         weak = [_word(plan.describe())]
@@ -307,9 +369,11 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
         if late:
             notes.append(T("batch.summary.late", n=len(late), names=", ".join(late[:20]) + (" …" if len(late) > 20 else "")))
         download = [(s.name, note) for s in students for note in s.notes]
+    notes += platform_notes
     chapter_words = f"{words(chapter.title)} ({chapter.id})"
     summary = summaries.summarize(result.rows, chapter=chapter_words, seed=result.seed,
-                                  max_score=sum(max_points.values()), warning=warning, notes=notes, download=download)
+                                  max_score=sum(max_points.values()), warning=warning, notes=notes, download=download,
+                                  sheet=sheet_rows)
     result.paths["summary_md"] = out / "summary.md"
     result.paths["summary_html"] = out / "summary.html"
     gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))

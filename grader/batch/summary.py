@@ -76,6 +76,9 @@ class ClassSummary:
     notes: list[Text] = field(default_factory=list)
     #: what the instructor should know of a student's files: ``(student, note)`` (a version superseded, a link)
     download: list[tuple[str, Text]] = field(default_factory=list)
+    #: the platform's own file (``--gradebook``): each row left as it was, and each graded student it
+    #: lacks, ``(who, why)``
+    sheet: list[tuple[str, Text]] = field(default_factory=list)
 
     @property
     def graded(self) -> list[Row]:
@@ -95,7 +98,7 @@ class ClassSummary:
 
 
 def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, warning: Text | None = None,
-              notes: list[Text] | None = None, download: list | None = None) -> ClassSummary:
+              notes: list[Text] | None = None, download: list | None = None, sheet: list | None = None) -> ClassSummary:
     """Pass rates and common failures over the students that have a report."""
     rates: dict[str, CheckRate] = {}
     failures: Counter = Counter()
@@ -119,7 +122,8 @@ def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, war
                     examples.setdefault(key, (_short(c["message"]), c["hint"] or ""))
     checks = sorted(rates.values(), key=lambda r: (r.rate, r.label))
     common = [Failure(key[0], count, *examples[key]) for key, count in failures.most_common(TOP)]
-    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []), list(download or []))
+    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []), list(download or []),
+                        list(sheet or []))
 
 
 def _short(text: str, limit: int = 220) -> str:
@@ -169,9 +173,10 @@ def render_markdown(s: ClassSummary, words: Words) -> str:
     out += ["", f"## {words(T('batch.summary.problems'))}", ""]
     out += [f"- **{_md(r.name)}**: {r.status}" + (f": {_md(r.detail)}" if r.detail else "") for r in s.problems] \
         or [words(T("batch.summary.none"))]
-    if s.download:
-        out += ["", f"## {words(T('batch.summary.download'))}", ""]
-        out += [f"- **{_md(name)}**: {_md(words(note))}" for name, note in s.download]
+    for title, listed in (("batch.summary.download", s.download), ("batch.summary.sheet", s.sheet)):
+        if listed:
+            out += ["", f"## {words(T(title))}", ""]
+            out += [f"- **{_md(name)}**: {_md(words(note))}" for name, note in listed]
     out += ["", f"## {words(T('batch.summary.students'))}", "",
             f"| {words(T('batch.summary.student'))} | {words(T('ui.score'))} | % | {words(T('ui.status'))} |",
             "|---|---:|---:|---|"]
@@ -212,10 +217,11 @@ def render_html(s: ClassSummary, words: Words, lang: str) -> str:
                            [[html.escape(r.name), html.status(r.status, "failed"), html.escape(r.detail)]
                             for r in s.problems])
                 if s.problems else f"<p>{html.escape(words(T('batch.summary.none')))}</p>")
-    if s.download:
-        body.append(f"<h2>{html.escape(words(T('batch.summary.download')))}</h2>")
-        body.append(html.table([words(T("batch.summary.student")), ""],
-                               [[html.escape(name), html.escape(words(note))] for name, note in s.download]))
+    for title, listed in (("batch.summary.download", s.download), ("batch.summary.sheet", s.sheet)):
+        if listed:
+            body.append(f"<h2>{html.escape(words(T(title)))}</h2>")
+            body.append(html.table([words(T("batch.summary.student")), ""],
+                                   [[html.escape(name), html.escape(words(note))] for name, note in listed]))
     body.append(f"<h2>{html.escape(words(T('batch.summary.students')))}</h2>")
     body.append(html.table([words(T("batch.summary.student")), words(T("ui.score")), "%", words(T("ui.status"))],
                            [[_student_link(r), f"{_num(r.total)} / {_num(s.max_score)}",

@@ -24,6 +24,12 @@ from grader.i18n import T, default_lang, grader_catalog
 @click.option("--assignment", default="",
               help="The assignment's column in the platform's gradebook import (Canvas: 'Chapter 4 (98765)', as in "
                    "Canvas's own export); default: the chapter's title.")
+@click.option("--gradebook", "gradebook", type=click.Path(path_type=Path), default=None,
+              help="The platform's own grading file to fill and upload again (Moodle's grading worksheet, Canvas's "
+                   "Grades > Export, Gradescope's roster): written to OUT under its own name.")
+@click.option("--teams", is_flag=True,
+              help="Moodle: the assignment has 'Students submit in groups' on (its folders are named after groups); "
+                   "told without this from a Default group folder or the worksheet's Group column.")
 @click.option("--chapter", required=True, help="Chapter id, e.g. ch4.")
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="Results folder: reports, grades.csv, junit.xml, summary.md/html, manifest.json.")
@@ -45,7 +51,8 @@ from grader.i18n import T, default_lang, grader_catalog
                    "--key FILE; default: a key of the batch's own, kept on this machine.")
 @lang_option
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
-def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out: Path, jobs: int,
+def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path | None, teams: bool, chapter: str,
+              out: Path, jobs: int,
               exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None, sandbox: str,
               allow_weak_sandbox: bool, timeout_s: float, exercise_timeout_s: float | None, memory_mb: int,
               force: bool, sign_key: Path | None, lang: str | None, verbose: bool) -> None:
@@ -72,7 +79,8 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, chapter: str, out
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
                            scheduler=scheduler, sandbox=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                            timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
-                           force=force, lang=lang, layout=layout, assignment=assignment,
+                           force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
+                           teams=teams,
                            sign_key=_read_key(sign_key, words) if sign_key is not None else None)
     display = _Display(words, options)
     try:
