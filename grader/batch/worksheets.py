@@ -124,17 +124,11 @@ def read(path: Path, platform: str, *, assignment: str = "", chapter_names: tupl
 
 
 def _parse(path: Path, text: str, bom: bool) -> Sheet:
-    """Every row and its text as it was; the delimiter as Canvas's importer tells it (``;`` when it
-    splits the first lines more evenly: GradebookImporter#identify_delimiter)."""
+    """Every row and its text as it was; the delimiter the header is written with (``,``, or ``;`` where
+    a locale writes decimal commas, as Canvas's export may: GradebookImporter#identify_delimiter)."""
     lines = text.splitlines(keepends=True)
-    first = lines[:3]
-    delimiter = ","
-    counts = {}
-    for sep in (",", ";"):
-        sizes = {len(next(csv.reader([line], delimiter=sep), [])) for line in first}
-        counts[sep] = sizes.pop() if len(sizes) == 1 else 0
-    if counts[";"] > counts[","]:
-        delimiter = ";"
+    fields = {sep: len(next(csv.reader(lines[:1], delimiter=sep), [])) for sep in (",", ";")}
+    delimiter = ";" if fields[";"] > fields[","] else ","
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     consumed: list[str] = []
 
