@@ -200,7 +200,8 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
     entries = [p for p in entries if not p.is_symlink()]
     py_files = sorted(p for p in entries if p.is_file() and p.suffix == ".py")
     notebooks = sorted(p for p in entries if p.is_file() and p.suffix == ".ipynb")
-    if not any(p.name in expected for p in py_files) and not any(name in expected for name in links):
+    renamed = _renamed([p.name for p in py_files], expected)
+    if not any(p.name in expected or p.name in renamed for p in py_files) and not any(name in expected for name in links):
         if len(notebooks) == 1:
             return _load_notebook(notebooks[0], chapter, target, display=display)
         if not entries:
@@ -230,14 +231,30 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
         if total > MAX_TOTAL_BYTES:
             raise SubmissionError(T("error.too_large", path=str(display), limit=MAX_TOTAL_BYTES))
         digest.update(file.name.encode() + b"\0" + hashlib.sha256(data).digest())
-        (target / file.name).write_bytes(data)
-        names.append(file.name)
+        (target / renamed.get(file.name, file.name)).write_bytes(data)
+        names.append(renamed.get(file.name, file.name))
     for name, link in sorted(links.items()):
         digest.update(name.encode() + b"\0link\0" + link.encode())
     sub = Submission(path=display, kind="folder", module_dir=target, sha256=digest.hexdigest(), files=names,
                      links=links)
     sub.problems = _static_problems(chapter, target, links)
+    for name, base in renamed.items():  # graded as the exercise it was saved again from, and said so
+        ex = next(ex for ex in chapter.exercises if ex.filename == base)
+        sub.notes.setdefault(ex.id, []).append(T("submission.renamed", file=name, name=base))
     return sub
+
+
+def _renamed(names: list[str], expected: list[str]) -> dict[str, str]:
+    """Exercise files a browser renamed when saving them again (``ex02_where (1).py``), alone: their
+    name -> the exercise's file name. With the exercise's own file beside, that one is graded."""
+    from grader.batch.renames import version
+
+    found: dict[str, str] = {}
+    for name in sorted(names, key=lambda n: version(n, "single")[1]):
+        base = version(name, "single")[0]
+        if name not in expected and base in expected and base not in names:
+            found = {k: v for k, v in found.items() if v != base} | {name: base}  # the highest number
+    return found
 
 
 def _nested(folder: Path, chapter: Chapter, display: Path) -> Path | None:

@@ -322,3 +322,31 @@ def test_a_gradescope_roster_gets_a_column_matched_by_sid(tmp_path):
     assert rows == [["Full Name", "Email", "SID", "Role", "Chapter 4: JIT basics (ch4)"],
                     ["Ann Lee", "ann@example.edu", "3031", "Student", "80"], ["Zed", "z@example.edu", "9", "Student", ""]]
     assert [words(why) for _, why in done.left] == ["no submission in the download"]
+
+
+def test_grade_path_grades_a_lone_file_a_browser_saved_again(tmp_path):
+    """``grade PATH`` (and the Gradescope bundle, which grades its submission folder the same way):
+    a browser saving ex02_where.py a second time names it "ex02_where (1).py"; alone, it is the
+    exercise's file, and the report says so."""
+    from grader.chapter import load_chapter
+    from grader.submission import load
+
+    chapter = load_chapter("ch4")
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "ex01_jit_forms.py").write_text(_solution("ex01_jit_forms.py"), encoding="utf-8")
+    (folder / "ex02_where (1).py").write_text("# first save\n", encoding="utf-8")
+    (folder / "ex02_where (2).py").write_text(_solution("ex02_where.py"), encoding="utf-8")
+    (folder / "ex03_static_args (1).py").write_text("# not graded: the exercise's own file is there\n")
+    (folder / "ex03_static_args.py").write_text(_solution("ex03_static_args.py"), encoding="utf-8")
+    sub = load(folder, chapter, tmp_path / "scratch")
+    assert "ex02_where" not in sub.problems
+    assert (sub.module_dir / "ex02_where.py").read_text(encoding="utf-8") == _solution("ex02_where.py")
+    assert (sub.module_dir / "ex03_static_args.py").read_text(encoding="utf-8") == _solution("ex03_static_args.py")
+    assert [words(n) for n in sub.notes["ex02_where"]] == [
+        "ex02_where (2).py is graded as ex02_where.py: that is how a browser names a file saved again, and there is "
+        "no ex02_where.py beside it"]
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "ex02_where (1).py").write_text(_solution("ex02_where.py"), encoding="utf-8")
+    assert load(only, chapter, tmp_path / "scratch2").files == ["ex02_where.py"]
