@@ -4,30 +4,29 @@ The zip is built with the real command and unpacked, modes and all, into a folde
 Gradescope's ``/autograder``: ``source/`` (the zip), ``submission/``, ``results/``,
 ``submission_metadata.json`` and ``run_autograder`` copied beside them. The real ``setup.sh``
 runs there as Gradescope runs it, with ``AUTOGRADER_ROOT`` pointing at the folder and apt skipped
-(``JIT_GRADER_SKIP_APT``): it makes a fresh virtual environment and installs the bundled grader
-into it with its own ``pip install``. Then the real ``run_autograder`` grades a correct
-submission, a mistaken one (from a GitHub-like checkout), a crashing one (a zip uploaded alone)
-and an empty folder, each time writing ``results/results.json``; and a submission that tries to
-read the reference, once in bubblewrap and once in a second autograder built with
+(``JIT_GRADER_SKIP_APT``): it installs uv with pip from ``requirements-uv.txt`` (its sha256
+checked), installs Python with ``uv python install``, makes a fresh virtual environment, installs
+every package of ``requirements.txt`` with ``pip install --require-hashes`` from the package index
+pip is configured with here, and builds the grader offline. Then the real ``run_autograder``
+grades a correct submission, a mistaken one (from a GitHub-like checkout), a crashing one (a zip
+uploaded alone) and an empty folder, each time writing ``results/results.json``; and a submission
+that tries to read the reference, once in bubblewrap and once in a second autograder built with
 ``--sandbox process``, as Gradescope's Docker containers mostly run it (a per-job uid only).
 
 What the test changes in the environment, and why (only this):
 
-* ``setup.sh`` runs with ``PYTHONPATH`` naming this repository's virtual environment's
-  site-packages and ``JIT_GRADER_PYTHON`` naming a Python of the same version (the one that
-  environment was made from; for the process sandbox, the system's, which every uid can run).
-  pip, in the fresh environment, then finds JAX, NumPy and the rest already satisfied and installs
-  the grader alone, in seconds, without downloading JAX; setuptools for the build itself still
-  comes from pip's configured index, as in ``tests/test_release.py``.
-* After ``setup.sh``, those packages are hard-linked into the fresh environment's site-packages
-  (copied where links cannot be made), all but this repository's own editable grader, so that
-  ``run_autograder`` needs no ``PYTHONPATH``. A ``.pth`` file pointing at the repository's
-  environment would not do: a grading's sandboxed processes (bubblewrap) see the Python
-  installation's own folders only. ``run_autograder`` runs with no ``PYTHONPATH``, so it grades
-  with the grader ``setup.sh`` installed (its standard output names the fresh environment's Python).
+* The one step a test cannot do is uv's download of a Python build: this machine reaches package
+  registries only, and uv fetches python-build-standalone from GitHub. So the test packs this
+  machine's Python (the one this repository's environment was made from, the version the lock
+  names) as python-build-standalone packs a build (``python/bin``, ``python/lib``), and points uv's
+  ``UV_PYTHON_DOWNLOADS_JSON_URL`` at a list naming that archive with its sha256: uv's own
+  download, sha256 check, unpacking and ``uv python find`` run as on Gradescope, from a file.
+  A second test checks that uv refuses an archive whose sha256 is not the one listed.
+* The autograder with ``--sandbox process`` needs a Python every uid can run (jobs run as uids of
+  their own and must reach it): there ``JIT_GRADER_PYTHON`` names the system's ``python3.11``.
 
-Time: about 50 s on two cores (each setup.sh about 8 s, a first grading about 8 to 11 s with
-empty caches, the others about 4 s).
+Time: about 100 s on two cores (setup.sh installs the 19 locked packages, about 20 s each time
+with pip's cache warm; a first grading about 8 to 11 s with empty caches, the others about 4 s).
 """
 from __future__ import annotations
 
@@ -38,7 +37,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import zipfile
@@ -55,9 +53,6 @@ from grader.cli import main
 
 CHAPTER = load_chapter("ch4")
 CHECKS = {f"{ex.id} · {c.id}": ex.id for ex in CHAPTER.exercises for c in ex.checks}
-HERE_SITE = Path(sysconfig.get_paths()["purelib"])
-#: the Python this repository's environment was made from: the fresh one must fit its packages
-BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
 
 
 def _env(**extra: str) -> dict:
@@ -104,6 +99,18 @@ def test_bundle_holds_the_scripts_the_grader_and_the_reference(bundle):
     assert solutions == {f"solutions/ch4/{p.name}": p.read_bytes() for p in SOLUTIONS.glob("*.py")}
     assert f'"jax=={metadata.version("jax")}"' in pyproject
     assert f'"jaxlib=={metadata.version("jaxlib")}"' in pyproject
+    with zipfile.ZipFile(bundle) as zipped:
+        requirements = zipped.read("requirements.txt").decode().splitlines()
+        uv = zipped.read("requirements-uv.txt").decode().splitlines()
+        setup = zipped.read("setup.sh").decode()
+    # every package pinned with the sha256 of its file (pip install --require-hashes refuses anything else)
+    assert requirements and all(re.fullmatch(r"[a-z0-9-]+==[\w.]+ --hash=sha256:[0-9a-f]{64}", r) for r in requirements)
+    pinned = {r.split("==")[0]: r.split("==")[1].split()[0] for r in requirements}
+    assert pinned["jax"] == metadata.version("jax") and pinned["numpy"] == metadata.version("numpy")
+    assert {"ml-dtypes", "click", "nbformat", "setuptools", "scipy", "opt-einsum"} <= set(pinned)
+    assert len(uv) == 1 and re.fullmatch(r"uv==[\d.]+ --hash=sha256:[0-9a-f]{64}", uv[0])
+    assert "--require-hashes" in setup and '"$UV" python install' in setup
+    assert "add-apt-repository" not in setup and "ppa:" not in setup.lower() and "deadsnakes" not in setup
     assert (config["chapter"], config["lang"], config["built_with"]["jax"]) == ("ch4", "en", metadata.version("jax"))
 
 
@@ -223,46 +230,55 @@ def test_a_failure_of_the_grader_itself_is_a_score_of_zero_that_says_so(tmp_path
 
 
 # ------------------------------------------------------------------ on a fake /autograder
-def _link_packages(site: Path) -> None:
-    """This repository's environment's packages, hard-linked into ``site`` (the grader excepted)."""
-    def link(source, target):
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+def _python_archive(folder: Path) -> Path:
+    """This machine's Python packed as python-build-standalone packs a build for uv (``python/`` with
+    ``bin/python3.X``, ``lib/libpython*``, ``lib/python3.X`` without site-packages), and the downloads
+    list uv reads (``UV_PYTHON_DOWNLOADS_JSON_URL``) naming it with its sha256."""
+    import hashlib
+    import tarfile
 
-    for entry in HERE_SITE.iterdir():
-        if entry.name.startswith(("__editable__", "jit_grader", "__pycache__")) or (site / entry.name).exists():
-            continue
-        if entry.is_dir():
-            shutil.copytree(entry, site / entry.name, symlinks=True, copy_function=link)
-        else:
-            link(entry, site / entry.name)
+    base = Path(sys.base_prefix)
+    minor = "python{}.{}".format(*sys.version_info[:2])
+    skipped = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "__pycache__", "config-3.11-x86_64-linux-gnu"}
+    archive = folder / "cpython-install_only.tar.gz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        tar.add(base / "bin" / minor, f"python/bin/{minor}")
+        for lib in (base / "lib").glob("libpython3*"):
+            tar.add(lib, f"python/lib/{lib.name}")
+        tar.add(base / "lib" / minor, f"python/lib/{minor}", filter=lambda info: None
+                if set(Path(info.name).parts) & skipped else info)
+    major, minor_n, patch = sys.version_info[:3]
+    entry = {"name": "cpython", "arch": {"family": "x86_64", "variant": None}, "os": "linux", "libc": "gnu",
+             "major": major, "minor": minor_n, "patch": patch, "prerelease": "", "variant": None,
+             "url": archive.as_uri(), "sha256": hashlib.sha256(archive.read_bytes()).hexdigest()}
+    listing = folder / "python-downloads.json"
+    listing.write_text(json.dumps({f"cpython-{major}.{minor_n}.{patch}-linux-x86_64-gnu": entry}), encoding="utf-8")
+    return listing
 
 
-def _set_up(bundle: Path, root: Path, python: str) -> dict:
-    """Gradescope's ``/autograder`` at ``root``: the zip unpacked into ``source/``, setup.sh run with
-    ``python``, JAX and the rest linked into the environment it made, run_autograder copied beside."""
+def _set_up(bundle: Path, root: Path, python: str | None, listing: Path | None = None) -> dict:
+    """Gradescope's ``/autograder`` at ``root``: the zip unpacked into ``source/``, setup.sh run (with
+    ``python``, or with uv's Python from ``listing``), run_autograder copied beside."""
     for folder in ("source", "submission", "results"):
         (root / folder).mkdir(parents=True)
     _unzip(bundle, root / "source")
+    extra = {"JIT_GRADER_PYTHON": python} if python else {"UV_PYTHON_DOWNLOADS_JSON_URL": str(listing)}
     t0 = time.monotonic()
     done = subprocess.run([str(root / "source" / "setup.sh")], cwd=root / "source", capture_output=True, text=True,
-                          timeout=600, env=_env(AUTOGRADER_ROOT=str(root), JIT_GRADER_SKIP_APT="1",
-                                                JIT_GRADER_PYTHON=python, PYTHONPATH=str(HERE_SITE)))
+                          timeout=900, env=_env(AUTOGRADER_ROOT=str(root), JIT_GRADER_SKIP_APT="1", **extra))
     print(f"\nsetup.sh in {time.monotonic() - t0:.1f} s")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     venv = root / "jit-grader-venv"
     site = next((venv / "lib").glob("python3*/site-packages"))
-    installed = {p.name for p in site.iterdir()}  # before this test adds JAX and the rest
-    _link_packages(site)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")  # as Gradescope does
-    return {"root": root, "venv": venv, "site": site, "installed": installed, "setup": done.stdout}
+    return {"root": root, "venv": venv, "site": site, "installed": {p.name for p in site.iterdir()},
+            "setup": done.stdout}
 
 
 @pytest.fixture(scope="module")
 def autograder(bundle, tmp_path_factory) -> dict:
-    return _set_up(bundle, tmp_path_factory.mktemp("gradescope") / "autograder", BASE_PYTHON)
+    listing = _python_archive(tmp_path_factory.mktemp("python-build"))
+    return _set_up(bundle, tmp_path_factory.mktemp("gradescope") / "autograder", None, listing)
 
 
 def _python_any_uid_runs() -> str | None:
@@ -336,11 +352,52 @@ def _tests_by_exercise(results: dict) -> dict[str, list[dict]]:
 
 
 @pytest.mark.slow
+def test_setup_names_the_step_that_failed(bundle, tmp_path):
+    """A file that is not the one locked (here uv's sha256 changed): setup.sh stops at that step, with
+    one line naming it; and uv refuses a Python archive whose sha256 is not the one listed."""
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    _unzip(bundle, root / "source")
+    line = (root / "source" / "requirements-uv.txt").read_text()
+    (root / "source" / "requirements-uv.txt").write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, line))
+    done = subprocess.run([str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=300,
+                          env=_env(AUTOGRADER_ROOT=str(root), JIT_GRADER_SKIP_APT="1"))
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("setup.sh: error: pip could not install uv ") and "requirements-uv.txt" in last
+    (root / "source" / "requirements-uv.txt").write_text(line)  # uv itself, then a Python not the one listed
+    listing = _python_archive(tmp_path)
+    entries = json.loads(listing.read_text())
+    for entry in entries.values():
+        entry["sha256"] = "1" * 64
+    listing.write_text(json.dumps(entries))
+    done = subprocess.run([str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=300,
+                          env=_env(AUTOGRADER_ROOT=str(root), JIT_GRADER_SKIP_APT="1",
+                                   UV_PYTHON_DOWNLOADS_JSON_URL=str(listing)))
+    assert done.returncode == 1 and "hash" in done.stderr.lower()
+    assert done.stderr.strip().splitlines()[-1].startswith("setup.sh: error: uv could not install Python ")
+
+
+@pytest.mark.slow
 def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
     root, site = autograder["root"], autograder["site"]
     assert any(name.startswith("jit_grader_ch4_gradescope-") and name.endswith(".dist-info")
                for name in autograder["installed"])
-    assert "grader" in autograder["installed"] and "jax" not in autograder["installed"]
+    assert "grader" in autograder["installed"]
+    # every package at the version this environment has (the lock's), installed with its sha256 checked
+    from grader.authoring.gradescope import read_lock
+
+    lock = read_lock()
+    for line in lock.packages:
+        name, version = line.split()[0].split("==")
+        dist = next(p for p in autograder["installed"] if p.lower().replace("_", "-").startswith(f"{name}-{version}")
+                    and p.endswith(".dist-info"))
+        assert (site / dist / "INSTALLER").read_text().strip() == "pip", dist
+        if name not in ("setuptools",):
+            assert metadata.version(name) == version, name  # locked from the environment the tests ran in
+    python = next((autograder["root"] / "jit-grader-python").glob("cpython-*/bin/python3*"))
+    assert f"{python}".split("/")[-3].startswith(f"cpython-{lock.python}-")  # uv's Python, the lock's version
+    assert f"Python for the grader: {python}" in autograder["setup"]
     assert (site / "grader" / "gradescope.py").is_file() and not (site / "grader").is_symlink()
     assert not list(site.glob("__editable__*"))
     assert "Ready: Python" in autograder["setup"] and "80 points" in autograder["setup"]

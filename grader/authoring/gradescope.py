@@ -5,10 +5,17 @@ root, to build the autograder's image; then, for every submission, ``run_autogra
 (copied to ``/autograder``), which must leave ``/autograder/results/results.json``. The
 zip holds, at its root:
 
-* ``setup.sh``: installs a Python new enough for the pinned JAX (apt's, or the
-  deadsnakes PPA's on Ubuntu 22.04) and bubblewrap when apt has it, makes a virtual
-  environment ``/autograder/jit-grader-venv``, pip-installs the grader into it, and makes
-  the source folder (the reference solutions with it) readable by root only;
+* ``setup.sh``: builds the same way every time on Gradescope's default image (Ubuntu 22.04,
+  whose own Python is 3.10): bubblewrap from the image's apt when it has it (no PPA); uv from
+  PyPI, pinned with its sha256 (``requirements-uv.txt``); with uv the Python the packages were
+  locked for (``uv python install 3.11.7``, a build uv checks against the sha256 it carries); a
+  virtual environment ``/autograder/jit-grader-venv`` where every package is pinned with its
+  sha256 (``requirements.txt``, ``pip install --require-hashes``) and the grader is built
+  offline; then the source folder (the reference solutions with it) made readable by root
+  only. Each failing step stops with one line naming what failed;
+* ``requirements.txt``, ``requirements-uv.txt``: from ``grader/authoring/gradescope-lock.txt``, which
+  ``scripts/lock_gradescope.py`` writes from the environment the tests ran in (its JAX must be
+  this machine's: the build refuses a stale lock);
 * ``run_autograder``: runs :mod:`grader.gradescope` on the submission with that
   environment's Python, and writes a ``results.json`` of its own if that could not run;
 * ``grader/`` (this chapter its only one), ``pyproject.toml`` (JAX and jaxlib pinned to
@@ -47,6 +54,30 @@ from grader.i18n import LANGS, T, TextError, grader_catalog
 
 #: the two scripts Gradescope runs, executable in the zip
 SCRIPTS = ("setup.sh", "run_autograder")
+#: every package the autograder installs, with the sha256 of its file (scripts/lock_gradescope.py)
+LOCK = Path(__file__).resolve().parent / "gradescope-lock.txt"
+
+
+@dataclass
+class Lock:
+    """``gradescope-lock.txt``: the Python to install, uv's pinned line, and the packages' pinned lines."""
+
+    python: str
+    uv: str
+    packages: list[str]
+
+    def version(self, name: str) -> str:
+        line = next((p for p in self.packages + [self.uv] if p.split("==")[0] == name), "")
+        return line.split("==")[1].split()[0] if line else ""
+
+
+def read_lock(path: Path = LOCK) -> Lock:
+    """The lock, as ``scripts/lock_gradescope.py`` wrote it."""
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")]
+    python = next(line.split()[1] for line in lines if line.startswith("python "))
+    uv = next(line for line in lines if line.startswith("uv=="))
+    return Lock(python, uv, [line for line in lines if not line.startswith(("python ", "uv=="))])
 
 
 class BundleError(TextError):
@@ -82,7 +113,10 @@ def build(chapter: Chapter, out: Path, config: Config, *, force: bool = False,
         versions = {"jax": metadata.version("jax"), "jaxlib": metadata.version("jaxlib")}
     except metadata.PackageNotFoundError as exc:
         raise BundleError(T("gradescope.no_jax", detail=str(exc))) from None
-    versions.update(python=".".join(map(str, sys.version_info[:3])), grader=__version__)
+    lock = read_lock()
+    if (lock.version("jax"), lock.version("jaxlib")) != (versions["jax"], versions["jaxlib"]):
+        raise BundleError(T("gradescope.stale_lock", jax=versions["jax"], locked=lock.version("jax")))
+    versions.update(python=lock.python, uv=lock.version("uv"), grader=__version__)
     config = replace(config, built_with=versions)
     if announce is not None:
         announce(versions)
@@ -97,6 +131,8 @@ def build(chapter: Chapter, out: Path, config: Config, *, force: bool = False,
         (staging / CONFIG_FILE).write_text(config.to_json(), encoding="utf-8")
         for name, text in scripts(chapter, config, versions).items():
             (staging / name).write_text(text, encoding="utf-8")
+        (staging / "requirements.txt").write_text("\n".join(lock.packages) + "\n", encoding="utf-8")
+        (staging / "requirements-uv.txt").write_text(lock.uv + "\n", encoding="utf-8")
         _zip(staging, out)
     return Bundle(out=out, size=out.stat().st_size, config=config, points=points)
 
@@ -113,7 +149,7 @@ def _write_package(chapter: Chapter, root: Path, versions: dict, points: float) 
     readme = (TEMPLATES / "gradescope-README.md.tmpl").read_text(encoding="utf-8")
     (root / "README.md").write_text(readme.format(chapter=chapter.id, title_en=chapter.title.en,
                                                   title_zh=chapter.title.zh, jax=versions["jax"],
-                                                  python_min=python_min(), points=f"{points:g}"), encoding="utf-8")
+                                                  python=versions["python"], points=f"{points:g}"), encoding="utf-8")
 
 
 def python_min() -> str:
@@ -122,7 +158,7 @@ def python_min() -> str:
         found = re.search(r">=\s*(\d+\.\d+)", metadata.metadata(package).get("Requires-Python") or "")
         if found:
             return found.group(1)
-    return "{}.{}".format(*sys.version_info[:2])
+    return "{}.{}".format(*sys.version_info[:2])  # pragma: no cover - JAX always says
 
 
 def scripts(chapter: Chapter, config: Config, versions: dict) -> dict[str, str]:
@@ -130,20 +166,20 @@ def scripts(chapter: Chapter, config: Config, versions: dict) -> dict[str, str]:
     one that reaches students, when the grader cannot run at all, in both)."""
     catalog = grader_catalog()
     lang = config.instructor_lang
-    want = "{}.{}".format(*sys.version_info[:2])
-    oldest = python_min()
-    if tuple(map(int, want.split("."))) < tuple(map(int, oldest.split("."))):
-        want = oldest
+    python = versions["python"]
+    minor = ".".join(python.split(".")[:2])
+    say = lambda key, **args: catalog.render(T(f"gradescope.setup.{key}", **args), lang)  # noqa: E731
     words = {
-        "chapter": chapter.id, "jax": versions["jax"], "python_min": oldest, "python_want": want,
-        "no_bwrap": catalog.render(T("gradescope.setup.no_bwrap"), lang),
-        "apt_skipped": catalog.render(T("gradescope.setup.apt_skipped"), lang),
-        "using_python": catalog.render(T("gradescope.setup.python"), lang),
-        "no_python": catalog.render(T("gradescope.setup.no_python", python_min=oldest, jax=versions["jax"],
-                                      want=want), lang),
-        "no_venv": catalog.render(T("gradescope.setup.no_venv"), lang),
-        "pip_failed": catalog.render(T("gradescope.setup.pip_failed", jax=versions["jax"]), lang),
-        "not_ready": catalog.render(T("gradescope.setup.not_ready"), lang),
+        "chapter": chapter.id, "jax": versions["jax"], "python": python, "python_minor": minor,
+        "uv": versions.get("uv", "?"),
+        "no_bwrap": say("no_bwrap"), "apt_skipped": say("apt_skipped"), "using_python": say("python"),
+        "apt_update_failed": say("apt_update_failed"),
+        "wrong_python": say("wrong_python", minor=minor),
+        "no_boot_python": say("no_boot_python"), "no_boot_pip": say("no_boot_pip"),
+        "uv_failed": say("uv_failed", uv=versions.get("uv", "?")),
+        "python_failed": say("python_failed", python=python),
+        "no_venv": say("no_venv"), "pip_failed": say("pip_failed", jax=versions["jax"]),
+        "grader_failed": say("grader_failed"), "not_ready": say("not_ready"),
         "not_run_json": json.dumps({"score": 0, "output": "\n".join(catalog.render(T("gradescope.not_run"), one)
                                                                     for one in LANGS),
                                     "output_format": "text", "visibility": "visible", "tests": []},
