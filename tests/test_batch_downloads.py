@@ -1,11 +1,15 @@
 """From the instructor's side: a platform's download, as it comes, graded by ``grade batch``
 into a gradebook that imports back into the platform.
 
-Each download is made here from small synthetic files: Canvas's zip (a student's files
-uploaded twice, a late student with a mistake, a student who zipped the whole
-checkout, a stray file), Moodle's zip (a folder per participant, one in Chinese) and
-Gradescope's export (a group, and a GitHub checkout). Two exercises (``-k 1 -k 2``)
-keep each batch short; about 40 seconds in all on two cores.
+Each download is made here from small synthetic files, named by the platforms' own rules
+(see ``test_unit_platforms.py`` for each rule and the source it comes from): Canvas's zip (a
+student's files uploaded twice, a late student with a mistake, a student who zipped the whole
+checkout, a group's submission, a stray file), Moodle's zip (a folder per participant, one in
+Chinese; and a team assignment with a file uploaded again), and Gradescope's export (a group,
+and a GitHub checkout). Each is graded into the import file the platform takes, then (the same
+command again with ``--gradebook``: a resume, nothing graded twice) into the platform's own
+export, filled. Two exercises (``-k 1 -k 2``) keep each batch short; about 60 seconds in all on
+two cores.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOLUTIONS, STUBS, VARIANTS
+from test_unit_platforms import _canvas_import_header, _moodle_import, _worksheet
 
 from grader.cli import main
 from grader.runner import sandbox as sandboxes
@@ -71,6 +76,7 @@ def test_a_canvas_download_grades_into_a_csv_canvas_imports(tmp_path):
     out = tmp_path / "results"
     assert _grade(download, out, "--assignment", "Chapter 4 (98765)") == 0
     canvas = list(csv.reader((out / "canvas.csv").open(encoding="utf-8")))
+    assert _canvas_import_header(canvas[0])
     assert canvas[0][-1] == "Chapter 4 (98765)" and canvas[1][-1] == "20"
     points = {line[1]: float(line[5]) for line in canvas[2:]}
     assert points["12345"] == 20 and points["333"] == 20 and points["222"] < 20
@@ -86,6 +92,23 @@ def test_a_canvas_download_grades_into_a_csv_canvas_imports(tmp_path):
     assert uses["doejane_12345_650_ex02_where-1.py"] == ("doejane_12345", "superseded")
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "Canvas" in summary and "smithbob_222" in summary and "uploaded again" in summary
+    # the same command with Canvas's own export (Grades > Export): the assignment's column filled,
+    # scaled to the 100 points its Points Possible row states; nothing graded again
+    export = _worksheet(tmp_path / "2026-12-01T1000_Grades-JAX_101.csv",
+                        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 4 (98765)",
+                         "Current Score"],
+                        [["    Points Possible", "", "", "", "", "100.00", "(read only)"],
+                         ["Doe, Jane", "12345", "", "jdoe", "S1", "", "0"],
+                         ["Smith, Bob", "222", "", "bsmith", "S1", "", "0"],
+                         ["Li, Lei", "333", "", "lli", "S1", "", "0"],
+                         ["Never, Submitted", "444", "", "nsub", "S1", "", "0"]], newline="\n")
+    assert _grade(download, out, "--assignment", "Chapter 4 (98765)", "--gradebook", str(export)) == 0
+    filled = list(csv.reader((out / export.name).open(encoding="utf-8-sig")))
+    assert filled[0] == next(csv.reader(export.open(encoding="utf-8-sig"))) and _canvas_import_header(filled[0])
+    grades = {row[1]: row[5] for row in filled[2:]}
+    assert grades["12345"] == "100" and grades["333"] == "100" and float(grades["222"]) < 100 and grades["444"] == ""
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "scaled" in summary and "Never, Submitted (444)" in summary and "no submission in the download" in summary
 
 
 def test_a_moodle_download_grades_into_its_grading_worksheet(tmp_path):
@@ -99,6 +122,41 @@ def test_a_moodle_download_grades_into_its_grading_worksheet(tmp_path):
     assert set(sheet) == {"Participant 101", "Participant 102"}
     assert sheet["Participant 101"]["Grade"] == "20" and sheet["Participant 102"]["Grade"] == "0"
     assert sheet["Participant 102"]["Full name"] == "李雷" and (out / "李雷_102" / "report.partial.json").exists()
+    assert _moodle_import((out / "moodle.csv").read_text(encoding="utf-8")) == {"101": "20", "102": "0"}
+
+
+def test_a_moodle_team_assignment_fills_its_worksheet_for_every_member(tmp_path):
+    """A team assignment: a folder per group (its id in the name; the default group without one),
+    graded once each; Moodle's worksheet, downloaded in Chinese with its Group column, gets each
+    member's grade scaled to its maximum of 100 and the report's first line as feedback."""
+    members = {f"Team Alpha_77_assignsubmission_file/{name}": _solution(name)
+               for name in ("ex01_jit_forms.py", "ex02_where.py")}
+    members["Team Alpha_77_assignsubmission_file/ex02_where.py"] = MISTAKE  # the first upload, wrong
+    members["Team Alpha_77_assignsubmission_file/ex02_where (1).py"] = _solution("ex02_where.py")  # Moodle's rename
+    members["Default group_assignsubmission_file/ex01_jit_forms.py"] = _solution("ex01_jit_forms.py")
+    members["Default group_assignsubmission_file/ex02_where.py"] = MISTAKE
+    download = _zip(tmp_path / "C1-Chapter 4-123.zip", members)
+    header = ["识别码", "全名", "电子邮件地址", "状态", "群组", "成绩", "最高成绩", "允许更改成绩", "最后修改（学生）",
+              "最后修改（教师）", "评语反馈"]
+    rows = [["参与者101", "李雷", "li@example.edu", "已经提交", "Team Alpha", "", "100.00", "是", "-", "-", ""],
+            ["参与者102", "韩梅梅", "han@example.edu", "已经提交", "Team Alpha", "", "100.00", "是", "-", "-", ""],
+            ["参与者103", "Ann Lee", "ann@example.edu", "已经提交", "Default group", "", "100.00", "是", "-", "-", ""],
+            ["参与者104", "Bo Chen", "bo@example.edu", "没有提交的作业", "Team Beta", "", "100.00", "是", "-", "-", ""]]
+    worksheet = _worksheet(tmp_path / "成绩-C1-Chapter 4-123.csv", header, rows)
+    out = tmp_path / "results"
+    assert _grade(download, out, "--gradebook", str(worksheet)) == 0
+    filled = list(csv.reader((out / worksheet.name).open(encoding="utf-8-sig")))
+    assert filled[0] == header and [r[0] for r in filled[1:]] == [r[0] for r in rows]
+    assert [r[5] for r in filled[1:]][:2] == ["100", "100"] and float(filled[3][5]) < 100 and filled[4][5] == ""
+    assert filled[1][10].startswith("Chapter 4") and _moodle_import(
+        (out / worksheet.name).read_text(encoding="utf-8-sig"), "zh").keys() == {"101", "102", "103"}
+    grades = {(row["student"], row["id"]): row for row in _csv(out / "grades.csv")[1:]}
+    assert set(grades) == {("Team Alpha_77", "101"), ("Team Alpha_77", "102"), ("Default group", "103")}
+    uses = {row["file"]: row["use"] for row in _csv(out / "download.csv")}
+    assert uses["Team Alpha_77_assignsubmission_file/ex02_where.py"] == "superseded"
+    assert uses["Team Alpha_77_assignsubmission_file/ex02_where (1).py"] == "graded"
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "参与者104 Bo Chen" in summary and "scaled" in summary
 
 
 def test_a_gradescope_export_gives_each_member_of_a_group_a_row(tmp_path):
@@ -113,3 +171,11 @@ def test_a_gradescope_export_gives_each_member_of_a_group_a_row(tmp_path):
     rows = [(row["student"], row["name"], row["id"], row["total"]) for row in _csv(out / "grades.csv")[1:]]
     assert rows[:2] == [("Ann Lee_1", "Ann Lee", "31", "20"), ("Ann Lee_1", "Bo Chen", "32", "20")]
     assert rows[2][:3] == ("Cy Park_2", "Cy Park", "33") and float(rows[2][3]) < 20
+    # the same command with Gradescope's roster: a column for the chapter, each member's row filled by SID
+    roster = _worksheet(tmp_path / "course_roster.csv", ["Full Name", "Email", "SID", "Role"],
+                        [["Ann Lee", "ann@example.edu", "31", "Student"], ["Bo Chen", "bo@example.edu", "32", "Student"],
+                         ["Cy Park", "cy@example.edu", "33", "Student"], ["Di Wu", "di@example.edu", "34", "Student"]])
+    assert _grade(_zip(tmp_path / "export.zip", members), out, "--gradebook", str(roster)) == 0
+    filled = list(csv.reader((out / roster.name).open(encoding="utf-8-sig")))
+    assert filled[0] == ["Full Name", "Email", "SID", "Role", "Chapter 4: JIT basics (ch4)"]
+    assert [r[4] for r in filled[1:3]] == ["20", "20"] and float(filled[3][4]) < 20 and filled[4][4] == ""

@@ -395,9 +395,9 @@ def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
         assert (site / dist / "INSTALLER").read_text().strip() == "pip", dist
         if name not in ("setuptools",):
             assert metadata.version(name) == version, name  # locked from the environment the tests ran in
-    python = next((autograder["root"] / "jit-grader-python").glob("cpython-*/bin/python3*"))
-    assert f"{python}".split("/")[-3].startswith(f"cpython-{lock.python}-")  # uv's Python, the lock's version
-    assert f"Python for the grader: {python}" in autograder["setup"]
+    python = autograder["root"] / "jit-grader-python" / f"cpython-{lock.python}-linux-x86_64-gnu" / "bin" / "python3.11"
+    assert python.is_file()  # uv's Python, the lock's version
+    assert f"Python for the grader: {python} {lock.python}" in autograder["setup"]
     assert (site / "grader" / "gradescope.py").is_file() and not (site / "grader").is_symlink()
     assert not list(site.glob("__editable__*"))
     assert "Ready: Python" in autograder["setup"] and "80 points" in autograder["setup"]
