@@ -62,8 +62,11 @@ LOCK = Path(__file__).resolve().parent / "gradescope-lock.txt"
 class Lock:
     """``gradescope-lock.txt``: the Python to install, uv's pinned line, and the packages' pinned lines."""
 
+    #: the Python uv installs there (``3.11.7``): the one the packages' wheels were picked for
     python: str
+    #: uv's line, ``uv==X --hash=sha256:...`` (requirements-uv.txt)
     uv: str
+    #: every other package's line, ``name==X --hash=sha256:...`` (requirements.txt)
     packages: list[str]
 
     def version(self, name: str) -> str:

@@ -71,9 +71,11 @@ class Sheet:
     rows: list[list[str]]
     #: each row's text as it was in the file (its line end included)
     raw: list[str]
-    #: the file's delimiter and line end, and whether it began with a byte-order mark
+    #: the file's delimiter (``,``; ``;`` where a locale writes decimal commas)
     delimiter: str = ","
+    #: the file's first line end (``\n`` or ``\r\n``); each row keeps its own
     newline: str = "\n"
+    #: whether the file began with a UTF-8 byte-order mark (kept when written again)
     bom: bool = False
     #: the columns found: ``id``, ``grade``, ``max``, ``modified``, ``feedback``, ``team``, ``fullname``
     #: (Moodle); ``id``, ``name``, ``grade`` (Canvas); ``sid``, ``email``, ``name``, ``first``, ``last``,
