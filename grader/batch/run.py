@@ -147,7 +147,8 @@ def _sheet(klass: layouts.Klass, chapter: Chapter, options: BatchOptions, submis
         raise BatchError(T("batch.sheet.reserved", path=str(path)))
     try:
         sheet = worksheets.read(path, klass.layout, assignment=options.assignment,
-                                chapter_names=(chapter.title.en, chapter.title.zh, chapter.id))
+                                chapter_names=(f"{chapter.title.en} ({chapter.id})", chapter.title.en, chapter.title.zh,
+                                               chapter.id))
     except worksheets.WorksheetError as exc:
         raise BatchError(exc.text) from None
     if klass.layout == "moodle" and "team" in sheet.columns and klass.kind != "groups":
