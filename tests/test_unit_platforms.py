@@ -350,3 +350,20 @@ def test_grade_path_grades_a_lone_file_a_browser_saved_again(tmp_path):
     only.mkdir()
     (only / "ex02_where (1).py").write_text(_solution("ex02_where.py"), encoding="utf-8")
     assert load(only, chapter, tmp_path / "scratch2").files == ["ex02_where.py"]
+
+
+def test_a_team_folder_taken_for_a_participant_never_fills_a_strangers_row(tmp_path):
+    """A team download with every student in a group (no Default group folder) looks like one of
+    participants; with the worksheet, the folder's name must be the worksheet's name for that id
+    (Moodle writes both with fullname(): assign_grading_table::col_fullname, downloader's prefix)."""
+    path = _worksheet(tmp_path / "Grades.csv", ["Identifier", "Full name", "Grade", "Maximum Grade",
+                                               "Last modified (grade)", "Feedback comments"],
+                      [["Participant 77", "Zed Stranger", "", "80", "-", ""], ["Participant 101", "Jane Doe", "", "80",
+                                                                             "-", ""]])
+    klass = layouts.read_class(_zip(tmp_path / "m.zip", {"Team Alpha_77_assignsubmission_file/a.py": "x",
+                                                         "Jane Doe_101_assignsubmission_file/a.py": "x"}))
+    sheet = worksheets.read(path, "moodle")
+    done = filling.fill(sheet, [(s, _row(s, 40)) for s in klass.students], 80, words)
+    assert done.filled == 1 and _moodle_import(done.text) == {"101": "40"}
+    (who, why), = done.left
+    assert who == "Participant 77 Zed Stranger" and "--teams" in words(why)

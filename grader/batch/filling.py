@@ -100,7 +100,7 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         else:
             student, row, person = match
             seen.add(id(row))
-            reason = _not_fillable(sheet, i, row)
+            reason = _not_fillable(sheet, i, row) or _not_the_same(sheet, i, student, person)
             if reason is not None:
                 done.left.append((who, reason))
             else:
@@ -170,6 +170,18 @@ def _not_fillable(sheet: Sheet, i: int, row) -> Text | None:
     if sheet.platform == "canvas" and current == "N/A":  # GradebookExporter: not assigned, or anonymous and hidden
         return T("batch.sheet.row.canvas_na")
     return None
+
+
+def _not_the_same(sheet: Sheet, i: int, student, person: Person) -> Text | None:
+    """Moodle: a folder's name that is not the worksheet's name for its participant id (a team's folder
+    read as a participant's, its group id taken for a participant's): that row is not someone else's
+    to fill. Anonymous submissions (``Participant``) name no one."""
+    if sheet.platform != "moodle" or student.group or "fullname" not in sheet.columns:
+        return None
+    named = moodle_clean(person.name)
+    if named in ("participant", "参与者") or named == moodle_clean(sheet.cell(i, "fullname")):
+        return None
+    return T("batch.sheet.row.other_name", name=person.name, id=person.id, sheet=sheet.cell(i, "fullname"))
 
 
 def _num(value: float, delimiter: str) -> str:
