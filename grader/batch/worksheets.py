@@ -268,7 +268,7 @@ def number(text: str) -> float | None:
 
 def write(sheet: Sheet, changed: dict[int, list[str]]) -> str:
     """The file again: every row as it was, but those in ``changed`` (index: new cells), each written
-    in the file's own delimiter and line end, quoted everywhere when its first cell was."""
+    in the file's own delimiter and line end, every cell quoted when every cell was."""
     out = io.StringIO()
     if sheet.bom:
         out.write("\ufeff")
@@ -278,7 +278,8 @@ def write(sheet: Sheet, changed: dict[int, list[str]]) -> str:
             out.write(raw)
             continue
         ending = "\r\n" if raw.endswith("\r\n") else "\n" if raw.endswith("\n") else ""
-        quoting = csv.QUOTE_ALL if raw.startswith('"') else csv.QUOTE_MINIMAL
+        quoted = raw.startswith('"') and raw.count('"') >= 2 * len(sheet.rows[i])  # every cell was quoted
+        quoting = csv.QUOTE_ALL if quoted else csv.QUOTE_MINIMAL
         line = io.StringIO()
         csv.writer(line, delimiter=sheet.delimiter, lineterminator="", quoting=quoting).writerow(cells)
         out.write(line.getvalue() + ending)
