@@ -171,18 +171,21 @@ def scripts(chapter: Chapter, config: Config, versions: dict) -> dict[str, str]:
     lang = config.instructor_lang
     python = versions["python"]
     minor = ".".join(python.split(".")[:2])
-    say = lambda key, **args: catalog.render(T(f"gradescope.setup.{key}", **args), lang)  # noqa: E731
+    say = lambda text: catalog.render(text, lang)  # noqa: E731
     words = {
         "chapter": chapter.id, "jax": versions["jax"], "python": python, "python_minor": minor,
         "uv": versions.get("uv", "?"),
-        "no_bwrap": say("no_bwrap"), "apt_skipped": say("apt_skipped"), "using_python": say("python"),
-        "apt_update_failed": say("apt_update_failed"),
-        "wrong_python": say("wrong_python", minor=minor),
-        "no_boot_python": say("no_boot_python"), "no_boot_pip": say("no_boot_pip"),
-        "uv_failed": say("uv_failed", uv=versions.get("uv", "?")),
-        "python_failed": say("python_failed", python=python),
-        "no_venv": say("no_venv"), "pip_failed": say("pip_failed", jax=versions["jax"]),
-        "grader_failed": say("grader_failed"), "not_ready": say("not_ready"),
+        "no_bwrap": say(T("gradescope.setup.no_bwrap")), "apt_skipped": say(T("gradescope.setup.apt_skipped")),
+        "using_python": say(T("gradescope.setup.python")),
+        "apt_update_failed": say(T("gradescope.setup.apt_update_failed")),
+        "wrong_python": say(T("gradescope.setup.wrong_python", minor=minor)),
+        "no_boot_python": say(T("gradescope.setup.no_boot_python")),
+        "no_boot_pip": say(T("gradescope.setup.no_boot_pip")),
+        "uv_failed": say(T("gradescope.setup.uv_failed", uv=versions.get("uv", "?"))),
+        "python_failed": say(T("gradescope.setup.python_failed", python=python)),
+        "no_venv": say(T("gradescope.setup.no_venv")),
+        "pip_failed": say(T("gradescope.setup.pip_failed", jax=versions["jax"])),
+        "grader_failed": say(T("gradescope.setup.grader_failed")), "not_ready": say(T("gradescope.setup.not_ready")),
         "not_run_json": json.dumps({"score": 0, "output": "\n".join(catalog.render(T("gradescope.not_run"), one)
                                                                     for one in LANGS),
                                     "output_format": "text", "visibility": "visible", "tests": []},

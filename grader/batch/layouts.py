@@ -206,8 +206,7 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
             student.notes.append(T("batch.note.superseded", old=PurePosixPath(older[3].name).name,
                                    new=PurePosixPath(newest.name).name))
         if number and len(found) == 1:
-            student.notes.append(T(f"batch.note.renamed.{RENAMED_BY.get(layout, 'browser')}",
-                                   file=PurePosixPath(inner).name, name=PurePosixPath(base).name))
+            student.notes.append(_renamed_note(layout, PurePosixPath(inner).name, PurePosixPath(base).name))
         student.files[base] = newest.name
         uses.append(FileUse(newest.name, student.key, "graded"))
     if len(student.files) == 1 and PurePosixPath(next(iter(student.files))).suffix.lower() in SINGLE_SUFFIXES:
@@ -220,8 +219,13 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
     return student
 
 
-#: whose renaming a lone renamed file's note names
-RENAMED_BY = {"canvas": "canvas", "moodle": "moodle"}
+def _renamed_note(layout: str, file: str, name: str) -> Text:
+    """A renamed file graded under its first name, by whose rule it was renamed."""
+    if layout == "canvas":
+        return T("batch.note.renamed.canvas", file=file, name=name)
+    if layout == "moodle":
+        return T("batch.note.renamed.moodle", file=file, name=name)
+    return T("batch.note.renamed.browser", file=file, name=name)
 
 
 def _inside(entry: Entry) -> str:
