@@ -140,16 +140,21 @@ def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
                    {"slept_s": slept, "elapsed_s": elapsed})
 
 
-def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0) -> list[float]:
-    """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock."""
+def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
+                  fresh: Callable[[], tuple] | None = None) -> list[float]:
+    """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock.
+
+    ``fresh``: each call gets ``fresh()`` instead of ``args``, made before its clock starts (for a
+    function that donates its inputs: what it was given is deleted after the call)."""
     import jax
 
     wait = jax.block_until_ready
     clock = TRUSTED.perf_counter
     durations = []
     for _ in range(warm + n):
+        call_args = args if fresh is None else fresh()
         start = clock()
-        wait(fn(*args))
+        wait(fn(*call_args))
         durations.append(clock() - start)
     return durations
 
@@ -160,15 +165,16 @@ def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9
 
 
 def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
-                 batch_candidate: int) -> dict:
+                 batch_candidate: int, fresh: Callable[[], tuple] | None = None) -> dict:
     """Alternate a batch of baseline calls and a batch of candidate calls, ``reps`` times.
 
     Every call is waited on and clocked on its own; a rep's figure is the median call
     of its batch, so a call that the operating system preempted is one outlier, not
     a slow batch. The batch totals travel too, for the grader's own clock to check.
+    ``fresh``: the candidate's inputs, made anew for each of its calls (see :func:`clocked_calls`).
     """
-    def batch(fn: Callable, n: int, warm: int = 0) -> tuple[float, float]:
-        durations = clocked_calls(fn, args, n, warm=warm)
+    def batch(fn: Callable, n: int, warm: int = 0, fresh: Callable[[], tuple] | None = None) -> tuple[float, float]:
+        durations = clocked_calls(fn, args, n, warm=warm, fresh=fresh)
         # the warm calls (caches and threads back in shape after the other side's batch)
         # are not samples, but they count in the total the grader checks against its clock
         return statistics.median(durations[warm:]), sum(durations)
@@ -176,7 +182,7 @@ def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: 
     out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": []}
     for _ in range(reps):
         base, base_total = batch(baseline, batch_baseline)
-        cand, cand_total = batch(candidate, batch_candidate, warm=2)
+        cand, cand_total = batch(candidate, batch_candidate, warm=2, fresh=fresh)
         out["baseline"].append(base)
         out["candidate"].append(cand)
         out["baseline_total"].append(base_total)
@@ -211,13 +217,16 @@ READY = "timing/ready"
 def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
-    ``cases`` maps a case name to (baseline, candidate, args), all placed and warmed up.
+    ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
+    fresh), all placed and warmed up; ``fresh`` makes the candidate's inputs anew for each call
+    (a candidate that donates its inputs), or is ``None``.
     """
     import jax
 
+    cases = {name: (*case, None)[:4] for name, case in cases.items()}
     cpu = pin_to_one_cpu() if jax.default_backend() == "cpu" else None
-    for baseline, candidate, args in cases.values():  # warm up again on the new CPU
-        time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3)
+    for baseline, candidate, args, fresh in cases.values():  # warm up again on the new CPU
+        time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3, fresh=fresh)
     ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
     while True:
         request = ctx.request()
@@ -230,11 +239,11 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
         if op != "time" or request.get("case") not in cases:
             ctx.reply({"op": "timed", "error": "bad request"})
             continue
-        baseline, candidate, args = cases[request["case"]]
+        baseline, candidate, args, fresh = cases[request["case"]]
         try:
             result = time_batches(baseline, candidate, args, reps=int(request["reps"]),
                                   batch_baseline=int(request["batch_baseline"]),
-                                  batch_candidate=int(request["batch_candidate"]))
+                                  batch_candidate=int(request["batch_candidate"]), fresh=fresh)
         except BaseException as exc:  # noqa: BLE001 - the student's function failed while timed
             ctx.reply({"op": "timed", "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             continue

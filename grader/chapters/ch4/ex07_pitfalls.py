@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned
-from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint, place
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
@@ -178,8 +178,8 @@ def _program_sizes(s: Observations, r: Observations, name: str, small, large, wh
         if record.get("status") == "not_attempted":
             raise NotAttempted(name)
         if record.get("status") != "ok":
-            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?"),
-                         message=record.get("message", ""), where=record.get("where") or "?"),
+            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", str(record.get("status"))),
+                         message=record.get("message", ""), where=place(record, name)),
                        hint=exception_hint(record) if record.get("status") == "raised" else None)
     ref = r.value(KEYS.size(name=name, length=large))["lines"]
     measured = {f"lines@{small}": got_small["lines"], f"lines@{large}": got_large["lines"], "reference": ref}
