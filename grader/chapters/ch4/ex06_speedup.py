@@ -48,8 +48,9 @@ def _heavy_args(rng: np.random.Generator, n: int, d: int, h: int) -> list[np.nda
 
 
 def _ln_args(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray]:
-    return [rng.normal(loc=0.5, scale=2.0, size=(n, d)).astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32),
-            rng.normal(scale=0.1, size=d).astype(F32)]
+    # each row a mean of its own: a normalisation over the whole array, not each row, differs
+    x = rng.normal(loc=rng.uniform(-1.0, 2.0, size=(n, 1)), scale=2.0, size=(n, d))
+    return [x.astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32), rng.normal(scale=0.1, size=d).astype(F32)]
 
 
 def inputs(rng: np.random.Generator) -> dict:
@@ -60,6 +61,28 @@ def inputs(rng: np.random.Generator) -> dict:
         "ln_eps": [1e-5, float(rng.uniform(1e-4, 1e-2))],
         "heavy_sizes": {k: _heavy_args(rng, *v) for k, v in HEAVY_SIZES.items()},
         "ln_sizes": {k: _ln_args(rng, *v) for k, v in LN_SIZES.items()},
+    }
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    def layer_norm64(x, gamma, beta, eps):
+        x = x.astype(np.float64)
+        mean = x.mean(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + eps) * gamma + beta
+
+    cases = inp["ln_values"]
+    matters = [np.max(np.abs(layer_norm64(*c["args"], c["eps"]) - layer_norm64(*c["args"], 0.0))
+                      / (1e-5 + 1e-5 * np.abs(layer_norm64(*c["args"], 0.0)))) > 1 for c in cases]
+    return {
+        # eps is dynamic and changes the values: its default and another value, beyond the tolerance
+        "eps 1e-5 and another eps": {c["eps"] for c in cases} > {1e-5},
+        "eps changes a value beyond the tolerance": any(matters),
+        "two eps values in the compile window": len(set(inp["ln_eps"])) == 2,
+        # rows of other means and scales: a normalisation over the whole array (not each row) differs
+        "rows of different means": all(np.ptp(c["args"][0].mean(axis=-1)) > 0.05 for c in cases),
+        "heavy: rows, inputs and hidden units differ": all(len({x.shape[0], x.shape[1], w.shape[1]}) == 3
+                                                           for x, w, _ in inp["heavy_values"]),
     }
 
 

@@ -32,9 +32,12 @@ def inputs(rng: np.random.Generator) -> dict:
     m, k, n = 5, 7, 6  # fixed shapes, fresh values (see ex01)
     kinds = list(HIDDEN_KINDS)
     specs, args = [], []
-    for kind in kinds:
-        spec = {"kind": kind, "ops": [str(o) for o in rng.choice(HIDDEN_OPS, size=2, replace=False)],
-                "scale": float(rng.uniform(0.1, 0.9)), "n": int(rng.integers(2, 6))}
+    with_relu = int(rng.integers(len(kinds)))  # one function's first op is relu: a custom_jvp_call, itself a container
+    for i, kind in enumerate(kinds):
+        ops = [str(o) for o in rng.choice(HIDDEN_OPS, size=2, replace=False)]
+        if i == with_relu and "relu" not in ops[:1]:
+            ops = ["relu", ops[0] if ops[0] != "relu" else ops[1]]
+        spec = {"kind": kind, "ops": ops, "scale": float(rng.uniform(0.1, 0.9)), "n": int(rng.integers(2, 6))}
         specs.append(spec)
         if kind == "scan_jit":
             args.append([rng.normal(size=(5, 4)).astype(F32)])
@@ -55,6 +58,23 @@ def inputs(rng: np.random.Generator) -> dict:
         "flops_args": [[rng.normal(size=(a, b)).astype(F32), rng.normal(size=(b, c)).astype(F32),
                         rng.normal(size=(c, a)).astype(F32)],
                        [rng.normal(size=(b, c)).astype(F32), rng.normal(size=(b, c)).astype(F32)]],
+    }
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    kinds = {spec["kind"] for spec in inp["hidden"]}
+    used = [spec["ops"][:2] if spec["kind"] in ("nested_jit", "dynamic_fori_cond_jit") else spec["ops"][:1]
+            for spec in inp["hidden"]]
+    return {
+        "precompile of a plain and of a jitted function": set(inp["aot"]) == {"plain", "jitted"},
+        # every kind of container: a nested jit, fori/cond, scan, while
+        "every container kind": kinds == set(HIDDEN_KINDS),
+        # an op that is itself a container (jax.nn.relu is a custom_jvp_call holding a sub-program)
+        "a custom_jvp_call (relu) in a hidden function": any("relu" in ops for ops in used),
+        # flops, not flops + transcendentals: both functions have transcendentals
+        "transcendentals in every flops function": all(spec["kind"] in ("mlp", "elementwise")
+                                                       for spec in inp["flops"]),
     }
 
 
