@@ -141,18 +141,18 @@ def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
 
 
 def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
-                  fresh: Callable[[], tuple] | None = None) -> list[float]:
+                  each: list[tuple] | None = None) -> list[float]:
     """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock.
 
-    ``fresh``: each call gets ``fresh()`` instead of ``args``, made before its clock starts (for a
+    ``each``: the arguments of each call in turn, made beforehand, instead of ``args`` (for a
     function that donates its inputs: what it was given is deleted after the call)."""
     import jax
 
     wait = jax.block_until_ready
     clock = TRUSTED.perf_counter
     durations = []
-    for _ in range(warm + n):
-        call_args = args if fresh is None else fresh()
+    for i in range(warm + n):
+        call_args = args if each is None else each[i]
         start = clock()
         wait(fn(*call_args))
         durations.append(clock() - start)
@@ -171,22 +171,31 @@ def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: 
     Every call is waited on and clocked on its own; a rep's figure is the median call
     of its batch, so a call that the operating system preempted is one outlier, not
     a slow batch. The batch totals travel too, for the grader's own clock to check.
-    ``fresh``: the candidate's inputs, made anew for each of its calls (see :func:`clocked_calls`).
+
+    ``fresh``: makes the candidate's inputs anew (a candidate that donates them); each of its
+    calls gets its own, all made before the batch's first call, so the calls follow one another
+    as the baseline's do. The time that takes travels too (``candidate_setup``): not a sample,
+    but time the grader's clock saw pass.
     """
-    def batch(fn: Callable, n: int, warm: int = 0, fresh: Callable[[], tuple] | None = None) -> tuple[float, float]:
-        durations = clocked_calls(fn, args, n, warm=warm, fresh=fresh)
+    def batch(fn: Callable, n: int, warm: int = 0, fresh: Callable[[], tuple] | None = None) -> tuple:
+        setup_start = TRUSTED.perf_counter()
+        each = None if fresh is None else [fresh() for _ in range(warm + n)]
+        setup = TRUSTED.perf_counter() - setup_start if fresh is not None else 0.0
+        durations = clocked_calls(fn, args, n, warm=warm, each=each)
         # the warm calls (caches and threads back in shape after the other side's batch)
         # are not samples, but they count in the total the grader checks against its clock
-        return statistics.median(durations[warm:]), sum(durations)
+        return statistics.median(durations[warm:]), sum(durations), setup
 
-    out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": []}
+    out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": [],
+                                   "candidate_setup": []}
     for _ in range(reps):
-        base, base_total = batch(baseline, batch_baseline)
-        cand, cand_total = batch(candidate, batch_candidate, warm=2, fresh=fresh)
+        base, base_total, _ = batch(baseline, batch_baseline)
+        cand, cand_total, setup = batch(candidate, batch_candidate, warm=2, fresh=fresh)
         out["baseline"].append(base)
         out["candidate"].append(cand)
         out["baseline_total"].append(base_total)
         out["candidate_total"].append(cand_total)
+        out["candidate_setup"].append(setup)
     return out
 
 
@@ -342,7 +351,7 @@ def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[in
         return {"error": reply["error"]}
     base, cand = reply.get("baseline"), reply.get("candidate")
     totals = (reply.get("baseline_total"), reply.get("candidate_total"))
-    if not _plausible(base, cand, totals, reps, batches, wall):
+    if not _plausible(base, cand, totals, reps, batches, wall, reply.get("candidate_setup") or [0.0] * reps):
         return {"error": "implausible timings", "implausible": True}
     return {"baseline": base, "candidate": cand, "wall": wall}
 
@@ -406,23 +415,28 @@ def batch_sizes(samples: dict, *, target_s: float = 0.002, most: int = 200) -> t
     return size(samples.get("baseline", [])), size(samples.get("candidate", []))
 
 
-def _plausible(base: Any, cand: Any, totals: tuple, reps: int, batches: tuple[int, int], wall: float) -> bool:
+def _plausible(base: Any, cand: Any, totals: tuple, reps: int, batches: tuple[int, int], wall: float,
+               setup: Any = None) -> bool:
     """Numbers a child reports must fit the time the grader saw pass around the request.
 
     The child's clock was captured before the student's code was imported; this
     bound also holds if that code found a way to change it: the reported total can
     be neither longer than the request took, nor much shorter, and no call's median
-    can exceed its batch's share.
+    can exceed its batch's share. ``setup``: the time spent making a donating
+    candidate's inputs, per rep (zeros otherwise), which the grader's clock saw pass too.
     """
+    setup = [0.0] * reps if setup is None else setup
     lists = (base, cand, *totals)
-    if not all(isinstance(v, list) and len(v) == reps for v in lists):
+    if not all(isinstance(v, list) and len(v) == reps for v in (*lists, setup)):
         return False
     values = [v for lst in lists for v in lst]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return False
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in setup):
         return False
     for medians, sums, n in ((base, totals[0], batches[0]), (cand, totals[1], batches[1])):
         if any(m > s + 1e-9 for m, s in zip(medians, sums)):  # a median call cannot outlast its batch
             return False
 
     reported = sum(totals[0]) + sum(totals[1])
-    return 0.5 * wall - 0.005 <= reported <= 1.05 * wall + 0.002
+    return 0.5 * wall - 0.005 <= reported + sum(setup) and reported + sum(setup) <= 1.05 * wall + 0.002

@@ -91,9 +91,8 @@ def probe(ctx) -> None:
         with ctx.compiles(KEYS.new_shape(name=name), fresh=False):
             ctx.call(KEYS.new_shape_call(name=name), name, other)
 
-    cases = put(inp["cases"])
-    for name in ("softmax_raw", "softmax", "log_softmax"):
-        for case, x in cases.items():
+    for name in ("softmax_raw", "softmax", "log_softmax"):  # each call its own input (it may donate it)
+        for case, x in put(inp["cases"]).items():
             ctx.call(KEYS.value(name=name, case=case), name, x)
 
     # purity of the plain function, on a NumPy input it must not write into

@@ -80,23 +80,25 @@ def _compile_calls(inp: dict, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
 
 # =========================================================================== probe (child)
 def probe(ctx) -> None:
+    # every call gets its arrays placed anew (a function may donate what it is given); placed
+    # before each compile window opens
     inp = ctx.inputs
-    x, x3 = put(inp["x"]), put(inp["x3"])
-    for name, calls in _compile_calls(inp, x, x3).items():
+    for name, calls in _compile_calls(inp, inp["x"], inp["x3"]).items():
+        placed = [(put(args), kwargs) for args, kwargs in calls]
         with ctx.compiles(KEYS.window(name=name)):
-            for i, (args, kwargs) in enumerate(calls):
+            for i, (args, kwargs) in enumerate(placed):
                 ctx.call(KEYS.window_call(name=name, i=i), name, *args, **kwargs)
 
     for i, c in enumerate(inp["coeffs"]):
-        ctx.call(KEYS.value(name="poly", case=i), "poly", x3, c)
+        ctx.call(KEYS.value(name="poly", case=i), "poly", put(inp["x3"]), c)
     for n in inp["n_steps_values"]:
-        ctx.call(KEYS.value(name="repeat_scale", case=n), "repeat_scale", x3, n_steps=n)
+        ctx.call(KEYS.value(name="repeat_scale", case=n), "repeat_scale", put(inp["x3"]), n_steps=n)
     for axis in inp["axes_values"]:
-        ctx.call(KEYS.value(name="reduce_along", case=axis), "reduce_along", x3, axis)
+        ctx.call(KEYS.value(name="reduce_along", case=axis), "reduce_along", put(inp["x3"]), axis)
     for mode in inp["modes"]:
         for j, alpha in enumerate(inp["alphas"]):
-            ctx.call(KEYS.mode_value(mode=mode, j=j), "activate", x3, mode, alpha)
-    ctx.call(KEYS.value(name="activate", case="unknown_mode"), "activate", x, inp["unknown_mode"], 0.5)
+            ctx.call(KEYS.mode_value(mode=mode, j=j), "activate", put(inp["x3"]), mode, alpha)
+    ctx.call(KEYS.value(name="activate", case="unknown_mode"), "activate", put(inp["x"]), inp["unknown_mode"], 0.5)
 
 
 # =========================================================================== checks (grader)

@@ -350,7 +350,8 @@ def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
         if s.has(KEYS.untimed(name=name)):
             failed = s.value(KEYS.untimed(name=name))
             raise Fail(T("speedup.no_measure", what=name, error=raised_text(failed)), hint=exception_hint(failed))
-        raise Fail(T("speedup.no_measure", what=name, error=T(f"ch4.ex06.untimed.{results.get('error', 'other')}")))
+        why = T("ch4.ex06.untimed.reference") if results.get("error") == "reference" else T("ch4.ex06.untimed.other")
+        raise Fail(T("speedup.no_measure", what=name, error=why))
     reference = result.get("reference")
     if reference is not None and "error" in reference and reference.get("speedup") is None:
         raise GraderError(f"the reference could not be timed: {reference['error']}")

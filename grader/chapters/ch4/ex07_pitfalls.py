@@ -79,9 +79,9 @@ def probe(ctx) -> None:
     for case, x in put(inp["abs_xs"]).items():
         ctx.call(KEYS.value(name="mean_abs", case=case), "mean_abs", x)
 
-    a, v0 = put(inp["power"])
+    placed = [put(inp["power"]) for _ in inp["n_steps"]]  # each call its own arrays (it may donate them)
     with ctx.compiles(KEYS.window()):
-        for n in inp["n_steps"]:
+        for n, (a, v0) in zip(inp["n_steps"], placed):
             ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
     fn = ctx.get("power_iteration")
     if fn is not None:
@@ -90,7 +90,7 @@ def probe(ctx) -> None:
             traced = lambda a_, v_, fn=fn, n=n: fn(a_, v_, n)  # noqa: E731
             ctx.announce("power_iteration")
             ctx.record(KEYS.size(name="power_iteration", length=n),
-                       structure.program_size(traced, a, v0, student_dir=ctx.student_dir))
+                       structure.program_size(traced, *put(inp["power"]), student_dir=ctx.student_dir))
 
     for i, (xs, alpha) in enumerate(inp["ema"]):
         ctx.call(KEYS.value(name="ema", case=i), "ema", put(xs), alpha)
