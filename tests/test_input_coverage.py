@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import VARIANTS
+
 from grader.chapter import load_chapter
 
 CHAPTER = load_chapter("ch4")
@@ -110,3 +112,57 @@ def test_values_that_matter_keep_their_digits():
     assert shown([0.99995], (1.0,)) == ["0.99995"]
     assert shown([-0.0004, 2.0], (0.0,)) == ["-0.0004", "2"]
     assert shown([0.51234, 0.51239]) == ["0.5123", "0.5124"]
+
+
+#: seeds a course release might make its records with (tests/test_release.py builds one with 424242)
+PUBLIC_SEEDS = (424242, 0, 1, 2024)
+
+
+def _mlp_flops(args) -> float:
+    """XLA's estimate for ``tanh(x @ w1) @ w2`` on the CPU backend: two matrix products, 2·m·k·n each
+    (the tanh is a transcendental, counted apart); checked against XLA below."""
+    (a, b), (_, c) = args[0].shape, args[1].shape
+    return float(2 * a * b * c + 2 * a * c * a)
+
+
+def test_flops_looked_up_from_a_public_seed_are_wrong_on_every_other_seed():
+    """A flops_of that returns what a release's records hold (one public seed's estimates, by the
+    order of the calls) must lose ``flops_of.values`` at final grading, whatever the seed: the
+    shapes are drawn, so on every other seed some estimate is more than the check's 1 % away.
+
+    The variant ``tests/variants/ch4/ex08_aot_debug/flops_looked_up.py`` holds the estimates of the
+    public seed 424242, which this test checks against XLA's own (``cost_analysis()["flops"]``)."""
+    import jax
+
+    from grader.chapters.ch4.ex08_aot_debug import flop_functions
+
+    ex = CHAPTER.exercise("ex08_aot_debug")
+
+    def xla(seed: int) -> list[float]:
+        inp = ex.inputs(seed)
+        return [float(jax.jit(fn).lower(*args).compile().cost_analysis()["flops"])
+                for fn, args in zip(flop_functions(inp["flops"]), inp["flops_args"])]
+
+    public = xla(424242)
+    variant = (VARIANTS / "ex08_aot_debug" / "flops_looked_up.py").read_text(encoding="utf-8")
+    assert f"RECORDED_FLOPS = {public!r}" in variant, public
+    inp = ex.inputs(424242)
+    assert [_mlp_flops(args) for spec, args in zip(inp["flops"], inp["flops_args"]) if spec["kind"] == "mlp"] == \
+        [f for spec, f in zip(inp["flops"], public) if spec["kind"] == "mlp"]
+
+    def estimates(seed: int) -> list[float | None]:  # the matrix products' by the formula; XLA's for the rest if asked
+        inp = ex.inputs(seed)
+        return [_mlp_flops(args) if spec["kind"] == "mlp" else None for spec, args in zip(inp["flops"], inp["flops_args"])]
+
+    right = []
+    for public_seed in PUBLIC_SEEDS:
+        recorded = xla(public_seed)
+        for seed in SEEDS:
+            if seed == public_seed:
+                continue
+            drawn = estimates(seed)
+            if all(d is not None and abs(r - d) <= 0.01 * abs(d) for r, d in zip(recorded, drawn) if d is not None):
+                drawn = xla(seed)  # the matrix products agree within 1 %: ask XLA for every estimate
+                if all(abs(r - d) <= 0.01 * abs(d) for r, d in zip(recorded, drawn)):
+                    right.append((public_seed, seed))
+    assert not right, f"records of a public seed pass flops_of.values on other seeds: {right}"

@@ -357,6 +357,49 @@ def test_globals_unchanged_passes_and_fails():
     assert failure.measured == {"globals_changed": ["cache", "log"]}
 
 
+def test_state_a_function_keeps_between_calls_is_seen():
+    """A mutable default, a closure's variable, a function attribute: hidden state that changes no
+    module global (issue 26: ``def softmax_raw(x, _seen=[])`` kept its purity points)."""
+    import types
+
+    import jax
+
+    module = types.ModuleType("student_module")
+    exec(compile('''
+import functools
+def seen(x, _log=[]):
+    _log.append(x)
+    return x
+def _counter():
+    calls = 0
+    def counted(x):
+        nonlocal calls
+        calls += 1
+        return x
+    return counted
+counted = _counter()
+def tagged(x):
+    tagged.calls = getattr(tagged, "calls", 0) + 1
+    return x
+def steady(x, axis=-1, _options={"shift": "max"}):
+    return _options["shift"]
+bound = functools.partial(steady, axis=0)
+''', "student_module.py", "exec"), module.__dict__)
+    module.jitted = jax.jit(module.seen)  # the same function under a jit: its state is listed once
+    before = purity.fingerprint_globals(module)
+    for name in ("seen", "counted", "tagged", "steady", "bound"):
+        getattr(module, name)(1.0)
+    diff = purity.diff_globals(before, purity.fingerprint_globals(module))
+    changed = diff["changed"] + diff["added"]
+    assert sorted(changed) == ["counted.__closure__", "seen.__defaults__", "tagged.__dict__"], diff
+    assert purity.hidden_state_only(diff)
+    failure = fail_of(purity.expect_globals_unchanged, diff, what="f")
+    assert failure.message.key == "purity.hidden_state"
+    assert failure.message.args["names"] == ", ".join(diff["changed"] + diff["added"] + diff["removed"])
+    both = fail_of(purity.expect_globals_unchanged, {"changed": ["log", "seen.__defaults__"]}, what="f")
+    assert [m.key for m in both.message] == ["purity.globals", "purity.hidden_state"]
+
+
 def test_diff_globals():
     diff = purity.diff_globals({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9", "d": "4"})
     assert diff == {"changed": ["b"], "added": ["d"], "removed": ["c"]}

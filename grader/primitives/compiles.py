@@ -167,6 +167,27 @@ def _parameters(fn: Any) -> list[str]:
         return []
 
 
+def traced_in(window: dict, folder: str) -> list[str]:
+    """The functions defined in ``folder`` (the submission) that ``jax.jit`` traced while the
+    window was open, from JAX's own explanations of its tracing-cache misses ("never seen
+    function: NAME id=... defined at FILE:LINE"). JAX explains misses of functions outside
+    its own code only, so an eager ``jnp`` operation, which compiles too, never shows here."""
+    import os
+
+    found = set()
+    for record in window.get("why") or []:
+        for match in _DEFINED.finditer(str(record.get("text", ""))):
+            try:
+                if os.path.dirname(os.path.realpath(match["file"])) == os.path.realpath(folder):
+                    found.add(match["name"])
+            except (TypeError, ValueError):
+                continue
+    return sorted(found)
+
+
+_DEFINED = re.compile(r"never seen function:\s*\n\s*(?P<name>\S+) id=\d+ defined at (?P<file>.+?):\d+\s*$", re.M)
+
+
 # ---------------------------------------------------------------- grader side
 def count(observation: dict) -> int:
     value = observation.get("count")

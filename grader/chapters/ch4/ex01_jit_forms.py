@@ -175,9 +175,11 @@ def softmax_raw_pure(s: Observations, r: Observations, ctx: CheckContext) -> dic
     second = s.result(KEYS.second())
     measured = {}
     problems, mistakes = [], []
+    changed = s.value(KEYS.globals())
     for mistake, judge in (
         ("printed", lambda: purity.expect_silent(s.value(KEYS.printed()), what=what)),
-        ("globals", lambda: purity.expect_globals_unchanged(s.value(KEYS.globals()), what=what)),
+        ("hidden_state" if purity.hidden_state_only(changed) else "globals",
+         lambda: purity.expect_globals_unchanged(changed, what=what)),
         ("tracers", lambda: purity.expect_no_tracers(s.value(KEYS.tracers()), what=what)),
         ("not_same", lambda: purity.expect_same(first, second, what=what)),
     ):

@@ -14,7 +14,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
-    buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}"
+    buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}",
+    cores="masked_mean_sq/jitted_core"
 )
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024)
 INPUT_KINDS = ("float32", "float64", "int32", "list")
@@ -93,9 +94,11 @@ def probe(ctx) -> None:
     ctx.record(KEYS.buckets(), outcome)
 
     calls = [item["data"].tolist() if item["kind"] == "list" else item["data"] for item in inp["calls"]]
-    with ctx.compiles(KEYS.window()):
+    with ctx.compiles(KEYS.window()) as window:
         for i, data in enumerate(calls):
             ctx.call(KEYS.value(i=i), "masked_mean_sq", data)
+    # the functions of the submission that jax.jit traced during the calls: its jitted core
+    ctx.record(KEYS.cores(), compiles.traced_in(window, ctx.student_dir))
 
 
 # =========================================================================== checks (grader)
@@ -146,4 +149,9 @@ def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext)
             failure.hint = "core_recompiles"
         raise
     measured["calls"] = len(calls)
+    cores = s.value(KEYS.cores())
+    if not cores:  # computed on the host (or by eager jnp calls alone): no jitted core ran
+        raise Fail(T("ch4.ex04.no_core", n=len(calls), compiles=measured["compiles"]), {**measured, "cores": []},
+                   hint="no_core")
+    measured["cores"] = cores
     return measured

@@ -45,7 +45,14 @@ def inputs(rng: np.random.Generator) -> dict:
             args.append([rng.normal(size=5).astype(F32), np.asarray(int(rng.integers(2, 6)), np.int32)])
         else:
             args.append([rng.normal(size=6).astype(F32)])
-    a, b, c = 40, 56, 24
+    def mlp() -> list[np.ndarray]:
+        a, b, c = int(rng.integers(24, 65)), int(rng.integers(32, 81)), int(rng.integers(16, 49))
+        return [rng.normal(size=(a, b)).astype(F32), rng.normal(size=(b, c)).astype(F32),
+                rng.normal(size=(c, a)).astype(F32)]
+
+    # the flops functions' shapes are drawn, so their estimates differ from seed to seed: answers
+    # looked up in the records a release ships (one public seed's) are wrong on any other
+    b, c = int(rng.integers(32, 81)), int(rng.integers(16, 49))
     return {
         "aot": {
             "plain": {"example": pair(m, k, n), "new": [pair(m, k, n), pair(m, k, n)]},
@@ -54,10 +61,8 @@ def inputs(rng: np.random.Generator) -> dict:
         },
         "hidden": specs,
         "hidden_args": args,
-        "flops": [{"kind": "mlp"}, {"kind": "elementwise"}],
-        "flops_args": [[rng.normal(size=(a, b)).astype(F32), rng.normal(size=(b, c)).astype(F32),
-                        rng.normal(size=(c, a)).astype(F32)],
-                       [rng.normal(size=(b, c)).astype(F32), rng.normal(size=(b, c)).astype(F32)]],
+        "flops": [{"kind": "mlp"}, {"kind": "elementwise"}, {"kind": "mlp"}],
+        "flops_args": [mlp(), [rng.normal(size=(b, c)).astype(F32), rng.normal(size=(b, c)).astype(F32)], mlp()],
     }
 
 
@@ -248,14 +253,14 @@ def count_primitives_values(s: Observations, r: Observations, ctx: CheckContext)
 @check("flops_of.values")
 def flops_of_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     measured = {}
-    for i, spec in enumerate(ctx.inputs["flops"]):
-        what = f"flops_of({spec['kind']})"
+    for i, (spec, args) in enumerate(zip(ctx.inputs["flops"], ctx.inputs["flops_args"])):
+        what = f"flops_of({spec['kind']}, " + ", ".join("f32[" + ",".join(map(str, a.shape)) + "]" for a in args) + ")"
         got = numeric.as_array(s.result(KEYS.flops(i=i)), what=what, accept_scalars=True)
         want = float(numeric.as_array(r.result(KEYS.flops(i=i)), what="ref", accept_scalars=True))
         if got.shape != ():
             raise Fail(T("numeric.shape", what=what, expected="()", got=str(got.shape)))
         value = float(got)
-        measured[spec["kind"]] = {"flops": value, "reference": want}
+        measured[f"{spec['kind']}/{i}"] = {"flops": value, "reference": want}
         if not np.isfinite(value) or abs(value - want) > 0.01 * abs(want):
             raise Fail(T("ch4.ex08.flops", what=what, got=value, expected=want), measured)
     return measured
