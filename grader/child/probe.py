@@ -95,8 +95,8 @@ def describe_callable(obj: Any) -> dict:
 
 
 def name_of(obj: Any, _depth: int = 0) -> str:
-    """How a student would name a callable: ``softmax_raw``, ``functools.partial(softmax_raw)``,
-    ``jax.jit(softmax_raw)``, ``jax.stages.Traced of heavy``; never empty (the type's name at least).
+    """How a student would name a callable: ``f``, ``functools.partial(f)``, ``jax.jit(f)``,
+    ``jax.stages.Traced of f``; never empty (the type's name at least).
 
     Read from attributes only (``__name__``, ``func``, ``__wrapped__``, ``fun_name``), never by
     calling the object's own methods."""

@@ -66,21 +66,16 @@ def inputs(rng: np.random.Generator) -> dict:
 
 def regimes(inp: dict) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
-    def layer_norm64(x, gamma, beta, eps):
-        x = x.astype(np.float64)
-        mean = x.mean(axis=-1, keepdims=True)
-        return (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + eps) * gamma + beta
-
-    cases = inp["ln_values"]
-    matters = [np.max(np.abs(layer_norm64(*c["args"], c["eps"]) - layer_norm64(*c["args"], 0.0))
-                      / (1e-5 + 1e-5 * np.abs(layer_norm64(*c["args"], 0.0)))) > 1 for c in cases]
+    # dividing by sqrt(var + eps) instead of sqrt(var) changes a row by about eps / (2 var): beyond
+    # the check's tolerance (1e-5) where that is well above it (the grader holds no layer norm)
+    effect = [c["eps"] / (2 * np.var(c["args"][0].astype(np.float64), axis=-1).min()) for c in inp["ln_values"]]
     return {
         # eps is dynamic and changes the values: its default and another value, beyond the tolerance
-        "eps 1e-5 and another eps": {c["eps"] for c in cases} > {1e-5},
-        "eps changes a value beyond the tolerance": any(matters),
+        "eps 1e-5 and another eps": {c["eps"] for c in inp["ln_values"]} > {1e-5},
+        "eps changes a value beyond the tolerance": max(effect) > 1e-4,
         "two eps values in the compile window": len(set(inp["ln_eps"])) == 2,
-        # rows of other means and scales: a normalisation over the whole array (not each row) differs
-        "rows of different means": all(np.ptp(c["args"][0].mean(axis=-1)) > 0.05 for c in cases),
+        # rows of other means: a normalisation over the whole array (not each row) differs
+        "rows of different means": all(np.ptp(c["args"][0].mean(axis=1)) > 0.05 for c in inp["ln_values"]),
         "heavy: rows, inputs and hidden units differ": all(len({x.shape[0], x.shape[1], w.shape[1]}) == 3
                                                            for x, w, _ in inp["heavy_values"]),
     }
