@@ -320,6 +320,20 @@ def test_a_failed_count_says_which_call_compiled_again_and_why():
                                                        "compile.why.shape", "compile.why.new_function"]
 
 
+def test_a_failed_count_names_each_kind_of_reason_before_more_of_one_kind():
+    """Four calls compiled again for a new shape, then one for a new dtype: the message names the
+    dtype too (the first three reasons alone were all shapes: ex04's keeps_dtype read as shapes only)."""
+    def miss(call: int, now: str) -> dict:
+        return {"call": call, "text": f"TRACING CACHE MISS ...\n  for f defined at a.py:1\n  different input types:\n"
+                                      f"  * at x, now {now} and before f32[4]"}
+
+    why = [miss(2, "f32[8]"), miss(3, "f32[16]"), miss(4, "f32[32]"), miss(5, "f32[64]"), miss(6, "i32[4]")]
+    failure = fail_of(compiles.expect, {"count": 6, "names": {"jit(f)": 6}, "why": why}, what="w", exactly=1)
+    shown = [(m.key, m.args.get("call")) for m in failure.message[1:]]
+    assert shown == [("compile.why.shape", 2), ("compile.why.shape", 3), ("compile.why.dtype", 6),
+                     ("compile.why.more", None)]
+
+
 def test_compiles_message_names_what_compiled():
     names = {f"fn{i}": 1 for i in range(8)}
     names["big"] = 5

@@ -217,9 +217,19 @@ def expect(observation: dict, *, what: Any, exactly: int | None = None, at_most:
         if seen > at_most:
             bad = T("compile.at_most", what=what, limit=at_most, seen=seen, names=_names(names))
     if bad is not None:
-        raise Fail([bad, *reasons[:3]] + ([T("compile.why.more", n=len(reasons) - 3)] if len(reasons) > 3 else []),
+        shown = _varied(reasons, 3)
+        raise Fail([bad, *shown] + ([T("compile.why.more", n=len(reasons) - 3)] if len(reasons) > 3 else []),
                    measured)
     return measured
+
+
+def _varied(reasons: list[Text], most: int) -> list[Text]:
+    """At most ``most`` of ``reasons``, each kind (a new dtype, a new shape, a static value, ...)
+    first, then more of the same, in the order of the calls: a new dtype is named even when
+    new shapes came first."""
+    firsts = [i for i, r in enumerate(reasons) if r.key not in {q.key for q in reasons[:i]}]
+    chosen = sorted((firsts + [i for i in range(len(reasons)) if i not in firsts])[:most])
+    return [reasons[i] for i in chosen]
 
 
 def _names(names: dict) -> str:
