@@ -26,7 +26,7 @@ from grader.primitives import compiles, numeric, structure, timing
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
     window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program",
-    expected64="layer_norm/float64/{i}", repeat="{name}/repeated", untimed="{name}/untimed"
+    expected64="layer_norm/float64/{i}", repeat="{name}/repeated", warmed="{name}/timing_warmup"
 )
 #: calls of each function with the same inputs after a first one, counted for compiles: a function
 #: that makes a new jax.jit on every call compiles on every one of them (an eager one, on none)
@@ -124,18 +124,22 @@ def probe(ctx) -> None:
         candidate = ctx.get(name)
         if candidate is None or name in anew:  # compiled on every call: timing it would take the exercise's
             continue  # whole time limit, and its jitted check says why already
+        warmed = {"status": "ok"}  # or the first call that failed before any timing, for the check to say
         for size, arrays in inp[group].items():
             case = _timing_case(ctx, name, candidate, baseline, arrays)
-            if case is not None:
+            if isinstance(case, dict):
+                warmed = case if warmed["status"] == "ok" else warmed
+            else:
                 cases[f"{name}/{size}"] = case
+        ctx.record(KEYS.warmed(name=name), warmed)
     timing.serve_timing(ctx, cases)
 
 
-def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | None:
+def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | dict:
     """``(baseline, candidate, args, fresh)`` for :func:`grader.primitives.timing.serve_timing`,
     compiled and warmed up; ``fresh`` makes the candidate's inputs anew for each call when it
-    donates them (``None`` when it does not). ``None`` when a call fails: the reason is
-    recorded (:data:`KEYS` ``untimed``), for the speed-up check to say why there is no timing."""
+    donates them (``None`` when it does not). When a call fails, its record instead (the
+    speed-up check says why there is no timing)."""
     import jax
 
     from grader.child.trusted import defined_at, safe_str
@@ -155,9 +159,7 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | N
                            "message": safe_str(exc), "where": None, "defined": defined_at(candidate, ctx.student_dir)}
         if outcome["status"] != "ok":
             outcome.pop("_result", None)
-            if ctx.wants(KEYS.untimed(name=name)) and KEYS.untimed(name=name) not in ctx.recorded:
-                ctx.record(KEYS.untimed(name=name), outcome)
-            return None
+            return outcome
         donated = donated or any(isinstance(a, jax.Array) and a.is_deleted() for a in placed)
     args = renew()
     jax.block_until_ready(baseline(*args))
@@ -341,10 +343,10 @@ def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> 
 def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
     results = s.value(TIMING)
     result = results.get(name)
+    warmed = s.value(KEYS.warmed(name=name)) if s.has(KEYS.warmed(name=name)) else {}
     if result is None:  # a call failed before any timing (recorded), or the reference could not be timed
-        if s.has(KEYS.untimed(name=name)):
-            failed = s.value(KEYS.untimed(name=name))
-            raise Fail(T("speedup.no_measure", what=name, error=raised_text(failed)), hint=exception_hint(failed))
+        if warmed.get("status") == "raised":
+            raise Fail(T("speedup.no_measure", what=name, error=raised_text(warmed)), hint=exception_hint(warmed))
         why = T("ch4.ex06.untimed.reference") if results.get("error") == "reference" else T("ch4.ex06.untimed.other")
         raise Fail(T("speedup.no_measure", what=name, error=why))
     reference = result.get("reference")
