@@ -126,13 +126,24 @@ class Observations:
         return self.raw(key)
 
 
+def place(record: dict, function: str | None = None) -> str | Text:
+    """Where a recorded exception happened, as the student can find it: the line of their file
+    (``file:line``), else the call that raised inside JAX, and where that function is defined
+    when the child could tell (the ``defined`` of :meth:`grader.child.probe.ProbeContext.invoke`)."""
+    if record.get("where"):
+        return record["where"]
+    function = function or record.get("function") or ""
+    if record.get("defined"):
+        return T("place.inside_jax_defined", function=function, where=record["defined"])
+    return T("place.inside_jax", function=function)
+
+
 def raised_text(obs: dict) -> Text:
     """A sentence for a call that raised, naming the student's line when known."""
-    where = obs.get("where") or "?"
     kind = obs.get("kind_of_error")
     key = f"call.raised.{kind}" if kind else "call.raised"
-    return T(key, function=obs.get("function", "?"), type=obs.get("type", "?"),
-             message=obs.get("message", ""), where=where)
+    return T(key, function=obs.get("function", ""), type=obs.get("type", ""),
+             message=obs.get("message", ""), where=place(obs))
 
 
 def exception_hint(record: dict) -> Text:
@@ -145,8 +156,8 @@ def exception_hint(record: dict) -> Text:
     """
     kind = record.get("kind_of_error")
     if kind:
-        return T(f"hint.exception.{kind}", where=record.get("where") or "?")
-    return T("hint.exception", type=record.get("type", "?"), where=record.get("where") or "?")
+        return T(f"hint.exception.{kind}", where=place(record))
+    return T("hint.exception", type=record.get("type", ""), where=place(record))
 
 
 # ----------------------------------------------------------------- declaring checks

@@ -48,7 +48,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     if student.end == "import_error":
         d = student.detail
         reason = _located(T("job.import_error", file=ex.filename, type=d.get("type", "?"),
-                            message=d.get("message", ""), where=d.get("where") or "?"), locate)
+                            message=d.get("message", ""), where=d.get("where") or ex.filename), locate)
         return unrunnable(ex, reason, output=student.output), []
     termination = termination_of(student, ex)
     termination.reason = _located(termination.reason, locate)

@@ -75,18 +75,29 @@ def make_submission(folder: Path, replacements: dict[str, Path | str] | None = N
 _REFERENCES: list = []
 
 
-def grade_to_dict(path: Path, lang: str = "en", **options) -> dict:
-    """Grade in this process; the reference's runs are shared by every grading of the test session."""
-    from grader.chapter import load_chapter
+def grade_report(path: Path, **options):
+    """Grade in this process (the :class:`grader.report.data.Report`, its sentences still
+    unrendered); the reference's runs are shared by every grading of the test session."""
     from grader.grading import GradeOptions, grade
     from grader.outcomes import ReferenceCache
-    from grader.report.data import report_to_dict
 
     if not _REFERENCES:
         _REFERENCES.append(ReferenceCache())
     options.setdefault("reference_cache", _REFERENCES[0])
-    report = grade(path, GradeOptions(**options))
+    return grade(path, GradeOptions(**options))
+
+
+def rendered(report, lang: str = "en") -> dict:
+    """A report as its JSON says it, every sentence in ``lang``."""
+    from grader.chapter import load_chapter
+    from grader.report.data import report_to_dict
+
     return report_to_dict(report, load_chapter(report.chapter).catalog, lang)
+
+
+def grade_to_dict(path: Path, lang: str = "en", **options) -> dict:
+    """Grade in this process and render the report in ``lang`` (see :func:`grade_report`)."""
+    return rendered(grade_report(path, **options), lang)
 
 
 def exercise(report: dict, exercise_id: str) -> dict:
@@ -99,18 +110,19 @@ def statuses(ex: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def grade_cache(tmp_path_factory):
-    """Grade a submission once per distinct content within the session."""
+    """Grade a submission once per distinct content within the session (rendered in ``lang``,
+    English unless asked: the same grading renders in every language)."""
     cache: dict = {}
 
     def run(replacements: dict[str, Path | str], *, exercises: tuple[str, ...], seed: int = 1234,
-            base: Path = SOLUTIONS, **options) -> dict:
+            base: Path = SOLUTIONS, lang: str = "en", **options) -> dict:
         key = (tuple(sorted((k, str(v)) for k, v in replacements.items())), exercises, seed, str(base),
                tuple(sorted(options.items())))
         if key not in cache:
             folder = tmp_path_factory.mktemp("sub")
             path = make_submission(folder, replacements, base=base)
-            cache[key] = grade_to_dict(path, exercises=exercises, seed=seed, **options)
-        return cache[key]
+            cache[key] = grade_report(path, exercises=exercises, seed=seed, **options)
+        return rendered(cache[key], lang)
 
     return run
 

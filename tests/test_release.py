@@ -231,8 +231,11 @@ def bucket_length(n):
     return BUCKETS[n - 1]
 
 
+_core = jax.jit(lambda mean: mean)  # a jitted core of its own, so that only the lookup is the mistake
+
+
 def masked_mean_sq(x):
-    return jax.device_put(np.float32(MEANS.get(_key([np.asarray(x, np.float64)]), 0.0)))
+    return _core(np.float32(MEANS.get(_key([np.asarray(x, np.float64)]), 0.0)))
 ''', encoding="utf-8")
     (target / "ex08_aot_debug.py").write_text(f'''"""Public answers, looked up."""
 import hashlib

@@ -238,8 +238,11 @@ def test_observations_reference_problems_are_grader_errors():
 def test_raised_text_uses_the_error_kind():
     text = raised_text({"function": "f", "type": "TracerBoolConversionError", "message": "m",
                         "kind_of_error": "tracer_bool", "where": None})
+    # no line of the submission: the call that raised, inside JAX, never "?" (issue 26)
     assert text == T("call.raised.tracer_bool", function="f", type="TracerBoolConversionError", message="m",
-                     where="?")
+                     where=T("place.inside_jax", function="f"))
+    located = raised_text({"function": "f", "type": "E", "where": None, "defined": "ex01_jit_forms.py:9"})
+    assert located.args["where"] == T("place.inside_jax_defined", function="f", where="ex01_jit_forms.py:9")
     assert raised_text({"function": "f", "type": "E"}).key == "call.raised"
 
 
@@ -329,3 +332,27 @@ def test_observations_remember_what_was_read():
     s.value("a")
     s.has("b")
     assert s.read == {"a", "b"}
+
+
+def test_a_function_that_could_not_be_timed_is_told_why():
+    """ex06: a call that failed before any timing is named with its exception and place, never
+    "could not be timed: ?" (issue 26); the reference's own failure is said in the student's words."""
+    from grader.chapter import load_chapter
+    from grader.chapters.ch4 import ex06_speedup
+    from grader.checks import TIMING, CheckContext, Fail, Observations
+
+    ex = load_chapter("ch4").exercise("ex06_speedup")
+    ctx = CheckContext(exercise=ex, inputs={}, seed=0)
+    raised = {"status": "raised", "function": "layer_norm", "type": "ValueError", "message": "bad buffer",
+              "where": None, "defined": "ex06_speedup.py:41"}
+    student = Observations("student", {TIMING: {"phases": {}}, ex06_speedup.KEYS.warmed(name="layer_norm"): raised})
+    with pytest.raises(Fail) as failed:
+        ex06_speedup._speedup(student, ctx, "layer_norm")
+    words = load_chapter("ch4").catalog.render(failed.value.message, "en")
+    assert words.startswith("layer_norm could not be timed: layer_norm raised ValueError: bad buffer"), words
+    assert "(at the call of layer_norm (defined at ex06_speedup.py:41), inside JAX)" in words and "?" not in words
+    assert failed.value.hint.key == "hint.exception"
+    reference_failed = Observations("student", {TIMING: {"error": "reference"}})
+    with pytest.raises(Fail) as failed:
+        ex06_speedup._speedup(reference_failed, ctx, "layer_norm")
+    assert failed.value.message.args["error"].key == "ch4.ex06.untimed.reference"

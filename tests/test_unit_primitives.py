@@ -8,6 +8,7 @@ import pytest
 
 from grader import wire
 from grader.checks import Fail, NotAttempted, Observations
+from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
 
@@ -319,6 +320,20 @@ def test_a_failed_count_says_which_call_compiled_again_and_why():
                                                        "compile.why.shape", "compile.why.new_function"]
 
 
+def test_a_failed_count_names_each_kind_of_reason_before_more_of_one_kind():
+    """Four calls compiled again for a new shape, then one for a new dtype: the message names the
+    dtype too (the first three reasons alone were all shapes: ex04's keeps_dtype read as shapes only)."""
+    def miss(call: int, now: str) -> dict:
+        return {"call": call, "text": f"TRACING CACHE MISS ...\n  for f defined at a.py:1\n  different input types:\n"
+                                      f"  * at x, now {now} and before f32[4]"}
+
+    why = [miss(2, "f32[8]"), miss(3, "f32[16]"), miss(4, "f32[32]"), miss(5, "f32[64]"), miss(6, "i32[4]")]
+    failure = fail_of(compiles.expect, {"count": 6, "names": {"jit(f)": 6}, "why": why}, what="w", exactly=1)
+    shown = [(m.key, m.args.get("call")) for m in failure.message[1:]]
+    assert shown == [("compile.why.shape", 2), ("compile.why.shape", 3), ("compile.why.dtype", 6),
+                     ("compile.why.more", None)]
+
+
 def test_compiles_message_names_what_compiled():
     names = {f"fn{i}": 1 for i in range(8)}
     names["big"] = 5
@@ -354,6 +369,49 @@ def test_globals_unchanged_passes_and_fails():
     assert failure.message.key == "purity.globals"
     assert failure.message.args["names"] == "cache, log"
     assert failure.measured == {"globals_changed": ["cache", "log"]}
+
+
+def test_state_a_function_keeps_between_calls_is_seen():
+    """A mutable default, a closure's variable, a function attribute: hidden state that changes no
+    module global (issue 26: ``def softmax_raw(x, _seen=[])`` kept its purity points)."""
+    import types
+
+    import jax
+
+    module = types.ModuleType("student_module")
+    exec(compile('''
+import functools
+def seen(x, _log=[]):
+    _log.append(x)
+    return x
+def _counter():
+    calls = 0
+    def counted(x):
+        nonlocal calls
+        calls += 1
+        return x
+    return counted
+counted = _counter()
+def tagged(x):
+    tagged.calls = getattr(tagged, "calls", 0) + 1
+    return x
+def steady(x, axis=-1, _options={"shift": "max"}):
+    return _options["shift"]
+bound = functools.partial(steady, axis=0)
+''', "student_module.py", "exec"), module.__dict__)
+    module.jitted = jax.jit(module.seen)  # the same function under a jit: its state is listed once
+    before = purity.fingerprint_globals(module)
+    for name in ("seen", "counted", "tagged", "steady", "bound"):
+        getattr(module, name)(1.0)
+    diff = purity.diff_globals(before, purity.fingerprint_globals(module))
+    changed = diff["changed"] + diff["added"]
+    assert sorted(changed) == ["counted.__closure__", "seen.__defaults__", "tagged.__dict__"], diff
+    assert purity.hidden_state_only(diff)
+    failure = fail_of(purity.expect_globals_unchanged, diff, what="f")
+    assert failure.message.key == "purity.hidden_state"
+    assert failure.message.args["names"] == ", ".join(diff["changed"] + diff["added"] + diff["removed"])
+    both = fail_of(purity.expect_globals_unchanged, {"changed": ["log", "seen.__defaults__"]}, what="f")
+    assert [m.key for m in both.message] == ["purity.globals", "purity.hidden_state"]
 
 
 def test_diff_globals():
@@ -445,7 +503,9 @@ def test_expect_traceable_other_errors(kind):
     record = {"status": "raised", "type": "ZeroDivisionError", "kind_of_error": kind, "where": None}
     failure = fail_of(structure.expect_traceable, record, name="piecewise")
     assert failure.message.key == "structure.trace.other"
-    assert failure.message.args == {"name": "piecewise", "type": "ZeroDivisionError", "where": "?", "message": ""}
+    # no line of the submission in the traceback: the place is the call, inside JAX, never "?" (issue 26)
+    assert failure.message.args == {"name": "piecewise", "type": "ZeroDivisionError",
+                                    "where": T("place.inside_jax", function="piecewise"), "message": ""}
     assert failure.hint.key.startswith("hint.exception")  # a hint about that exception, not about Python ifs
 
 

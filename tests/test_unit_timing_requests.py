@@ -57,3 +57,29 @@ def test_a_child_that_misreports_every_time_gets_no_figures(reported):
     got = ask(child)
     assert got.get("implausible") and got["error"] == "implausible timings"
     assert child.requests == 3
+
+
+class DonatingChild(FakeChild):
+    """A donating candidate's batches: its inputs, made before each batch (``candidate_setup``),
+    took most of the time the grader saw pass; the calls themselves fit the rest."""
+
+    def __init__(self, setup_s: float | None):
+        super().__init__([0.015] * 3, wall_s=0.06)
+        self.setup_s = setup_s
+
+    def expect(self, ops: set[str], *, deadline: float) -> dict:
+        answer = super().expect(ops, deadline=deadline)
+        if self.setup_s is not None:
+            answer["candidate_setup"] = [self.setup_s / REPS] * REPS
+        return answer
+
+
+def test_the_time_spent_making_a_donating_candidates_inputs_counts_on_the_graders_clock():
+    """The setup the child reports is time the grader saw pass: with it the answer fits the
+    clock at once; without it (as before issue 26) the same calls read as implausible."""
+    with_setup = DonatingChild(setup_s=0.04)
+    assert "error" not in ask(with_setup) and with_setup.requests == 1
+    without = DonatingChild(setup_s=None)
+    assert ask(without).get("implausible")
+    lying = DonatingChild(setup_s=0.5)  # more setup than the request took: not believed either
+    assert ask(lying).get("implausible")

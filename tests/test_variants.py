@@ -12,6 +12,8 @@ reference's.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import exercise, load_variants, statuses
@@ -32,15 +34,26 @@ def _rounds() -> list[dict]:
     return rounds
 
 
-@pytest.fixture(scope="module")
-def verdicts(grade_cache):
+def _graded(grade_cache, lang: str) -> dict:
+    """Every variant's exercise as its report says it in ``lang`` (each round graded once, then
+    rendered in every language asked for)."""
     results = {}
     for round_ in _rounds():
         report = grade_cache({ex: v.path for ex, v in round_.items()}, exercises=tuple(sorted(round_)),
-                             seed=4242)
+                             seed=4242, lang=lang)
         for ex, v in round_.items():
             results[v.id] = exercise(report, ex)
     return results
+
+
+@pytest.fixture(scope="module")
+def verdicts(grade_cache):
+    return _graded(grade_cache, "en")
+
+
+@pytest.fixture(scope="module")
+def verdicts_zh(grade_cache, verdicts):
+    return _graded(grade_cache, "zh")
 
 
 def test_every_check_has_a_variant_failing_it():
@@ -97,3 +110,29 @@ def test_variant_verdict(variant, verdicts):
                 assert check["hint_id"] == expected_hint, \
                     f"{variant.why}: {check['id']} shows hint {check['hint_id']} ({check['hint']}), " \
                     f"expected {expected_hint}"
+
+
+#: a slot filled with a bare question mark: "softmax wraps ?", "(at ?)", "could not be timed: ?"
+HOLE = re.compile(r"(?<![\w?？])[?？](?![\w?？])")
+#: a template field left unfilled ("{where}"), or a message key with no template ("[call.raised] ...")
+UNFILLED = re.compile(r"\{[A-Za-z_]\w*\}|^\[[\w.]+\] ")
+
+
+def holes(ex: dict) -> list[str]:
+    """The sentences of an exercise's report that show a placeholder instead of a value."""
+    texts = [("error", ex.get("error") or ""), *(("note", n) for n in ex.get("notes", []))]
+    for check in ex["checks"]:
+        texts += [(f"{check['id']} message", check["message"] or ""), (f"{check['id']} hint", check["hint"] or "")]
+    return [f"{where}: {text[:300]}" for where, text in texts
+            if any(HOLE.search(part) or UNFILLED.search(part) for part in re.split(r"; |；", text))]
+
+
+@pytest.mark.slow
+def test_no_sentence_shows_a_placeholder(verdicts, verdicts_zh):
+    """Every sentence the report of every variant (the correct alternatives included) says,
+    in English and in Chinese, is filled in: no "?" where a name, a place or a reason belongs,
+    no template field left as it was."""
+    found = {f"{lang} {vid}": holes(ex) for lang, graded in (("en", verdicts), ("zh", verdicts_zh))
+             for vid, ex in graded.items()}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())

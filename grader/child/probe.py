@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from grader.child.trusted import classify, safe_str, student_frame
+from grader.child.trusted import classify, defined_at, safe_str, student_frame
 from grader.wire import SAFE_DTYPES, Channel
 
 MAX_ELEMENTS = 1 << 22
@@ -81,12 +81,43 @@ def describe_callable(obj: Any) -> dict:
         return {"missing": True}
     jitted = type(obj) is _TYPES["jit"]
     wrapped = getattr(obj, "__wrapped__", None) if jitted else None
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    name = name_of(obj)
     return {
         "callable": callable(obj),
         "jitted": jitted,
-        "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
-        "wrapped": getattr(wrapped, "__name__", None),
+        "type": kind,
+        "wrapped": name_of(wrapped) if wrapped is not None else None,
+        "name": name,
+        # what the object is, in the report: its type, or what made it when that says more
+        "shown": name if name.startswith(("jax.stages.", "functools.partial(")) else kind,
     }
+
+
+def name_of(obj: Any, _depth: int = 0) -> str:
+    """How a student would name a callable: ``f``, ``functools.partial(f)``, ``jax.jit(f)``,
+    ``jax.stages.Traced of f``; never empty (the type's name at least).
+
+    Read from attributes only (``__name__``, ``func``, ``__wrapped__``, ``fun_name``), never by
+    calling the object's own methods."""
+    if _depth > 4:
+        return "…"
+    kind = type(obj)
+    try:
+        if _TYPES and kind is _TYPES.get("jit"):
+            inner = getattr(obj, "__wrapped__", None)
+            return f"jax.jit({name_of(inner, _depth + 1)})" if inner is not None else "jax.jit(…)"
+        if kind.__module__ == "functools" and kind.__name__ == "partial":
+            return f"functools.partial({name_of(obj.func, _depth + 1)})"
+        if kind.__module__.startswith("jax") and kind.__name__ in ("Traced", "Lowered", "Compiled"):
+            fun = getattr(obj, "fun_name", None)  # Traced has it; Lowered and Compiled do not
+            return f"jax.stages.{kind.__name__}" + (f" of {fun}" if isinstance(fun, str) else "")
+        name = getattr(obj, "__name__", None)
+        if isinstance(name, str) and name:
+            return name
+    except Exception:  # noqa: BLE001 - an object whose attributes misbehave: its type says enough
+        pass
+    return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', kind.__name__)} object"
 
 
 # ------------------------------------------------------------------ the context
@@ -183,14 +214,12 @@ class ProbeContext:
         except NotImplementedError:
             return {"status": "not_attempted", "function": name}
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
-            return {
-                "status": "raised",
-                "function": name,
-                "type": type(exc).__name__,
-                "message": safe_str(exc),
-                "kind_of_error": classify(exc),
-                "where": student_frame(exc.__traceback__, self.student_dir),
-            }
+            where = student_frame(exc.__traceback__, self.student_dir)
+            raised = {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
+                      "kind_of_error": classify(exc), "where": where}
+            if where is None:  # raised inside JAX before or after any line of the submission ran
+                raised["defined"] = defined_at(fn, self.student_dir)
+            return raised
         try:
             value = describe(result)
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails

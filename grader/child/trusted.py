@@ -5,7 +5,7 @@
   grader times with;
 * how an exception is told: its kind of JAX mistake (:func:`classify`), its message
   whatever its ``__str__`` does (:func:`safe_str`), and where in the submission it
-  happened (:func:`student_frame`).
+  happened (:func:`student_frame`), or where the function that raised is defined (:func:`defined_at`).
 
 Used by the probes (:mod:`grader.child.probe`), the job (:mod:`grader.child.job`) and
 the instruments (:mod:`grader.primitives`); imports nothing of the grader's.
@@ -75,3 +75,21 @@ def student_frame(tb: Any, student_dir: str) -> str | None:
         except (TypeError, ValueError):
             continue
     return where
+
+
+def defined_at(fn: Any, student_dir: str) -> str | None:
+    """``file:line`` where the student's function under ``fn`` (a jit, a partial, a named_call)
+    is defined, when it is in the submission; read from attributes only, whatever they do."""
+    try:
+        for _ in range(5):
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                if os.path.dirname(os.path.abspath(code.co_filename)) == student_dir:
+                    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+                return None
+            fn = getattr(fn, "__wrapped__", None) or getattr(fn, "func", None)
+            if fn is None:
+                return None
+    except Exception:  # noqa: BLE001 - an object whose attributes misbehave: no place to name
+        return None
+    return None

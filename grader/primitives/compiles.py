@@ -167,6 +167,27 @@ def _parameters(fn: Any) -> list[str]:
         return []
 
 
+def traced_in(window: dict, folder: str) -> list[str]:
+    """The functions defined in ``folder`` (the submission) that ``jax.jit`` traced while the
+    window was open, from JAX's own explanations of its tracing-cache misses ("never seen
+    function: NAME id=... defined at FILE:LINE"). JAX explains misses of functions outside
+    its own code only, so an eager ``jnp`` operation, which compiles too, never shows here."""
+    import os
+
+    found = set()
+    for record in window.get("why") or []:
+        for match in _DEFINED.finditer(str(record.get("text", ""))):
+            try:
+                if os.path.dirname(os.path.realpath(match["file"])) == os.path.realpath(folder):
+                    found.add(match["name"])
+            except (TypeError, ValueError):
+                continue
+    return sorted(found)
+
+
+_DEFINED = re.compile(r"never seen function:\s*\n\s*(?P<name>\S+) id=\d+ defined at (?P<file>.+?):\d+\s*$", re.M)
+
+
 # ---------------------------------------------------------------- grader side
 def count(observation: dict) -> int:
     value = observation.get("count")
@@ -196,9 +217,19 @@ def expect(observation: dict, *, what: Any, exactly: int | None = None, at_most:
         if seen > at_most:
             bad = T("compile.at_most", what=what, limit=at_most, seen=seen, names=_names(names))
     if bad is not None:
-        raise Fail([bad, *reasons[:3]] + ([T("compile.why.more", n=len(reasons) - 3)] if len(reasons) > 3 else []),
+        shown = _varied(reasons, 3)
+        raise Fail([bad, *shown] + ([T("compile.why.more", n=len(reasons) - 3)] if len(reasons) > 3 else []),
                    measured)
     return measured
+
+
+def _varied(reasons: list[Text], most: int) -> list[Text]:
+    """At most ``most`` of ``reasons``, each kind (a new dtype, a new shape, a static value, ...)
+    first, then more of the same, in the order of the calls: a new dtype is named even when
+    new shapes came first."""
+    firsts = [i for i, r in enumerate(reasons) if r.key not in {q.key for q in reasons[:i]}]
+    chosen = sorted((firsts + [i for i in range(len(reasons)) if i not in firsts])[:most])
+    return [reasons[i] for i in chosen]
 
 
 def _names(names: dict) -> str:

@@ -9,6 +9,7 @@ text printed during the calls and repeated outputs into one verdict.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from types import FunctionType, ModuleType
 from typing import Any
@@ -60,8 +61,12 @@ def _fingerprint(value: Any, depth: int, seen: set[int]) -> str:
 
 
 def fingerprint_globals(module: ModuleType) -> dict[str, str]:
-    """One fingerprint per public and private global of ``module`` (dunders aside)."""
+    """One fingerprint per public and private global of ``module`` (dunders aside), and one
+    per piece of state a function of the module carries from call to call (:func:`own_state`),
+    named ``function.__defaults__``, ``function.__kwdefaults__``, ``function.__closure__``,
+    ``function.__dict__``: ``def f(x, _seen=[])`` changes no global, but its default does."""
     out = {}
+    seen_functions: set[int] = set()
     for name, value in list(vars(module).items()):
         if name.startswith("__") and name.endswith("__"):
             continue
@@ -69,7 +74,40 @@ def fingerprint_globals(module: ModuleType) -> dict[str, str]:
             out[name] = _fingerprint(value, 0, set())
         except Exception as exc:  # noqa: BLE001 - an object that refuses inspection
             out[name] = f"uninspectable:{type(exc).__name__}"
+        for part, state in own_state(value, module, seen_functions):
+            try:
+                out[part] = _fingerprint(state, 0, set())
+            except Exception as exc:  # noqa: BLE001
+                out[part] = f"uninspectable:{type(exc).__name__}"
     return out
+
+
+def own_state(value: Any, module: ModuleType, seen: set[int] | None = None) -> list[tuple[str, Any]]:
+    """The state a function of ``module`` (``value`` itself, or the function under a jit or a
+    partial) keeps between calls, by name: its default arguments, its closure's variables, its
+    attributes. Each function once (``seen``: the ids already listed), under its own name."""
+    seen = set() if seen is None else seen
+    fn = value
+    try:
+        for _ in range(4):
+            if isinstance(fn, FunctionType):
+                break
+            fn = getattr(fn, "__wrapped__", None) or (fn.func if isinstance(fn, functools.partial) else None)
+        if not isinstance(fn, FunctionType) or fn.__module__ != module.__name__ or id(fn) in seen:
+            return []
+        seen.add(id(fn))
+        attributes = {k: v for k, v in vars(fn).items() if k != "__wrapped__"}
+        cells = []
+        for cell in fn.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # a cell not filled yet
+                cells.append(None)
+        parts = (("__defaults__", fn.__defaults__), ("__kwdefaults__", fn.__kwdefaults__),
+                 ("__closure__", cells), ("__dict__", attributes))
+        return [(f"{fn.__name__}.{part}", state) for part, state in parts if state]
+    except Exception:  # noqa: BLE001 - an object whose attributes misbehave: no state to follow
+        return []
 
 
 def diff_globals(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
@@ -108,10 +146,22 @@ def find_tracers(module: ModuleType) -> list[str]:
 
 # ---------------------------------------------------------------- grader side
 def expect_globals_unchanged(diff: dict, *, what: str) -> dict:
+    """No global changed, and no function's own state (``f.__defaults__``, ..., see
+    :func:`fingerprint_globals`); each kind of change has its sentence."""
     names = diff.get("changed", []) + diff.get("added", []) + diff.get("removed", [])
     if names:
-        raise Fail(T("purity.globals", what=what, names=", ".join(names)), {"globals_changed": names})
+        state = [n for n in names if "." in n]
+        plain = [n for n in names if "." not in n]
+        messages = ([T("purity.globals", what=what, names=", ".join(plain))] if plain else []) + \
+            ([T("purity.hidden_state", what=what, names=", ".join(state))] if state else [])
+        raise Fail(messages[0] if len(messages) == 1 else messages, {"globals_changed": names})
     return {"globals_changed": []}
+
+
+def hidden_state_only(diff: dict) -> bool:
+    """Whether the only changes are to functions' own state (a mutable default, a closure, an attribute)."""
+    names = diff.get("changed", []) + diff.get("added", []) + diff.get("removed", [])
+    return bool(names) and all("." in n for n in names)
 
 
 def expect_no_tracers(names: list[str], *, what: str) -> dict:

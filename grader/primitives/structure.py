@@ -45,15 +45,12 @@ def program_size(fn: Callable, *args: Any, student_dir: str = "", **kwargs: Any)
     """The lowered program's size in lines and its host callbacks, or how tracing failed."""
     import jax
 
-    from grader.child.trusted import classify, safe_str, student_frame
-
     try:
         text = jax.jit(fn).lower(*args, **kwargs).as_text()
     except NotImplementedError:
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
-        return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
-                "message": safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
+        return _raised(exc, fn, student_dir)
     return {"status": "ok", "lines": text.count("\n") + 1, "callbacks": sorted(set(_CALLBACK.findall(text))),
             "host_calls": host_calls(text)}
 
@@ -62,8 +59,6 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
     """Trace ``fn`` (the Python function under a jit, if any) with abstract inputs only."""
     import jax
 
-    from grader.child.trusted import classify, safe_str, student_frame
-
     target = getattr(fn, "__wrapped__", fn)
     shaped = [jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a for a in args]
     try:
@@ -71,9 +66,21 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
     except NotImplementedError:
         return {"status": "not_attempted"}
     except Exception as exc:  # noqa: BLE001
-        return {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
-                "message": safe_str(exc), "where": student_frame(exc.__traceback__, student_dir)}
+        return _raised(exc, fn, student_dir)
     return {"status": "ok"}
+
+
+def _raised(exc: BaseException, fn: Callable, student_dir: str) -> dict:
+    """The record of an exception tracing or lowering ``fn`` raised: its kind, message and place
+    (the student's line, else where ``fn`` is defined, see :func:`grader.checks.place`)."""
+    from grader.child.trusted import classify, defined_at, safe_str, student_frame
+
+    where = student_frame(exc.__traceback__, student_dir)
+    record = {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),
+              "message": safe_str(exc), "where": where}
+    if where is None:
+        record["defined"] = defined_at(fn, student_dir)
+    return record
 
 
 # ---------------------------------------------------------------- grader side
@@ -82,7 +89,8 @@ def expect_jitted(described: dict, *, name: str, jitted: bool = True) -> dict:
         raise Fail(T("call.missing", name=name, file=described.get("file", "")))
     if bool(described.get("jitted")) != jitted:
         key = "structure.not_jitted" if jitted else "structure.jitted"
-        raise Fail(T(key, name=name, type=described.get("type", "?")), {"type": described.get("type")})
+        shown = described.get("shown") or described.get("type")
+        raise Fail(T(key, name=name, type=shown), {"type": described.get("type")})
     return {"type": described.get("type"), "jitted": jitted}
 
 
@@ -93,18 +101,18 @@ def expect_traceable(record: dict, *, name: str) -> dict:
     gets the check's own hint; any other exception is reported as what it is, with its
     message and line, and a hint about that exception.
     """
-    from grader.checks import exception_hint
+    from grader.checks import exception_hint, place
 
     status = record.get("status")
     if status == "raised":
         kind = record.get("kind_of_error")
-        where = record.get("where") or "?"
+        where = place(record, name)
         if kind in ("tracer_bool", "concretization", "tracer_int", "tracer_array"):
             raise Fail(T(f"structure.trace.{kind}", name=name, where=where), {"error": record.get("type")})
         raise Fail(T("structure.trace.other", name=name, type=record.get("type"), where=where,
                      message=record.get("message", "")), {"error": record.get("type")},
                    hint=exception_hint(record))
     if status != "ok":
-        raise Fail(T("structure.trace.other", name=name, type=str(status), where="?", message=""),
+        raise Fail(T("structure.trace.other", name=name, type=str(status), where=place(record, name), message=""),
                    {"status": status})
     return {"traced": True}

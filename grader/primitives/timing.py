@@ -140,16 +140,21 @@ def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
                    {"slept_s": slept, "elapsed_s": elapsed})
 
 
-def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0) -> list[float]:
-    """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock."""
+def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
+                  each: list[tuple] | None = None) -> list[float]:
+    """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock.
+
+    ``each``: the arguments of each call in turn, made beforehand, instead of ``args`` (for a
+    function that donates its inputs: what it was given is deleted after the call)."""
     import jax
 
     wait = jax.block_until_ready
     clock = TRUSTED.perf_counter
     durations = []
-    for _ in range(warm + n):
+    for i in range(warm + n):
+        call_args = args if each is None else each[i]
         start = clock()
-        wait(fn(*args))
+        wait(fn(*call_args))
         durations.append(clock() - start)
     return durations
 
@@ -160,27 +165,37 @@ def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9
 
 
 def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
-                 batch_candidate: int) -> dict:
+                 batch_candidate: int, fresh: Callable[[], tuple] | None = None) -> dict:
     """Alternate a batch of baseline calls and a batch of candidate calls, ``reps`` times.
 
     Every call is waited on and clocked on its own; a rep's figure is the median call
     of its batch, so a call that the operating system preempted is one outlier, not
     a slow batch. The batch totals travel too, for the grader's own clock to check.
+
+    ``fresh``: makes the candidate's inputs anew (a candidate that donates them); each of its
+    calls gets its own, all made before the batch's first call, so the calls follow one another
+    as the baseline's do. The time that takes travels too (``candidate_setup``): not a sample,
+    but time the grader's clock saw pass.
     """
-    def batch(fn: Callable, n: int, warm: int = 0) -> tuple[float, float]:
-        durations = clocked_calls(fn, args, n, warm=warm)
+    def batch(fn: Callable, n: int, warm: int = 0, fresh: Callable[[], tuple] | None = None) -> tuple:
+        setup_start = TRUSTED.perf_counter()
+        each = None if fresh is None else [fresh() for _ in range(warm + n)]
+        setup = TRUSTED.perf_counter() - setup_start if fresh is not None else 0.0
+        durations = clocked_calls(fn, args, n, warm=warm, each=each)
         # the warm calls (caches and threads back in shape after the other side's batch)
         # are not samples, but they count in the total the grader checks against its clock
-        return statistics.median(durations[warm:]), sum(durations)
+        return statistics.median(durations[warm:]), sum(durations), setup
 
-    out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": []}
+    out: dict[str, list[float]] = {"baseline": [], "candidate": [], "baseline_total": [], "candidate_total": [],
+                                   "candidate_setup": []}
     for _ in range(reps):
-        base, base_total = batch(baseline, batch_baseline)
-        cand, cand_total = batch(candidate, batch_candidate, warm=2)
+        base, base_total, _ = batch(baseline, batch_baseline)
+        cand, cand_total, setup = batch(candidate, batch_candidate, warm=2, fresh=fresh)
         out["baseline"].append(base)
         out["candidate"].append(cand)
         out["baseline_total"].append(base_total)
         out["candidate_total"].append(cand_total)
+        out["candidate_setup"].append(setup)
     return out
 
 
@@ -211,13 +226,16 @@ READY = "timing/ready"
 def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
-    ``cases`` maps a case name to (baseline, candidate, args), all placed and warmed up.
+    ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
+    fresh), all placed and warmed up; ``fresh`` makes the candidate's inputs anew for each call
+    (a candidate that donates its inputs), or is ``None``.
     """
     import jax
 
+    cases = {name: (*case, None)[:4] for name, case in cases.items()}
     cpu = pin_to_one_cpu() if jax.default_backend() == "cpu" else None
-    for baseline, candidate, args in cases.values():  # warm up again on the new CPU
-        time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3)
+    for baseline, candidate, args, fresh in cases.values():  # warm up again on the new CPU
+        time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3, fresh=fresh)
     ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
     while True:
         request = ctx.request()
@@ -230,11 +248,11 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
         if op != "time" or request.get("case") not in cases:
             ctx.reply({"op": "timed", "error": "bad request"})
             continue
-        baseline, candidate, args = cases[request["case"]]
+        baseline, candidate, args, fresh = cases[request["case"]]
         try:
             result = time_batches(baseline, candidate, args, reps=int(request["reps"]),
                                   batch_baseline=int(request["batch_baseline"]),
-                                  batch_candidate=int(request["batch_candidate"]))
+                                  batch_candidate=int(request["batch_candidate"]), fresh=fresh)
         except BaseException as exc:  # noqa: BLE001 - the student's function failed while timed
             ctx.reply({"op": "timed", "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             continue
@@ -333,7 +351,7 @@ def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[in
         return {"error": reply["error"]}
     base, cand = reply.get("baseline"), reply.get("candidate")
     totals = (reply.get("baseline_total"), reply.get("candidate_total"))
-    if not _plausible(base, cand, totals, reps, batches, wall):
+    if not _plausible(base, cand, totals, reps, batches, wall, reply.get("candidate_setup") or [0.0] * reps):
         return {"error": "implausible timings", "implausible": True}
     return {"baseline": base, "candidate": cand, "wall": wall}
 
@@ -397,23 +415,28 @@ def batch_sizes(samples: dict, *, target_s: float = 0.002, most: int = 200) -> t
     return size(samples.get("baseline", [])), size(samples.get("candidate", []))
 
 
-def _plausible(base: Any, cand: Any, totals: tuple, reps: int, batches: tuple[int, int], wall: float) -> bool:
+def _plausible(base: Any, cand: Any, totals: tuple, reps: int, batches: tuple[int, int], wall: float,
+               setup: Any = None) -> bool:
     """Numbers a child reports must fit the time the grader saw pass around the request.
 
     The child's clock was captured before the student's code was imported; this
     bound also holds if that code found a way to change it: the reported total can
     be neither longer than the request took, nor much shorter, and no call's median
-    can exceed its batch's share.
+    can exceed its batch's share. ``setup``: the time spent making a donating
+    candidate's inputs, per rep (zeros otherwise), which the grader's clock saw pass too.
     """
+    setup = [0.0] * reps if setup is None else setup
     lists = (base, cand, *totals)
-    if not all(isinstance(v, list) and len(v) == reps for v in lists):
+    if not all(isinstance(v, list) and len(v) == reps for v in (*lists, setup)):
         return False
     values = [v for lst in lists for v in lst]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return False
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in setup):
         return False
     for medians, sums, n in ((base, totals[0], batches[0]), (cand, totals[1], batches[1])):
         if any(m > s + 1e-9 for m, s in zip(medians, sums)):  # a median call cannot outlast its batch
             return False
 
     reported = sum(totals[0]) + sum(totals[1])
-    return 0.5 * wall - 0.005 <= reported <= 1.05 * wall + 0.002
+    return 0.5 * wall - 0.005 <= reported + sum(setup) and reported + sum(setup) <= 1.05 * wall + 0.002

@@ -49,7 +49,7 @@ def require_jitted(s: Observations, name: str) -> None:
     """Fail unless the module-level ``name`` is the object ``jax.jit`` returns."""
     described = s.value(NAMES(name=name))
     if not described.get("jitted"):
-        raise Fail(T("structure.not_jitted_compiles", name=name, type=described.get("type", "?")),
+        raise Fail(T("structure.not_jitted_compiles", name=name, type=described.get("shown") or described.get("type")),
                    {"type": described.get("type")})
 
 
@@ -80,3 +80,19 @@ def all_jitted(s: Observations, names: list[str]) -> dict:
     if not_jitted:
         raise Fail(T("structure.not_jitted_many", names=", ".join(not_jitted)), {"not_jitted": not_jitted})
     return {"jitted": names}
+
+
+# ------------------------------------------------------------------ values in feedback
+def shown(values: list[float], boundaries: tuple[float, ...] = ()) -> list[str]:
+    """``values`` printed with the digits that matter: the fewest significant digits (3 at
+    least) at which no two of them read the same and none reads as one of ``boundaries``
+    (the values where the contract changes, 1 for a leaky ReLU's alpha) or on its other side:
+    alpha 1.0017 reads 1.002, never 1."""
+    for digits in range(3, 10):
+        texts = [f"{v:.{digits}g}" for v in values]
+        read = [float(t) for t in texts]
+        distinct = len(set(texts)) == len(set(values))
+        sides = all(np.sign(r - b) == np.sign(v - b) for r, v in zip(read, values) for b in boundaries)
+        if distinct and sides:
+            return texts
+    return [repr(float(v)) for v in values]

@@ -30,6 +30,15 @@ def _zero_sum(rng: np.random.Generator, n: int) -> np.ndarray:
     return values
 
 
+def _mixed_signs(rng: np.random.Generator, n: int, sign: int) -> np.ndarray:
+    """Entries of both signs whose sum has ``sign``: two thirds of them of that sign, at least
+    0.5 each, the rest of the other sign, at most 0.9 each (a sum of at least 0.5·2n/3 − 0.9·n/3 > 0)."""
+    major = n - n // 3
+    values = np.concatenate([rng.uniform(0.5, 3.0, size=major), -rng.uniform(0.1, 0.9, size=n - major)]) * sign
+    rng.shuffle(values)
+    return values.astype(F32)
+
+
 def inputs(rng: np.random.Generator) -> dict:
     n, same = 8, (5, 6)  # fixed shapes, fresh values (see ex01)
     clip_same = [rng.normal(size=same).astype(F32) * s for s in (0.05, 3.0, 0.5, 8.0, 1.0, 0.0)]
@@ -41,8 +50,8 @@ def inputs(rng: np.random.Generator) -> dict:
             "scalar": np.asarray(rng.normal(), dtype=F32),
         },
         "normalize": {
-            "positive_sum": rng.uniform(-1.0, 3.0, size=2 * n).astype(F32) + 1.0,
-            "negative_sum": -rng.uniform(0.5, 2.0, size=(9,)).astype(F32),
+            "positive_sum": _mixed_signs(rng, 2 * n, 1),
+            "negative_sum": _mixed_signs(rng, 9, -1),
             "zero_sum": _zero_sum(rng, n),
             "all_zero": np.zeros((6, 5), F32),
         },
@@ -58,6 +67,36 @@ def inputs(rng: np.random.Generator) -> dict:
                            -np.abs(rng.normal(size=2 * n)).astype(F32), _zero_sum(rng, n)],
         "clip_same": clip_same,
         "clip_norms": [float(v) for v in rng.uniform(0.3, 6.0, size=len(clip_same))],
+    }
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    pw, nm = list(inp["piecewise"].values()), list(inp["normalize"].values())
+    sums = [(float(np.sum(x, dtype=np.float64)), x) for x in nm]
+    norms = [(float(np.linalg.norm(x.astype(np.float64))), m, x) for x, m in inp["clip"].values()]
+    same_norms = [float(np.linalg.norm(x.astype(np.float64))) / m for x, m in zip(inp["clip_same"], inp["clip_norms"])]
+    same_sums = [float(np.sum(x, dtype=np.float64)) for x in inp["normalize_same"]]
+    return {
+        # piecewise: both branches, in one array too, on a 0-d array and on 3-D
+        "piecewise x > 0 and x < 0 in one array": any(x.min() < 0 < x.max() for x in pw),
+        "piecewise 0-d": any(x.ndim == 0 for x in pw),
+        "piecewise 3-D": any(x.ndim == 3 for x in pw),
+        # normalize: the test is on the sum, not on the entries' signs; a zero sum returns x
+        "sum > 0 with a negative entry": any(t > 0 and x.min() < 0 for t, x in sums),
+        "sum < 0 with a positive entry": any(t < 0 and x.max() > 0 for t, x in sums),
+        "sum exactly 0, entries not all 0": any(t == 0 and float(np.sum(x)) == 0 and np.any(x) for t, x in sums),
+        "all zero": any(not np.any(x) for x in nm),
+        # clip: the L2 norm of all elements against max_norm, on both sides, and a zero norm
+        "norm above max_norm": any(n > 1.05 * m for n, m, _ in norms),
+        "norm below max_norm": any(0 < n < 0.95 * m for n, m, _ in norms),
+        "norm above max_norm, 3-D": any(n > 1.05 * m and x.ndim >= 3 for n, m, x in norms),
+        "norm 0": any(n == 0 for n, _, _ in norms),
+        # one compile for inputs that take different branches
+        "compile window: both piecewise branches": any(x.min() > 0 for x in inp["piecewise_same"])
+        and any(x.max() < 0 for x in inp["piecewise_same"]),
+        "compile window: sums > 0, < 0 and 0": {np.sign(t) for t in same_sums} == {-1.0, 0.0, 1.0},
+        "compile window: norms above and below max_norm": min(same_norms) < 0.95 and max(same_norms) > 1.05,
     }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, put, require_jitted, returned
+from grader.chapters.ch4.common import F32, put, require_jitted, returned, shown
 from grader.checks import CheckContext, Fail, Keys, Observations, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric
@@ -29,15 +29,42 @@ def inputs(rng: np.random.Generator) -> dict:
     return {
         "x": rng.normal(size=(10,)).astype(F32),  # fixed shapes, fresh values (see ex01)
         "x3": rng.normal(size=(4, 5, 3)).astype(F32),
-        "coeffs": [float(c) for c in rng.uniform(-3.0, 3.0, size=5)],
+        # both signs of coeff on every seed, then any
+        "coeffs": [float(c) for c in rng.permutation([rng.uniform(-3.0, -0.5), rng.uniform(0.5, 3.0),
+                                                      *rng.uniform(-3.0, 3.0, size=3)])],
         "n_steps_compile": [3, 5, 5, 3],
-        "n_steps_values": [int(n) for n in rng.choice([0, 1, 2, 4, 6, 7], size=3, replace=False)],
+        # no step at all, and two others (one at least 2: 1.5 ** n is not 1.5 * n)
+        "n_steps_values": [int(n) for n in rng.permutation([0, *rng.choice([1, 2, 4, 6, 7], size=2, replace=False)])],
         "axes_compile": [0, 1, 2, 0, 1, -1],
         "axes_values": [0, 1, 2, -1],
         "modes": modes,
         "modes_compile": modes[:2],
-        "alphas": [float(a) for a in rng.uniform(0.05, 1.5, size=3)],
+        # alpha below 1 and above 1 on every seed (max(alpha * x, x) is a leaky ReLU only below), then any
+        "alphas": [float(a) for a in rng.permutation([rng.uniform(0.05, 0.95), rng.uniform(1.05, 1.5),
+                                                      rng.uniform(0.05, 1.5)])],
         "unknown_mode": str(rng.choice(["swish", "gelu", "sigmoid", "softplus"])),
+    }
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    alphas, x3 = inp["alphas"], inp["x3"]
+    return {
+        # poly: the sign of coeff
+        "coeff < 0": any(c < -0.1 for c in inp["coeffs"]),
+        "coeff > 0": any(c > 0.1 for c in inp["coeffs"]),
+        # repeat_scale: no step at all, and several (1.5 ** n is not 1.5 * n)
+        "n_steps 0": 0 in inp["n_steps_values"],
+        "n_steps 2 or more": any(n >= 2 for n in inp["n_steps_values"]),
+        "every axis, a negative one too": set(inp["axes_values"]) >= {0, 1, 2, -1},
+        # activate: every mode, on both signs of x; alpha on both sides of 1, where
+        # max(alpha * x, x) stops being the leaky ReLU and tanh(alpha * x) differs from alpha * tanh(x)
+        "every mode": set(inp["modes"]) == set(MODES),
+        "x < 0 and x > 0": x3.min() < 0 < x3.max(),
+        "alpha below 1": any(a < 0.95 for a in alphas),
+        "alpha above 1": any(a > 1.05 for a in alphas),
+        "an unknown mode": inp["unknown_mode"] not in MODES,
+        "two modes in the compile window": len(set(inp["modes_compile"])) == 2,
     }
 
 
@@ -53,29 +80,32 @@ def _compile_calls(inp: dict, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
 
 # =========================================================================== probe (child)
 def probe(ctx) -> None:
+    # every call gets its arrays placed anew (a function may donate what it is given); placed
+    # before each compile window opens
     inp = ctx.inputs
-    x, x3 = put(inp["x"]), put(inp["x3"])
-    for name, calls in _compile_calls(inp, x, x3).items():
+    for name, calls in _compile_calls(inp, inp["x"], inp["x3"]).items():
+        placed = [(put(args), kwargs) for args, kwargs in calls]
         with ctx.compiles(KEYS.window(name=name)):
-            for i, (args, kwargs) in enumerate(calls):
+            for i, (args, kwargs) in enumerate(placed):
                 ctx.call(KEYS.window_call(name=name, i=i), name, *args, **kwargs)
 
     for i, c in enumerate(inp["coeffs"]):
-        ctx.call(KEYS.value(name="poly", case=i), "poly", x3, c)
+        ctx.call(KEYS.value(name="poly", case=i), "poly", put(inp["x3"]), c)
     for n in inp["n_steps_values"]:
-        ctx.call(KEYS.value(name="repeat_scale", case=n), "repeat_scale", x3, n_steps=n)
+        ctx.call(KEYS.value(name="repeat_scale", case=n), "repeat_scale", put(inp["x3"]), n_steps=n)
     for axis in inp["axes_values"]:
-        ctx.call(KEYS.value(name="reduce_along", case=axis), "reduce_along", x3, axis)
+        ctx.call(KEYS.value(name="reduce_along", case=axis), "reduce_along", put(inp["x3"]), axis)
     for mode in inp["modes"]:
         for j, alpha in enumerate(inp["alphas"]):
-            ctx.call(KEYS.mode_value(mode=mode, j=j), "activate", x3, mode, alpha)
-    ctx.call(KEYS.value(name="activate", case="unknown_mode"), "activate", x, inp["unknown_mode"], 0.5)
+            ctx.call(KEYS.mode_value(mode=mode, j=j), "activate", put(inp["x3"]), mode, alpha)
+    ctx.call(KEYS.value(name="activate", case="unknown_mode"), "activate", put(inp["x"]), inp["unknown_mode"], 0.5)
 
 
 # =========================================================================== checks (grader)
 @check("poly.values")
 def poly_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    cases = [(KEYS.value(name="poly", case=i), f"poly(x, coeff={c:.3g})") for i, c in enumerate(ctx.inputs["coeffs"])]
+    coeffs = shown(ctx.inputs["coeffs"], (0.0,))  # the digits that matter: the sign always shows
+    cases = [(KEYS.value(name="poly", case=i), f"poly(x, coeff={c})") for i, c in enumerate(coeffs)]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
@@ -94,8 +124,9 @@ def reduce_along_values(s: Observations, r: Observations, ctx: CheckContext) -> 
 
 @check("activate.values")
 def activate_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    cases = [(KEYS.mode_value(mode=m, j=j), f"activate(x, {m!r}, {a:.3g})")
-             for m in ctx.inputs["modes"] for j, a in enumerate(ctx.inputs["alphas"])]
+    alphas = shown(ctx.inputs["alphas"], (1.0,))  # alpha 1.0017 reads 1.002, never 1
+    cases = [(KEYS.mode_value(mode=m, j=j), f"activate(x, {m!r}, {a})")
+             for m in ctx.inputs["modes"] for j, a in enumerate(alphas)]
     measured = numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-6)
     unknown = s.call(KEYS.value(name="activate", case="unknown_mode"))
     mode = ctx.inputs["unknown_mode"]

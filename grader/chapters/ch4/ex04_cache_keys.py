@@ -14,7 +14,8 @@ from grader.i18n import T
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
-    buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}"
+    buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}",
+    cores="masked_mean_sq/jitted_core"
 )
 BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024)
 INPUT_KINDS = ("float32", "float64", "int32", "list")
@@ -23,13 +24,20 @@ INPUT_KINDS = ("float32", "float64", "int32", "list")
 # =========================================================================== hidden inputs
 def inputs(rng: np.random.Generator) -> dict:
     calls = []
-    for kind in INPUT_KINDS:
+    # the range's ends, each in an input type of its own: a length of 1, and of 1024
+    shortest, longest = rng.choice(len(INPUT_KINDS), size=2, replace=False)
+    for k, kind in enumerate(INPUT_KINDS):
         low = 1
         lengths = []
-        for bucket in BUCKETS:
+        for bucket in BUCKETS:  # every bucket, in every input type
             lengths.append(int(rng.integers(low, bucket + 1)))
             low = bucket + 1
-        lengths += [int(n) for n in rng.integers(1, 1025, size=2)]
+        if k == shortest:
+            lengths[0] = 1
+        if k == longest:
+            lengths[-1] = BUCKETS[-1]
+        # a length that is its own bucket (no padding), and any length
+        lengths += [int(rng.choice(BUCKETS)), int(rng.integers(1, 1025))]
         for n in lengths:
             if kind == "int32":
                 data = rng.integers(-50, 51, size=n).astype(np.int32)
@@ -38,6 +46,30 @@ def inputs(rng: np.random.Generator) -> dict:
             calls.append({"kind": kind, "data": data})
     order = rng.permutation(len(calls))
     return {"bucket_max": 5000, "calls": [calls[i] for i in order]}
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    calls = inp["calls"]
+
+    def bucket(n: int) -> int:
+        return next(b for b in BUCKETS if b >= n)
+
+    by_kind = {kind: [len(c["data"]) for c in calls if c["kind"] == kind] for kind in INPUT_KINDS}
+    lengths = [n for ns in by_kind.values() for n in ns]
+    return {
+        # every bucket in every input type: a core that recompiles per dtype or per length shows
+        "every bucket in every input type": all({bucket(n) for n in ns} == set(BUCKETS) for ns in by_kind.values()),
+        # real elements and padding: a mean over the padding is wrong
+        "padding needed in every input type": all(any(n != bucket(n) for n in ns) for ns in by_kind.values()),
+        # the boundaries: a length that is its own bucket, below the floor of 8, 1 and 1024
+        "a length equal to its bucket": any(n == bucket(n) for n in lengths),
+        "a length below 8": any(n < 8 for n in lengths),
+        "length 1": 1 in lengths,
+        "length 1024": 1024 in lengths,
+        "negative values in every input type": all(any(np.min(c["data"]) < 0 for c in calls if c["kind"] == kind)
+                                                   for kind in INPUT_KINDS),
+    }
 
 
 # =========================================================================== probe (child)
@@ -62,9 +94,11 @@ def probe(ctx) -> None:
     ctx.record(KEYS.buckets(), outcome)
 
     calls = [item["data"].tolist() if item["kind"] == "list" else item["data"] for item in inp["calls"]]
-    with ctx.compiles(KEYS.window()):
+    with ctx.compiles(KEYS.window()) as window:
         for i, data in enumerate(calls):
             ctx.call(KEYS.value(i=i), "masked_mean_sq", data)
+    # the functions of the submission that jax.jit traced during the calls: its jitted core
+    ctx.record(KEYS.cores(), compiles.traced_in(window, ctx.student_dir))
 
 
 # =========================================================================== checks (grader)
@@ -115,4 +149,9 @@ def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext)
             failure.hint = "core_recompiles"
         raise
     measured["calls"] = len(calls)
+    cores = s.value(KEYS.cores())
+    if not cores:  # computed on the host (or by eager jnp calls alone): no jitted core ran
+        raise Fail(T("ch4.ex04.no_core", n=len(calls), compiles=measured["compiles"]), {**measured, "cores": []},
+                   hint="no_core")
+    measured["cores"] = cores
     return measured

@@ -18,14 +18,15 @@ import time
 import numpy as np
 
 from grader.chapters.ch4.common import F32, attempted, put, returned
-from grader.checks import NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Observations, Pass, check
+from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Observations, Pass, check,
+                           exception_hint, raised_text)
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure, timing
 
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
     window="layer_norm/compiles", window_call="layer_norm/compiles/{i}", program="{name}/program",
-    expected64="layer_norm/float64/{i}", repeat="{name}/repeated"
+    expected64="layer_norm/float64/{i}", repeat="{name}/repeated", warmed="{name}/timing_warmup"
 )
 #: calls of each function with the same inputs after a first one, counted for compiles: a function
 #: that makes a new jax.jit on every call compiles on every one of them (an eager one, on none)
@@ -47,8 +48,9 @@ def _heavy_args(rng: np.random.Generator, n: int, d: int, h: int) -> list[np.nda
 
 
 def _ln_args(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray]:
-    return [rng.normal(loc=0.5, scale=2.0, size=(n, d)).astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32),
-            rng.normal(scale=0.1, size=d).astype(F32)]
+    # each row a mean of its own: a normalisation over the whole array, not each row, differs
+    x = rng.normal(loc=rng.uniform(-1.0, 2.0, size=(n, 1)), scale=2.0, size=(n, d))
+    return [x.astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32), rng.normal(scale=0.1, size=d).astype(F32)]
 
 
 def inputs(rng: np.random.Generator) -> dict:
@@ -62,29 +64,44 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    # dividing by sqrt(var + eps) instead of sqrt(var) changes a row by about eps / (2 var): beyond
+    # the check's tolerance (1e-5) where that is well above it (the grader holds no layer norm)
+    effect = [c["eps"] / (2 * np.var(c["args"][0].astype(np.float64), axis=-1).min()) for c in inp["ln_values"]]
+    return {
+        # eps is dynamic and changes the values: its default and another value, beyond the tolerance
+        "eps 1e-5 and another eps": {c["eps"] for c in inp["ln_values"]} > {1e-5},
+        "eps changes a value beyond the tolerance": max(effect) > 1e-4,
+        "two eps values in the compile window": len(set(inp["ln_eps"])) == 2,
+        # rows of other means: a normalisation over the whole array (not each row) differs
+        "rows of different means": all(np.ptp(c["args"][0].mean(axis=1)) > 0.05 for c in inp["ln_values"]),
+        "heavy: rows, inputs and hidden units differ": all(len({x.shape[0], x.shape[1], w.shape[1]}) == 3
+                                                           for x, w, _ in inp["heavy_values"]),
+    }
+
+
 # =========================================================================== probe (child)
 def probe(ctx) -> None:
-    import jax
-
     from grader.chapters.ch4 import provided
 
+    # every call gets inputs of its own, placed anew: a layer_norm that donates its input
+    # (donate_argnums) deletes what it was given, and nothing given is ever used again
     inp = ctx.inputs
     for i, case in enumerate(inp["heavy_values"]):
-        x, w, b = put(case)
-        ctx.call(KEYS.value(name="fast_heavy", i=i), "fast_heavy", x, w, b)
-        ctx.record(KEYS.eager_heavy(i=i), np.asarray(provided.heavy(x, w, b)))  # used from the reference's run
+        ctx.call(KEYS.value(name="fast_heavy", i=i), "fast_heavy", *put(case))
+        ctx.record(KEYS.eager_heavy(i=i), np.asarray(provided.heavy(*put(case))))  # used from the reference's run
     ctx.call(KEYS.student_heavy(), "heavy", *put(inp["heavy_values"][0]))  # the module's own copy, unchanged?
     for i, case in enumerate(inp["ln_values"]):
-        x, g, b = put(case["args"])
-        ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", x, g, b, eps=case["eps"])
+        ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", *put(case["args"]), eps=case["eps"])
         reference64 = ctx.get(FLOAT64_REFERENCE)
         if reference64 is not None:  # the reference's process: the expected values, as plain data
             made = ctx.invoke(reference64, FLOAT64_REFERENCE, *case["args"], case["eps"])
             ctx.record(KEYS.expected64(i=i), made.get("value") or {"t": "object", "type": made["status"]})
-    x, g, b = put(inp["ln_compile"])
+    fresh = [put(inp["ln_compile"]) for _ in inp["ln_eps"]]
     with ctx.compiles(KEYS.window()):
-        for i, eps in enumerate(inp["ln_eps"]):
-            ctx.call(KEYS.window_call(i=i), "layer_norm", x, g, b, eps=eps)
+        for i, (eps, args) in enumerate(zip(inp["ln_eps"], fresh)):
+            ctx.call(KEYS.window_call(i=i), "layer_norm", *args, eps=eps)
     # what the jitted programs hold (host callbacks, say), and whether each call compiles anew
     anew = set()
     for name, args in (("fast_heavy", inp["heavy_values"][0]), ("layer_norm", inp["ln_values"][0]["args"])):
@@ -92,10 +109,10 @@ def probe(ctx) -> None:
         if fn is not None:
             ctx.announce(name)
             ctx.record(KEYS.program(name=name), structure.program_size(fn, *put(args)))
-            placed = put(args)
-            ctx.invoke(fn, name, *placed)  # whatever a first call compiles, once; then the calls that follow
+            ctx.invoke(fn, name, *put(args))  # whatever a first call compiles, once; then the calls that follow
+            fresh = [put(args) for _ in range(REPEATS)]
             with ctx.compiles(KEYS.repeat(name=name), fresh=False) as seen:
-                for _ in range(REPEATS):
+                for placed in fresh:
                     ctx.invoke(fn, name, *placed)
             if seen.get("count", 0) >= REPEATS:
                 anew.add(name)
@@ -107,16 +124,46 @@ def probe(ctx) -> None:
         candidate = ctx.get(name)
         if candidate is None or name in anew:  # compiled on every call: timing it would take the exercise's
             continue  # whole time limit, and its jitted check says why already
+        warmed = {"status": "ok"}  # or the first call that failed before any timing, for the check to say
         for size, arrays in inp[group].items():
-            placed = tuple(put(arrays))
-            try:
-                jax.block_until_ready(candidate(*placed))  # compile before any timing
-                jax.block_until_ready(candidate(*placed))
-                jax.block_until_ready(baseline(*placed))
-            except BaseException:  # noqa: BLE001 - not attempted, or broken: no timing for it
-                continue
-            cases[f"{name}/{size}"] = (baseline, candidate, placed)
+            case = _timing_case(ctx, name, candidate, baseline, arrays)
+            if isinstance(case, dict):
+                warmed = case if warmed["status"] == "ok" else warmed
+            else:
+                cases[f"{name}/{size}"] = case
+        ctx.record(KEYS.warmed(name=name), warmed)
     timing.serve_timing(ctx, cases)
+
+
+def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | dict:
+    """``(baseline, candidate, args, fresh)`` for :func:`grader.primitives.timing.serve_timing`,
+    compiled and warmed up; ``fresh`` makes the candidate's inputs anew for each call when it
+    donates them (``None`` when it does not). When a call fails, its record instead (the
+    speed-up check says why there is no timing)."""
+    import jax
+
+    from grader.child.trusted import defined_at, safe_str
+
+    def renew() -> tuple:
+        return tuple(put(arrays))
+
+    donated = False
+    for _ in range(2):  # compile before any timing, on inputs of its own each time
+        placed = renew()
+        outcome = ctx.invoke(candidate, name, *placed)
+        if outcome["status"] == "ok":
+            try:
+                jax.block_until_ready(outcome.pop("_result"))
+            except BaseException as exc:  # noqa: BLE001 - its work failed on the device
+                outcome = {"status": "raised", "function": name, "type": type(exc).__name__,
+                           "message": safe_str(exc), "where": None, "defined": defined_at(candidate, ctx.student_dir)}
+        if outcome["status"] != "ok":
+            outcome.pop("_result", None)
+            return outcome
+        donated = donated or any(isinstance(a, jax.Array) and a.is_deleted() for a in placed)
+    args = renew()
+    jax.block_until_ready(baseline(*args))
+    return baseline, candidate, args, renew if donated else None
 
 
 # =========================================================================== timing driver (grader)
@@ -154,7 +201,7 @@ def drive(sides, inputs: dict, budget: float):
             ready[name] = set(got["cases"]) if got else None
             phases[f"{name}_ready_s"] = round(time.monotonic() - t0, 3)
         if reference is not None and ready["reference"] is None and ready["student"]:
-            results["error"] = "the reference could not be timed"
+            results["error"] = "reference"  # said in the student's words by the speed-up check
         elif ready["student"] is not None:
             for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
                 cases = [f"{name}/{size}" for size in sizes if all(f"{name}/{size}" in ready[n] for n in sessions)]
@@ -296,8 +343,12 @@ def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> 
 def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
     results = s.value(TIMING)
     result = results.get(name)
-    if result is None:
-        raise Fail(T("speedup.no_measure", what=name, error=results.get("error", "?")))
+    warmed = s.value(KEYS.warmed(name=name)) if s.has(KEYS.warmed(name=name)) else {}
+    if result is None:  # a call failed before any timing (recorded), or the reference could not be timed
+        if warmed.get("status") == "raised":
+            raise Fail(T("speedup.no_measure", what=name, error=raised_text(warmed)), hint=exception_hint(warmed))
+        why = T("ch4.ex06.untimed.reference") if results.get("error") == "reference" else T("ch4.ex06.untimed.other")
+        raise Fail(T("speedup.no_measure", what=name, error=why))
     reference = result.get("reference")
     if reference is not None and "error" in reference and reference.get("speedup") is None:
         raise GraderError(f"the reference could not be timed: {reference['error']}")

@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned
-from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint
+from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned, shown
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint, place
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
@@ -23,6 +23,11 @@ KEYS = Keys(
 
 
 # =========================================================================== hidden inputs
+def _ema_alpha(rng: np.random.Generator) -> float:
+    """In 0.1..0.9, at least 0.05 away from 0.5 (where alpha and 1 - alpha swapped agree)."""
+    return float(rng.choice([-1.0, 1.0]) * rng.uniform(0.05, 0.4) + 0.5)
+
+
 def inputs(rng: np.random.Generator) -> dict:
     d = 6  # fixed shapes, fresh values (see ex01)
     a = rng.normal(size=(d, d)).astype(F32)
@@ -33,9 +38,23 @@ def inputs(rng: np.random.Generator) -> dict:
         "abs_xs": {"1d": rng.normal(size=11).astype(F32), "2d": rng.normal(size=(4, 6)).astype(F32) * 3},
         "power": [a, rng.normal(size=d).astype(F32)],
         "n_steps": [10, 100, 1000],
-        "ema": [[rng.normal(size=(9, 3)).astype(F32), float(rng.uniform(0.1, 0.9))],
-                [rng.normal(size=(7,)).astype(F32), float(rng.uniform(0.1, 0.9))]],
+        "ema": [[rng.normal(size=(9, 3)).astype(F32), _ema_alpha(rng)], [rng.normal(size=(7,)).astype(F32), _ema_alpha(rng)]],
         "ema_sizes": {"8": rng.normal(size=(8, 3)).astype(F32), "64": rng.normal(size=(64, 3)).astype(F32)},
+    }
+
+
+def regimes(inp: dict) -> dict[str, bool]:
+    """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
+    norms = [float(np.linalg.norm(x.astype(np.float64))) for x in inp["norm_xs"]]
+    return {
+        # count threaded through several calls: 1, 2, 3 (a forgotten increment or a global shows)
+        "three calls of normalize_and_count": len(inp["count_xs"]) >= 3,
+        "norms of debug_norm's inputs differ": max(norms) > 1.5 * min(norms),
+        "mean_abs of negative entries": all(x.min() < 0 for x in inp["abs_xs"].values()),
+        # ema: alpha away from 0.5 (alpha and 1 - alpha swapped agree there), 1-D and 2-D sequences
+        "ema alpha away from 0.5": all(abs(alpha - 0.5) >= 0.05 for _, alpha in inp["ema"]),
+        "ema of 1-D and 2-D sequences": {xs.ndim for xs, _ in inp["ema"]} == {1, 2},
+        "n_steps 10, 100 and 1000": inp["n_steps"] == [10, 100, 1000],
     }
 
 
@@ -60,9 +79,9 @@ def probe(ctx) -> None:
     for case, x in put(inp["abs_xs"]).items():
         ctx.call(KEYS.value(name="mean_abs", case=case), "mean_abs", x)
 
-    a, v0 = put(inp["power"])
+    placed = [put(inp["power"]) for _ in inp["n_steps"]]  # each call its own arrays (it may donate them)
     with ctx.compiles(KEYS.window()):
-        for n in inp["n_steps"]:
+        for n, (a, v0) in zip(inp["n_steps"], placed):
             ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
     fn = ctx.get("power_iteration")
     if fn is not None:
@@ -71,7 +90,7 @@ def probe(ctx) -> None:
             traced = lambda a_, v_, fn=fn, n=n: fn(a_, v_, n)  # noqa: E731
             ctx.announce("power_iteration")
             ctx.record(KEYS.size(name="power_iteration", length=n),
-                       structure.program_size(traced, a, v0, student_dir=ctx.student_dir))
+                       structure.program_size(traced, *put(inp["power"]), student_dir=ctx.student_dir))
 
     for i, (xs, alpha) in enumerate(inp["ema"]):
         ctx.call(KEYS.value(name="ema", case=i), "ema", put(xs), alpha)
@@ -178,8 +197,8 @@ def _program_sizes(s: Observations, r: Observations, name: str, small, large, wh
         if record.get("status") == "not_attempted":
             raise NotAttempted(name)
         if record.get("status") != "ok":
-            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", "?"),
-                         message=record.get("message", ""), where=record.get("where") or "?"),
+            raise Fail(T("ch4.ex07.trace_failed", what=what, type=record.get("type", str(record.get("status"))),
+                         message=record.get("message", ""), where=place(record, name)),
                        hint=exception_hint(record) if record.get("status") == "raised" else None)
     ref = r.value(KEYS.size(name=name, length=large))["lines"]
     measured = {f"lines@{small}": got_small["lines"], f"lines@{large}": got_large["lines"], "reference": ref}
@@ -206,8 +225,9 @@ def power_iteration_compiles(s: Observations, r: Observations, ctx: CheckContext
 
 @check("ema.values")
 def ema_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    cases = [(KEYS.value(name="ema", case=i), f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a:.3g})")
-             for i, (xs, a) in enumerate(ctx.inputs["ema"])]
+    alphas = shown([a for _, a in ctx.inputs["ema"]], (0.5,))
+    cases = [(KEYS.value(name="ema", case=i), f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a})")
+             for i, ((xs, _), a) in enumerate(zip(ctx.inputs["ema"], alphas))]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-6)
 
 
