@@ -156,3 +156,18 @@ def test_a_record_that_does_not_fit_the_graders_clock_or_schedule_is_not_trusted
 def test_calls_are_counted_by_the_records_the_grader_received():
     calls = _observations(SCHEDULE, HONEST[:2], READ[:2])
     assert len(calls) == 2 and all(c.args_ok for c in calls)
+
+
+@pytest.mark.parametrize("load", [0.0, 0.5, 2.0])
+def test_under_load_the_median_check_still_tells_the_median_from_the_others(load):
+    """A busy machine lengthens every call (by ``load`` median calls here, in the work the grader
+    measures too), which brings the statistics nearer one another as ratios: a wrong one may then
+    fall within the check's tolerance, but it stays nearest to itself, and the median to the median
+    (with the harness's own clock adding a tenth of a median call)."""
+    for seed in SEEDS:
+        timed = ex05.plan(EX05.inputs(seed))["median"].timed()
+        median = statistics.median(timed)
+        works = [t + load * median for t in timed]
+        for name, value in instrument.statistics_of(works).items():
+            nearest, _ = instrument.nearest_statistic(value + 0.1 * median, works)
+            assert (nearest == "median") == (name == "median"), (seed, load, name, nearest)

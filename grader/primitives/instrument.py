@@ -22,6 +22,7 @@ grader stamped and scheduled.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -209,3 +210,26 @@ def timed_works(calls: list[Call], schedule: Schedule) -> list[float]:
     if schedule.asynchronous:
         return schedule.timed()
     return [c.work for c in calls[schedule.warmup:schedule.warmup + schedule.iters] if c.work is not None]
+
+
+def statistics_of(values: list[float]) -> dict[str, float]:
+    """The statistics a harness may take of its samples: the median first, then the wrong ones
+    (``min``, ``max``, ``mean``, and ``trimmedK``, the mean with ``K`` samples cut at each end, for
+    every cut below a third of the samples, as ``scipy.stats.trim_mean`` cuts them)."""
+    ordered, n = sorted(values), len(values)
+    found = {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1],
+             "mean": statistics.mean(ordered)}
+    found.update({f"trimmed{cut}": statistics.mean(ordered[cut:n - cut]) for cut in range(1, n) if 3 * cut < n})
+    return found
+
+
+def nearest_statistic(value: float, values: list[float]) -> tuple[str, float]:
+    """Which statistic of ``values`` ``value`` is nearest (as a ratio), and its value; the median on a tie.
+
+    A machine's load adds to every call, the harness's and the grader's alike, which brings all
+    the statistics nearer one another as ratios but keeps their order: the nearest still says
+    which one a harness took.
+    """
+    found = statistics_of(values)
+    name = min(found, key=lambda k: abs(math.log(value / found[k])) if value > 0 and found[k] > 0 else math.inf)
+    return name, found[name]

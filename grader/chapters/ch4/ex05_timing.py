@@ -24,6 +24,8 @@ KEYS = Keys(
 )
 #: how far a harness's time of the real jitted function may be from the grader's (a ratio)
 JAX_AGREES = (0.4, 2.5)
+#: how far a harness's seconds may be from the calls it timed (a ratio): what ``time_call.seconds`` accepts
+SECONDS_AGREE = (0.5, 2.0)
 #: how far a harness's median may be from the grader's (a ratio): what ``time_call.median`` accepts
 MEDIAN_AGREES = (0.5, 2.0)
 #: the median run's timed calls, as factors of the median call: (role, how many, lowest, highest).
@@ -32,6 +34,11 @@ MEDIAN_AGREES = (0.5, 2.0)
 #: slow calls that every mean trimmed by less than a third at each end still holds
 SPREAD = (("fast", 2, 0.02, 0.08), ("below", 2, 0.6, 0.9), ("median", 1, 1.0, 1.0), ("above", 1, 1.05, 1.25),
           ("slow", 3, 10.0, 13.0))
+
+
+#: the words for each wrong statistic (:func:`grader.primitives.instrument.statistics_of`)
+STATISTIC_WORDS = {"min": "harness.stat.min", "max": "harness.stat.max", "mean": "harness.stat.mean",
+                   "trimmed": "harness.stat.trimmed"}
 
 
 # =========================================================================== hidden inputs
@@ -110,7 +117,7 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
     import jax
     import jax.numpy as jnp
 
-    from grader.primitives.timing import trusted_median
+    from grader.primitives.timing import clocked_calls, trusted_median
 
     # it returns a pytree, as real JAX code often does: jax.block_until_ready(out) waits on
     # every leaf, while out.block_until_ready() only exists on a single array. Its first leaf is
@@ -132,20 +139,29 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
         # alone can overshoot eightfold, and every call of the harness's and the grader's pays for it)
         grow = min(8.0, 1.5 * inp["jax_min_s"] / max(took, 1e-6)) ** (1 / 3)
         n = min(4096, max(n + 64, int(np.ceil(n * grow / 64)) * 64))
-    # The grader's clock before and after the harness's: on a loaded machine one of the three can
-    # catch a burst of other work, so a harness that disagrees with it is timed again (up to
-    # ``attempts`` times, the last attempt recorded). A harness that does not wait disagrees every time.
+    # The grader's clock before and after the harness's (nine calls each, after two warm ones): on a
+    # loaded machine one of the three can catch a burst of other work, so a harness that disagrees
+    # with it is timed again (up to ``attempts`` times, the last attempt recorded). A harness that
+    # does not wait disagrees every time.
     for attempt in range(1, attempts + 1):
-        before = trusted_median(chain, (a,))
+        before = clocked_calls(chain, (a,), 9, warm=2)[2:]
         outcome = ctx.invoke(ctx.get("time_call"), "time_call", chain, a, warmup=1, iters=iters)
-        after = trusted_median(chain, (a,))
+        after = clocked_calls(chain, (a,), 9, warm=2)[2:]
         returned = outcome.pop("_result", None)
         if outcome["status"] != "ok" or not isinstance(returned, (float, np.floating)) \
-                or JAX_AGREES[0] <= (returned / unit) / grader_time(before, after) <= JAX_AGREES[1]:
+                or jax_agrees(returned / unit, min(before + after), max(before + after)):
             break
     ctx.record(KEYS.result(run="jax"), outcome)
-    ctx.record(KEYS.truth(run="jax"), {"before": before, "after": after, "n": n, "attempts": attempt,
-                                       "first_leaf": _first_output_time(chain, a)})
+    ctx.record(KEYS.truth(run="jax"), {"before": float(np.median(before)), "after": float(np.median(after)),
+                                       "fastest": min(before + after), "slowest": max(before + after), "n": n,
+                                       "attempts": attempt, "first_leaf": _first_output_time(chain, a)})
+
+
+def jax_agrees(returned: float, fastest: float, slowest: float) -> bool:
+    """A harness's time of the real jitted function agrees with the grader's calls of it: within
+    :data:`JAX_AGREES` of the range from the grader's fastest call to its slowest (as for the
+    instruments, which statistic it takes is the median check's alone to judge)."""
+    return JAX_AGREES[0] * fastest <= returned <= JAX_AGREES[1] * slowest
 
 
 def _first_output_time(chain, a, rounds: int = 3) -> float:
@@ -185,10 +201,12 @@ def _unit_factor(s: Observations, ctx: CheckContext) -> float:
     """
     try:
         returned = _seconds(s, KEYS.result(run="seconds"), "time_call")
-        real = _observed(s, ctx, "seconds", "time_call")[1]
+        _, real, works = _observed(s, ctx, "seconds", "time_call")
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
-    return unit_of(returned, real) if real else 1.0
+    if not real or not works or SECONDS_AGREE[0] * min(works) <= returned <= SECONDS_AGREE[1] * max(works):
+        return 1.0  # what the seconds check accepts: no unit to divide out
+    return unit_of(returned, real)
 
 
 def grader_time(before: float, after: float) -> float:
@@ -220,10 +238,11 @@ def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, l
                    unit: float = 1.0, statistic: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
 
-    Only the median check (``statistic``) holds the figure to the median; the others accept any
-    figure between the fastest and the slowest of those calls (give or take their tolerance):
-    which statistic a harness takes is judged once, on calls made to tell statistics apart,
-    not again on calls that differ only by the machine's noise.
+    Only the median check (``statistic``) holds the figure to the median, and to be nearer the
+    median of the calls than any other statistic of them; the others accept any figure between
+    the fastest and the slowest of those calls (give or take their tolerance): which statistic a
+    harness takes is judged once, on calls made to tell statistics apart, not again on calls
+    that differ only by the machine's noise.
     """
     returned = _seconds(s, KEYS.result(run=run), what)
     calls, real, works = _observed(s, ctx, run, what)
@@ -232,10 +251,13 @@ def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, l
     schedule = plan(ctx.inputs)[run]
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
                 "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
+    nearest = instrument.nearest_statistic(returned / unit, works) if statistic and works else ("median", real)
     if not statistic and works:
         measured.update(fastest_s=lowest, slowest_s=highest)
-    if not real or not (low * lowest <= returned / unit <= high * highest):
-        why = reason(ratio) if callable(reason) else reason
+    if statistic:
+        measured["nearest"] = nearest[0]
+    if not real or not (low * lowest <= returned / unit <= high * highest) or nearest[0] != "median":
+        why = reason(nearest, works) if callable(reason) else reason
         raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real or 0.0, ratio=ratio, reason=why),
                    measured)
     return measured
@@ -243,8 +265,8 @@ def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, l
 
 @check("time_call.seconds")
 def time_call_seconds(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    return _harness_ratio(s, ctx, "seconds", "time_call(fn, warmup=1)", low=0.5, high=2.0,
-                          reason=T("harness.units"))
+    return _harness_ratio(s, ctx, "seconds", "time_call(fn, warmup=1)", low=SECONDS_AGREE[0],
+                          high=SECONDS_AGREE[1], reason=T("harness.units"))
 
 
 @check("time_call.waits")
@@ -265,11 +287,15 @@ def time_call_warmup(s: Observations, r: Observations, ctx: CheckContext) -> dic
 def time_call_median(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     schedule = plan(ctx.inputs)["median"]
     what = f"time_call(fn, iters={schedule.iters})"
-    fastest, slowest = min(schedule.timed()), max(schedule.timed())
 
-    def reason(ratio: float):
-        key = "harness.spread_low" if ratio < MEDIAN_AGREES[0] else "harness.spread_high"
-        return T(key, fastest=fastest, slowest=slowest)
+    def reason(nearest: tuple[str, float], works: list[float]):
+        name, value = nearest
+        spread = {"fastest": min(works or schedule.timed()), "slowest": max(works or schedule.timed())}
+        if name == "median":
+            return T("harness.spread_far", **spread)
+        kind = "trimmed" if name.startswith("trimmed") else name
+        return T("harness.spread", **spread, value=value,
+                 statistic=T(STATISTIC_WORDS[kind], cut=int(name[len("trimmed"):]) if kind == "trimmed" else 0))
 
     return _harness_ratio(s, ctx, "median", what, low=MEDIAN_AGREES[0], high=MEDIAN_AGREES[1], reason=reason,
                           unit=_unit_factor(s, ctx), statistic=True)
@@ -306,13 +332,14 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
     truth = s.value(KEYS.truth(run="jax"))
     grader = grader_time(truth["before"], truth["after"])
     ratio = returned / grader if grader else float("inf")
-    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"],
-                "attempts": truth.get("attempts", 1)}
-    if not (JAX_AGREES[0] <= ratio <= JAX_AGREES[1]):
-        first = truth.get("first_leaf")
-        if ratio < JAX_AGREES[0] and first and returned <= 3 * first:  # the time of the quick first output
-            raise Fail(T("harness.first_output", what=what, returned=returned, truth=grader, first=first),
-                       {**measured, "first_leaf_s": first}, hint="first_output")
+    fastest, slowest = truth.get("fastest", grader), truth.get("slowest", grader)
+    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "fastest_s": fastest,
+                "slowest_s": slowest, "matrix": truth["n"], "attempts": truth.get("attempts", 1)}
+    first = truth.get("first_leaf")
+    if ratio < JAX_AGREES[0] and first and returned <= 3 * first:  # the time of the quick first output
+        raise Fail(T("harness.first_output", what=what, returned=returned, truth=grader, first=first),
+                   {**measured, "first_leaf_s": first}, hint="first_output")
+    if not grader or not jax_agrees(returned, fastest, slowest):
         raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
     return measured
 
