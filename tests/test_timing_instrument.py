@@ -171,3 +171,34 @@ def test_under_load_the_median_check_still_tells_the_median_from_the_others(load
         for name, value in instrument.statistics_of(works).items():
             nearest, _ = instrument.nearest_statistic(value + 0.1 * median, works)
             assert (nearest == "median") == (name == "median"), (seed, load, name, nearest)
+
+
+def test_an_asynchronous_call_tells_once_when_the_harness_wait_returned():
+    """Its work is the grader's schedule, and however late the machine let the wait return: a wait
+    recorded once, after the work was ready."""
+    waits: dict[int, dict] = {}
+    fn = Instrument(Schedule(0.002, 0, 2, asynchronous=True), start=lambda: None, done=lambda i, r: None,
+                    waited=lambda i, record: waits.__setitem__(i, dict(record)))
+    first, second = fn(), fn()
+    assert waits == {}  # nothing waited yet
+    second.block_until_ready()
+    first.block_until_ready()
+    first.block_until_ready()
+    assert set(waits) == {0, 1}
+    assert waits[1]["ready_s"] >= waits[0]["ready_s"] + 0.002 - 1e-9  # queued one after the other
+    assert all(w["woke_s"] >= w["ready_s"] for w in waits.values())
+
+
+def test_an_asynchronous_wait_that_does_not_fit_the_graders_clock_is_not_trusted():
+    schedule = Schedule(0.010, 0, 2, asynchronous=True)
+    data = {"waits/start": True, "waits/call0": {"args_ok": True}, "waits/call1": {"args_ok": True},
+            "waits/call0/waited": {"ready_s": 0.0101, "woke_s": 0.0150},
+            "waits/call1/waited": {"ready_s": 0.0201, "woke_s": 0.0900}}  # said to wake after the grader read it
+    data[ARRIVALS] = {"waits/start": 5.0, "waits/call0": 5.0002, "waits/call1": 5.0003,
+                      "waits/call0/waited": 5.0152, "waits/call1/waited": 5.0210}
+    calls = instrument.observed_calls(Observations("student", data), ex05.KEYS.start, ex05.KEYS.done, "waits",
+                                      schedule, ex05.KEYS.waited)
+    assert instrument.timed_works(calls, schedule)[0] == pytest.approx(0.010 + 0.0049)  # the work, and its lateness
+    with pytest.raises(Fail) as failed:
+        instrument.expect_trustworthy(calls, schedule, what="time_call")
+    assert failed.value.message.key == "harness.untrusted_call" and failed.value.measured["call"] == 2

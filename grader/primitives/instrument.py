@@ -37,17 +37,22 @@ CLOCK_SLACK_S = 1e-4
 
 # =================================================================== child side
 class Pending:
-    """A result whose work finishes only when waited on (``block_until_ready``)."""
+    """A result whose work finishes only when waited on (``block_until_ready``); ``tell(woke)`` hears,
+    once, when the first wait returned."""
 
-    __slots__ = ("_ready_at",)
+    __slots__ = ("_ready_at", "_tell")
 
-    def __init__(self, ready_at: float):
+    def __init__(self, ready_at: float, tell: Callable[[float], None] | None = None):
         self._ready_at = ready_at
+        self._tell = tell
 
     def block_until_ready(self) -> "Pending":
         remaining = self._ready_at - TRUSTED.perf_counter()
         if remaining > 0:
             TRUSTED.sleep(remaining)
+        tell, self._tell = self._tell, None
+        if tell is not None:
+            tell(TRUSTED.perf_counter())
         return self
 
 
@@ -87,16 +92,18 @@ class Instrument:
     """A function whose calls cost what ``schedule`` says (see the module).
 
     ``start()``: the run's mark (it returns once the grader has stamped it), made when
-    the instrument is made; ``done(i, record)``: sends call ``i``'s record.
+    the instrument is made; ``done(i, record)``: sends call ``i``'s record; ``waited(i,
+    record)``: for an asynchronous call, when its work was ready and when the harness's
+    first wait on it returned (the machine's load can make that later).
     ``expected_args``: the arguments every call must receive (checked by identity).
     """
 
-    __slots__ = ("_schedule", "_expected", "_done", "_origin", "_state")
+    __slots__ = ("_schedule", "_expected", "_done", "_waited", "_origin", "_state")
 
     def __init__(self, schedule: Schedule, *, start: Callable[[], None], done: Callable[[int, dict], None],
-                 expected_args: tuple = ()):
+                 waited: Callable[[int, dict], None] | None = None, expected_args: tuple = ()):
         start()
-        values = {"_schedule": schedule, "_done": done, "_expected": tuple(expected_args),
+        values = {"_schedule": schedule, "_done": done, "_waited": waited, "_expected": tuple(expected_args),
                   "_origin": TRUSTED.perf_counter(),  # after the grader's stamp of the run's start
                   "_state": [0, 0.0]}  # calls made so far; when the queue of asynchronous work empties
         for name, value in values.items():
@@ -120,7 +127,12 @@ class Instrument:
             self._done(index, record)
             ready = max(TRUSTED.perf_counter(), state[1]) + cost
             state[1] = ready
-            return Pending(ready)
+            waited, origin = self._waited, self._origin
+
+            def tell(woke: float) -> None:
+                waited(index, {"ready_s": ready - origin, "woke_s": woke - origin})
+
+            return Pending(ready, tell if waited is not None else None)
         clock = TRUSTED.perf_counter
         began = clock()
         TRUSTED.sleep(cost)
@@ -136,11 +148,13 @@ class Call:
 
     #: whether it received the arguments given to the harness
     args_ok: bool
-    #: when its work began and ended, seconds from the run's start by the instrument's clock
-    #: (``None`` for an asynchronous call: its work is the grader's schedule)
+    #: when its work began and ended, seconds from the run's start by the instrument's clock; for
+    #: an asynchronous call, when its queued work was ready and when the harness's wait on it
+    #: returned (``None`` when it was not waited on)
     began: float | None = None
     ended: float | None = None
-    #: when the grader read its record, seconds from the run's start by the grader's clock
+    #: when the grader read its record (of an asynchronous call: of its wait), seconds from the
+    #: run's start by the grader's clock
     read: float | None = None
 
     @property
@@ -148,20 +162,29 @@ class Call:
         return self.ended - self.began if self.began is not None and self.ended is not None else None
 
 
-def observed_calls(s: Observations, start: Key, done: Key, run: str, schedule: Schedule) -> list[Call]:
-    """Every call of the instrument of ``run``, in order (counted by the grader: one record each)."""
+def observed_calls(s: Observations, start: Key, done: Key, run: str, schedule: Schedule,
+                   waited: Key | None = None) -> list[Call]:
+    """Every call of the instrument of ``run``, in order (counted by the grader: one record each);
+    ``waited``: the key of an asynchronous call's wait."""
     arrivals = s.value(ARRIVALS)
-    origin = arrivals.get(start(run=run)) if not schedule.asynchronous and s.has(start(run=run)) else None
+    origin = arrivals.get(start(run=run)) if s.has(start(run=run)) else None
     calls: list[Call] = []
     while done(run=run, i=len(calls)) in s.data:
         key = done(run=run, i=len(calls))
         record = s.value(key)
         record = record if isinstance(record, dict) else {}
         args_ok = record.get("args_ok") is True
-        if schedule.asynchronous:
-            calls.append(Call(args_ok))
-            continue
-        began, ended = (_seconds(record.get(k)) for k in ("began_s", "ended_s"))
+        if schedule.asynchronous:  # its wait, if the harness waited on it
+            key = waited(run=run, i=len(calls)) if waited is not None else None
+            if key is None or key not in s.data:
+                calls.append(Call(args_ok))
+                continue
+            record = s.value(key)
+            record = record if isinstance(record, dict) else {}
+            names = ("ready_s", "woke_s")
+        else:
+            names = ("began_s", "ended_s")
+        began, ended = (_seconds(record.get(k)) for k in names)
         read = arrivals[key] - origin if origin is not None and key in arrivals else None
         calls.append(Call(args_ok, began, ended, read))
     return calls
@@ -172,17 +195,27 @@ def _seconds(value: Any) -> float | None:
 
 
 def expect_trustworthy(calls: list[Call], schedule: Schedule, *, what: str) -> None:
-    """Every record of a synchronous run fits the grader's clock and the grader's schedule.
+    """Every record of a run fits the grader's clock and the grader's schedule.
 
     The instrument's clock starts after the grader stamped the run's start, and a call's
     record is sent after its work: a call that ended later than the grader read its record,
     began before the previous call ended, or worked less than the sleep the grader asked
     for means the records were not made by the instrument as the grader made it, and the
-    run's timings cannot be trusted.
+    run's timings cannot be trusted. Of an asynchronous run, each wait must have returned
+    after its work was ready, and before the grader read of it.
     """
     previous_end = 0.0
     for i, call in enumerate(calls):
         cost = schedule.cost(i)
+        if schedule.asynchronous:
+            if call.began is None and call.ended is None and call.read is None:
+                continue  # not waited on
+            if call.work is None or call.read is None or call.began < -CLOCK_SLACK_S \
+                    or call.work < -CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
+                raise Fail(T("harness.untrusted_call", what=what, call=i + 1, began=call.began or 0.0,
+                             ended=call.ended or 0.0, read=call.read or 0.0, cost=cost),
+                           {"call": i + 1, "ready_s": call.began, "woke_s": call.ended, "read_s": call.read})
+            continue
         if call.work is None or call.read is None or call.began < previous_end - CLOCK_SLACK_S \
                 or call.work < cost - CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
             raise Fail(T("harness.untrusted_call", what=what, call=i + 1, began=call.began or 0.0,
@@ -199,16 +232,18 @@ def truth(calls: list[Call], schedule: Schedule) -> float | None:
     the grader's by :func:`expect_trustworthy`; it holds whatever the machine's load added
     to each sleep, as the harness's own clock does); for an asynchronous one, the median
     of the work the grader queued (a harness that waits measures it, one that does not
-    measures the dispatch).
+    measures the dispatch), and however late the waits returned.
     """
     works = timed_works(calls, schedule)
     return statistics.median(works) if works else None
 
 
 def timed_works(calls: list[Call], schedule: Schedule) -> list[float]:
-    """The work of each call a harness should time (for an asynchronous run, as the grader queued it)."""
+    """The work of each call a harness should time: for an asynchronous run, the work the grader
+    queued, and however late the harness's wait on it returned."""
+    timed = range(schedule.warmup, schedule.warmup + schedule.iters)
     if schedule.asynchronous:
-        return schedule.timed()
+        return [schedule.cost(i) + (max(0.0, calls[i].work or 0.0) if i < len(calls) else 0.0) for i in timed]
     return [c.work for c in calls[schedule.warmup:schedule.warmup + schedule.iters] if c.work is not None]
 
 
