@@ -149,6 +149,8 @@ def main() -> int:
             ok = False
             sandbox = report.get("sandbox", {}).get("kind")
             print(f"WARNING: a GPU was found, but the exercises' processes ran on {backend} (sandbox {sandbox})")
+            if sandbox != "bwrap":
+                print("         as root each exercise's process runs under a uid of its own: can it open /dev/nvidia*?")
             if sandbox == "bwrap":  # bubblewrap's --dev /dev holds no /dev/nvidia*: grade unsandboxed to see the GPU
                 print("         bubblewrap's own /dev hides the GPU from them: grading again with --sandbox process")
                 GRADER_OPTIONS.extend(["--sandbox", "process"])

@@ -49,7 +49,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   GPU=1
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
   CUDA_MAJOR=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9]*\)\..*/\1/p' | head -1)
-  echo "     the driver supports CUDA ${CUDA_MAJOR:-?}"
+  echo "     the driver supports CUDA ${CUDA_MAJOR:-?}; device files: $(ls -l /dev/nvidia* 2>/dev/null | awk '{print $1, $NF}' | head -3 | tr '\n' ' ')"
 else
   echo "GPU: no NVIDIA GPU found (no working nvidia-smi): grading on the CPU"
 fi
@@ -67,7 +67,7 @@ if [ "$GPU" = 1 ] && [ "$INSTALL" = 1 ] && [ -z "$DRY" ]; then
   echo "install: jax[$EXTRA] into a fresh environment ($VENV) ..."
   rm -rf "$VENV"
   if "$BASE" -m venv --system-site-packages "$VENV" >/tmp/gpu_check_venv.log 2>&1 \
-      && timeout 200 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --retries 1 --timeout 15 \
+      && timeout 120 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --retries 0 --timeout 10 \
          -U "jax[$EXTRA]" >/tmp/gpu_check_pip.log 2>&1; then
     PY="$VENV/bin/python"
     echo "install: done"
