@@ -191,7 +191,7 @@ def student_notes(folder: Path, files: list[str], exercises: list, locate: Calla
             continue
         mine = [ex for ex in exercises if notebook or ex.filename == name]
         reach = _reach(tree)
-        for line, what, owners in private_jax_uses(tree):
+        for line, what, owners in sorted(private_jax_uses(tree), key=lambda use: use[:2]):
             ids = [ex.id for ex in mine if any(owners & reach.get(f, {f}) for f in ex.functions)]
             if not ids and not notebook:
                 ids = [ex.id for ex in mine]
