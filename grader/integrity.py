@@ -38,6 +38,7 @@ SUSPICIOUS_ATTRIBUTES = {
     "_getframe", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
     "__subclasses__", "__globals__", "__builtins__", "__code__", "__closure__", "__dict__", "modules",
     "monitoring", "clear_caches", "__wrapped__", "_cache_size", "_clear_cache",
+    "__setattr__", "__delattr__",  # past an object's own rules (the grader's read-only instrument, say)
 }
 REPORT_WORDS = ("report.json", "report.md", "report.partial", ".grade")
 

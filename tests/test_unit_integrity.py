@@ -51,6 +51,7 @@ def codes(found: list[dict]) -> set[tuple[str, str]]:
     ("from jax._src import monitoring\n", ("attribute", "jax._src.monitoring")),
     ("from urllib.request import urlopen\n", ("import", "urllib.request")),
     ("import shutil\nshutil.rmtree('x')\n", ("call", "shutil.rmtree")),
+    ("def f(fn):\n    object.__setattr__(fn, '_schedule', None)\n", ("attribute", "object.__setattr__")),
     ("open('report.json', 'w').write('{}')\n", ("file", "open")),
     ("exec('x = 1')\n", ("call", "exec")),
     ("y = eval('1 + 1')\n", ("call", "eval")),
