@@ -114,6 +114,15 @@ def new_seed() -> int:
     return secrets.randbelow(2**31 - 1) + 1
 
 
+def _code_notes(sub: submissions.Submission, chapter) -> dict:
+    """What the student should know about the code itself, by exercise (JAX's private API)."""
+    from grader import integrity
+
+    notebook = sub.cells is not None
+    files = [chapter.exercises[0].filename] if notebook else [f for f in sub.files if f.endswith(".py")]
+    return integrity.student_notes(sub.module_dir, files, chapter.exercises, sub.locate, notebook=notebook)
+
+
 def grade(path: Path, options: GradeOptions | None = None) -> Report:
     """Grade the submission at ``path``.
 
@@ -188,8 +197,10 @@ class Grading:
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
                          started=lambda ex_id: tally.event(Progress(ex_id, "running")))
 
+        code_notes = _code_notes(sub, chapter)
+
         def done(ex: ExerciseSpec, result: ExerciseResult) -> None:
-            result.notes = list(sub.notes.get(ex.id, ())) + result.notes
+            result.notes = list(sub.notes.get(ex.id, ())) + code_notes.get(ex.id, []) + result.notes
             tally.done(ex, mark_checked(result) if self.records is not None else result)
 
         runnable = [ex for ex in selected if ex.id not in sub.problems]

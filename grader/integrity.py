@@ -1,24 +1,35 @@
-"""The integrity scan: what in a submission an instructor should look at.
+"""The integrity scan: what in a submission an instructor should look at, and what its
+author should know.
 
-It reads the source (it never runs it) and lists, under ``integrity`` in the report:
-imports no exercise needs (``os``, ``sys``, ``ctypes``, ``gc``, ``inspect``, ...);
+It reads the source (it never runs it) and lists, under ``integrity`` in the report,
+what could touch the grader (its files, its processes, the interpreter, the network):
+imports the contract does not allow (``os``, ``sys``, ``ctypes``, ``gc``, ``inspect``,
+...; the allowed ones are :data:`ALLOWED_IMPORTS`, from ``ch4-exercises.md``);
 assignments that patch ``jax``, ``numpy``, ``time``, ``builtins`` or the grader;
-changes to JAX's configuration; introspection that reaches other code's frames and
-globals; dynamic code (``exec``, ``eval``, ``__import__``); file access; and any
-mention of the grader's report files. These are warnings for a person, not verdicts:
-the checks themselves never depend on the student's process telling the truth.
+changes to JAX's configuration and compile caches, and its compile listeners
+(``monitoring``); introspection that reaches other code's frames and globals; dynamic
+code (``exec``, ``eval``, ``__import__``); file access; and any mention of the
+grader's report files. These are warnings for a person, not verdicts: the checks
+themselves never depend on the student's process telling the truth.
+
+JAX's private API (``jax._src``) touches none of that: it is a note for the student
+(:func:`student_notes`, in the exercise that uses it), not a warning for the instructor.
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any, Callable
 
-from grader.i18n import T
+from grader.i18n import T, Text
 
+#: the imports the contract allows every module (../shared/spec/ch4-exercises.md, "Layout")
 ALLOWED_IMPORTS = {
     "jax", "jaxlib", "numpy", "math", "functools", "itertools", "collections", "statistics", "time",
-    "typing", "dataclasses", "__future__",
+    "typing", "dataclasses", "__future__", "bisect", "heapq", "operator", "timeit", "enum",
 }
+#: JAX's private API: a note for the student, not a warning
+PRIVATE_JAX = "jax._src"
 PATCHABLE = {"jax", "jnp", "np", "numpy", "time", "builtins", "grader", "lax", "statistics", "functools",
              "math", "sys", "os"}
 SUSPICIOUS_CALLS = {"exec", "eval", "compile", "__import__", "globals", "setattr", "delattr", "breakpoint",
@@ -26,7 +37,8 @@ SUSPICIOUS_CALLS = {"exec", "eval", "compile", "__import__", "globals", "setattr
 SUSPICIOUS_ATTRIBUTES = {
     "_getframe", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
     "__subclasses__", "__globals__", "__builtins__", "__code__", "__closure__", "__dict__", "modules",
-    "monitoring", "clear_caches", "_src", "__wrapped__", "_cache_size", "_clear_cache",
+    "monitoring", "clear_caches", "__wrapped__", "_cache_size", "_clear_cache",
+    "__setattr__", "__delattr__",  # past an object's own rules (the grader's read-only instrument, say)
 }
 REPORT_WORDS = ("report.json", "report.md", "report.partial", ".grade")
 
@@ -75,7 +87,7 @@ def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
                 aliases[alias.asname or top] = alias.name if alias.asname else top
                 if top not in ALLOWED_IMPORTS and top not in siblings:
                     found.append(_entry(file, node, "import", alias.name, T("integrity.import", module=alias.name)))
-                elif alias.name.startswith("jax._src") or alias.name.endswith(".monitoring"):
+                elif alias.name.endswith(".monitoring"):
                     found.append(_entry(file, node, "attribute", alias.name,
                                         T("integrity.attribute", name=alias.name)))
         elif isinstance(node, ast.ImportFrom):
@@ -85,7 +97,7 @@ def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
                 found.append(_entry(file, node, "import", module, T("integrity.import", module=module)))
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
-                if module.startswith("jax._src") or alias.name in ("monitoring",):
+                if alias.name == "monitoring" or module.endswith(".monitoring"):  # the grader's compile listener
                     found.append(_entry(file, node, "attribute", f"{module}.{alias.name}",
                                         T("integrity.attribute", name=f"{module}.{alias.name}")))
     module_names = set(aliases) | PATCHABLE
@@ -135,3 +147,106 @@ def _dedupe(found: list[dict]) -> list[dict]:
             seen.add(key)
             out.append(item)
     return out
+
+
+# ------------------------------------------------------------------ notes for the student
+def private_jax_uses(tree: ast.AST) -> list[tuple[int, str, set[str]]]:
+    """Every use of JAX's private API: (line, what it names, the top-level functions it
+    belongs to). An import belongs to the functions that use a name it binds; a use inside
+    a top-level function (or a class's method) belongs to that function."""
+    aliases = _module_aliases(tree)
+    owners = _top_level_owners(tree)
+    inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    uses: list[tuple[int, str, set[str]]] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _private(alias.name):
+                    bound = alias.asname or alias.name.split(".")[0]
+                    uses.append((line, alias.name, _users(tree, {bound}) if alias.asname else owners(line)))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and _private(node.module or ""):
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            bound = {alias.asname or alias.name for alias in node.names}
+            uses.append((line, ", ".join(names), _users(tree, bound) | owners(line)))
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:  # a whole chain, a.b.c, once
+            parts = _dotted(node).split(".")  # (a name imported from jax._src is noted at its import)
+            if "_src" in parts and _private(".".join([aliases.get(parts[0], parts[0]), *parts[1:]])):
+                uses.append((line, ".".join(parts), owners(line)))
+    return uses
+
+
+def student_notes(folder: Path, files: list[str], exercises: list, locate: Callable[[str], Any], *,
+                  notebook: bool = False) -> dict[str, list[Text]]:
+    """Notes for the student by exercise id: where the code uses JAX's private API.
+
+    ``exercises``: the chapter's (``id``, ``filename``, ``functions``). A use belongs to the
+    exercises whose graded functions reach it (directly or through helpers of the same
+    module); in a folder, a use no graded function reaches belongs to its file's exercise.
+    """
+    notes: dict[str, list[Text]] = {}
+    for name in files:
+        try:
+            tree = ast.parse((folder / name).read_bytes(), filename=name)
+        except (SyntaxError, ValueError, OSError):
+            continue
+        mine = [ex for ex in exercises if notebook or ex.filename == name]
+        reach = _reach(tree)
+        for line, what, owners in sorted(private_jax_uses(tree), key=lambda use: use[:2]):
+            ids = [ex.id for ex in mine if any(owners & reach.get(f, {f}) for f in ex.functions)]
+            if not ids and not notebook:
+                ids = [ex.id for ex in mine]
+            for ex_id in ids:
+                text = T("note.private_jax", where=locate(f"{name}:{line}"), name=what)
+                if text not in notes.setdefault(ex_id, []):
+                    notes[ex_id].append(text)
+    return notes
+
+
+def _private(module: str) -> bool:
+    return module == PRIVATE_JAX or module.startswith(PRIVATE_JAX + ".")
+
+
+def _module_aliases(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the module it names, for the module's imports of JAX."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname \
+                    else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _top_level_owners(tree: ast.AST) -> Callable[[int], set[str]]:
+    """The top-level functions (and classes) whose lines hold a given line."""
+    spans = [(node.name, node.lineno, getattr(node, "end_lineno", node.lineno)) for node in getattr(tree, "body", [])
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return lambda line: {name for name, first, last in spans if first <= line <= last}
+
+
+def _users(tree: ast.AST, names: set[str]) -> set[str]:
+    """The top-level functions and classes that name one of ``names``."""
+    return {node.name for node in getattr(tree, "body", [])
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))}
+
+
+def _reach(tree: ast.AST) -> dict[str, set[str]]:
+    """Each top-level function or class: itself and the top-level ones it names, transitively."""
+    defs = {node.name: node for node in getattr(tree, "body", [])
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    direct = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defs}
+              for name, node in defs.items()}
+    reach: dict[str, set[str]] = {}
+    for name in defs:
+        seen, todo = {name}, [name]
+        while todo:
+            for other in direct[todo.pop()] - seen:
+                seen.add(other)
+                todo.append(other)
+        reach[name] = seen
+    return reach

@@ -47,8 +47,11 @@ def codes(found: list[dict]) -> set[tuple[str, str]]:
     ("def f(x):\n    return x.f_back.f_locals\n", ("attribute", "x.f_back")),
     ("import jax\njax.clear_caches()\n", ("attribute", "jax.clear_caches")),
     ("import jax\nn = jax.jit(abs)._cache_size()\n", ("attribute", "_cache_size")),
-    ("from jax._src import dispatch\n", ("attribute", "jax._src.dispatch")),
     ("from jax import monitoring\n", ("attribute", "jax.monitoring")),
+    ("from jax._src import monitoring\n", ("attribute", "jax._src.monitoring")),
+    ("from urllib.request import urlopen\n", ("import", "urllib.request")),
+    ("import shutil\nshutil.rmtree('x')\n", ("call", "shutil.rmtree")),
+    ("def f(fn):\n    object.__setattr__(fn, '_schedule', None)\n", ("attribute", "object.__setattr__")),
     ("open('report.json', 'w').write('{}')\n", ("file", "open")),
     ("exec('x = 1')\n", ("call", "exec")),
     ("y = eval('1 + 1')\n", ("call", "eval")),
@@ -141,6 +144,97 @@ def test_stubs_are_clean():
     assert integrity.scan(stubs, files) == []
 
 
-def test_plain_import_of_private_jax_modules_is_flagged(tmp_path):
-    assert scan_source(tmp_path, "import jax._src.dispatch as d\n") != []
-    assert scan_source(tmp_path, "import jax.monitoring as m\n") != []
+def test_plain_import_of_jax_monitoring_is_flagged(tmp_path):
+    """JAX's compile listeners are how the grader counts compiles: touching them could touch the grader."""
+    assert codes(scan_source(tmp_path, "import jax.monitoring as m\n")) == {("attribute", "jax.monitoring")}
+
+
+# ------------------------------------------------------------------ warnings by what they mean
+@pytest.mark.parametrize("source", [
+    "import bisect\ni = bisect.bisect_left([1, 2], 1)\n",
+    "import heapq\nsmallest = heapq.nsmallest(3, [4, 1, 2, 3])\n",
+    "import operator\nfrom operator import itemgetter\n",
+    "import timeit\nbest = min(timeit.repeat(lambda: None, repeat=3, number=1))\n",
+    "from timeit import default_timer as timer\n",
+    "import enum\n\n\nclass Mode(enum.Enum):\n    FAST = 1\n",
+    "from enum import Enum\n",
+])
+def test_every_import_the_contract_allows_gives_no_warning(tmp_path, source):
+    """../shared/spec/ch4-exercises.md ("Layout"): bisect, heapq, operator, timeit and enum join the
+    pure standard-library helpers every module may import."""
+    assert scan_source(tmp_path, source) == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import os\n", ("import", "os")),
+    ("import ctypes\n", ("import", "ctypes")),
+    ("import subprocess\n", ("import", "subprocess")),
+    ("import socket\n", ("import", "socket")),
+])
+def test_what_could_touch_the_grader_still_warns(tmp_path, source, expected):
+    assert expected in codes(scan_source(tmp_path, source))
+
+
+PRIVATE = [
+    "from jax._src import tree_util\n\n\ndef softmax_raw(x):\n    return tree_util.tree_leaves(x)\n",
+    "import jax._src.dispatch as dispatch\n\n\ndef softmax_raw(x):\n    return dispatch\n",
+    "import jax\n\n\ndef softmax_raw(x):\n    return jax._src.tree_util.tree_leaves(x)\n",
+    "import jax as j\n\n\ndef _helper(x):\n    return j._src.xla_bridge.get_backend()\n\n\n"
+    "def softmax_raw(x):\n    return _helper(x)\n",
+]
+
+
+@pytest.mark.parametrize("source", PRIVATE)
+def test_private_jax_api_is_not_an_integrity_warning(tmp_path, source):
+    assert scan_source(tmp_path, source) == []
+
+
+def _notes(tmp_path: Path, files: dict[str, str], *, notebook: bool = False) -> dict:
+    for name, source in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(source), encoding="utf-8")
+    exercises = load_chapter("ch4").exercises
+    return integrity.student_notes(tmp_path, list(files), exercises, lambda where: where, notebook=notebook)
+
+
+@pytest.mark.parametrize("source", PRIVATE)
+def test_private_jax_api_is_a_note_for_the_student_in_both_languages(tmp_path, source):
+    notes = _notes(tmp_path, {"ex01_jit_forms.py": source, "ex02_where.py": "import jax\n"})
+    assert set(notes) == {"ex01_jit_forms"}, notes
+    catalog = load_chapter("ch4").catalog
+    (note,) = notes["ex01_jit_forms"]
+    assert note.key == "note.private_jax" and note.args["where"].startswith("ex01_jit_forms.py:")
+    en, zh = (catalog.render(note, lang) for lang in ("en", "zh"))
+    assert "_src" in en and "private API" in en and "public API" in en, en
+    assert "_src" in zh and "私有 API" in zh and "公开 API" in zh, zh
+
+
+def test_a_notebook_notes_private_api_in_the_exercises_whose_functions_reach_it(tmp_path):
+    """A notebook is one module: a use belongs to the graded functions that reach it (through
+    helpers too), and an import no graded function uses costs no note."""
+    source = (
+        "import jax\nfrom jax._src import tree_util as tu\nfrom jax._src import dispatch\n\n\n"
+        "def _leaves(x):\n    return tu.tree_leaves(x)\n\n\n"
+        "def time_call(fn, *args, warmup=1, iters=20):\n    return _leaves(fn(*args))\n\n\n"
+        "def piecewise(x):\n    return jax._src.numpy.where(x > 0, x, 0)\n")
+    notes = _notes(tmp_path, {"ex01_jit_forms.py": source}, notebook=True)
+    assert {ex: [n.args["name"] for n in found] for ex, found in notes.items()} == {
+        "ex05_timing": ["jax._src.tree_util"], "ex02_where": ["jax._src.numpy.where"]}
+
+
+@pytest.mark.slow
+def test_a_graded_submission_tells_the_student_of_private_api_and_warns_nobody(tmp_path):
+    """End to end: the note reaches the exercise's report in both languages; ``integrity`` stays empty."""
+    from conftest import exercise, grade_to_dict, make_submission
+
+    source = (SOLUTIONS / "ex05_timing.py").read_text(encoding="utf-8").replace(
+        "import jax\n", "import jax\nfrom jax._src import tree_util\n", 1).replace(
+        "        jax.block_until_ready(fn(*args))\n        samples",
+        "        jax.block_until_ready(tree_util.tree_leaves(fn(*args)))\n        samples")
+    assert "tree_util.tree_leaves" in source
+    path = make_submission(tmp_path, {"ex05_timing": source})
+    for lang, words in (("en", "private API"), ("zh", "私有 API")):
+        report = grade_to_dict(path, lang=lang, exercises=("ex05",), seed=3)
+        ex05 = exercise(report, "ex05_timing")
+        assert ex05["score"] == ex05["max_score"]
+        assert any(words in note and "ex05_timing.py:" in note for note in ex05["notes"]), ex05["notes"]
+        assert report["integrity"] == [], report["integrity"]

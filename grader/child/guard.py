@@ -19,7 +19,8 @@ from types import FunctionType, ModuleType
 from typing import Any
 
 _MODULES = ("time", "builtins", "jax", "jax.numpy", "jax.monitoring", "numpy", "grader.child.probe", "grader.wire",
-            "grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.purity",
+            "grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.instrument",
+            "grader.primitives.purity",
             "grader.primitives.structure", "grader.child.job", "grader.child.guard", "grader.checks")
 _NAMES = {
     "time": ("perf_counter", "perf_counter_ns", "monotonic", "sleep", "time"),

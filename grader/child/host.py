@@ -67,7 +67,8 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
     from grader import chapters
 
     chapters.extend(chapter_folders)
-    for name in ("grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.purity",
+    for name in ("grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.instrument",
+                 "grader.primitives.purity",
                  "grader.primitives.structure", "grader.primitives.numeric", "grader.child.guard", *modules):
         importlib.import_module(name)  # everything a probe may use: the guard's snapshot must see it all
     from grader.primitives.compiles import COUNTER

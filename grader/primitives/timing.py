@@ -1,10 +1,5 @@
-"""Timing: judging a student's timing harness, and measuring speed-ups fairly.
-
-Harness checks (child side): an :class:`Instrument` is a function whose behaviour
-the grader knows exactly: how long each call's work takes, whether its result is
-ready only when waited on (like JAX's asynchronous dispatch), which first calls are
-slow (like a compile), which call is an outlier. It records every call and what the
-work really took, with clocks captured before any student code was imported.
+"""Timing: measuring speed-ups fairly (a timing harness is judged with
+:mod:`grader.primitives.instrument`).
 
 Speed-ups (child side): :func:`time_batches` times the baseline and the candidate in
 alternation, each call waited on, batch after batch. Grader side:
@@ -17,7 +12,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
@@ -26,120 +20,6 @@ from grader.child.trusted import TRUSTED
 
 
 # =================================================================== child side
-class Pending:
-    """A result whose work finishes only when waited on (``block_until_ready``)."""
-
-    def __init__(self, instrument: "Instrument", index: int, ready_at: float):
-        self._instrument = instrument
-        self._index = index
-        self._ready_at = ready_at
-
-    def block_until_ready(self) -> "Pending":
-        remaining = self._ready_at - TRUSTED.perf_counter()
-        if remaining > 0:
-            TRUSTED.sleep(remaining)
-        self._instrument.waited.add(self._index)
-        return self
-
-
-class Ready:
-    """The result of a synchronous call: already finished, like a computed array."""
-
-    def block_until_ready(self) -> "Ready":
-        return self
-
-
-@dataclass(eq=False)  # compared and hashed by identity, as a function is
-class Instrument:
-    """A function with known cost, for judging a timing harness (it records every call)."""
-
-    #: seconds of work per call
-    duration: float
-    #: how many first calls cost more (like tracing and compiling)
-    slow_first: int = 0
-    #: how long each of those takes
-    slow_duration: float = 0.0
-    #: one slow call: its index among all calls
-    outlier_at: int | None = None
-    #: how long that call takes
-    outlier_duration: float = 0.0
-    #: calls return at once with a :class:`Pending` whose work runs in the background, one
-    #: call after the other, like a device queue
-    asynchronous: bool = False
-    #: the arguments every call must receive (checked by identity)
-    expected_args: tuple = ()
-    #: calls made so far
-    calls: int = field(default=0, init=False)
-    #: calls that received other arguments than ``expected_args``
-    bad_args: int = field(default=0, init=False)
-    #: the indexes of the calls whose result was waited on
-    waited: set = field(default_factory=set, init=False)
-    #: the nominal work of each call
-    work: list = field(default_factory=list, init=False)
-    #: the measured duration of each synchronous call
-    actual: list = field(default_factory=list, init=False)
-    #: when the queue of asynchronous work empties
-    _queue_end: float = field(default=0.0, init=False)
-
-    def cost(self, index: int) -> float:
-        if index < self.slow_first:
-            return self.slow_duration
-        if self.outlier_at is not None and index == self.outlier_at:
-            return self.outlier_duration
-        return self.duration
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        index = self.calls
-        self.calls += 1
-        if len(args) != len(self.expected_args) or any(a is not b for a, b in zip(args, self.expected_args)) \
-                or kwargs:
-            self.bad_args += 1
-        cost = self.cost(index)
-        self.work.append(cost)
-        if self.asynchronous:
-            now = TRUSTED.perf_counter()
-            ready = max(now, self._queue_end) + cost
-            self._queue_end = ready
-            return Pending(self, index, ready)
-        start = TRUSTED.perf_counter()
-        TRUSTED.sleep(cost)
-        self.actual.append(TRUSTED.perf_counter() - start)
-        return Ready()
-
-    def report(self, warmup: int, iters: int) -> dict:
-        """What the harness should have measured: the median work of the timed calls."""
-        timed = slice(warmup, warmup + iters)
-        measured = self.actual[timed] if not self.asynchronous else self.work[timed]
-        return {
-            "calls": self.calls,
-            "expected_calls": warmup + iters,
-            "bad_args": self.bad_args,
-            "waited": len(self.waited),
-            "truth": statistics.median(measured) if measured else None,
-            "nominal": self.duration,
-            "slept_total": sum(self.actual),
-            "warmup_cost": self.slow_duration if self.slow_first else None,
-            "outlier_cost": self.outlier_duration if self.outlier_at is not None else None,
-            "asynchronous": self.asynchronous,
-        }
-
-
-def expect_plausible(report: dict, elapsed: float | None, *, what: str) -> None:
-    """What a child says its instrument measured must fit the grader's own clock.
-
-    A synchronous instrument sleeps: its calls cannot have lasted longer in total than
-    the grader saw pass, and none can have been shorter than the sleep asked for.
-    """
-    if report.get("asynchronous") or elapsed is None:
-        return
-    truth, nominal, slept = report.get("truth"), report.get("nominal"), report.get("slept_total", 0.0)
-    if truth is None or nominal is None:
-        return
-    if slept > elapsed + 0.05 or truth < 0.9 * nominal:
-        raise Fail(T("harness.implausible", what=what, slept=slept, elapsed=elapsed),
-                   {"slept_s": slept, "elapsed_s": elapsed})
-
-
 def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
                   each: list[tuple] | None = None) -> list[float]:
     """Seconds of each of ``warm + n`` calls of ``fn(*args)``, each waited on, by the trusted clock.

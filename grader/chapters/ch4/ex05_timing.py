@@ -1,37 +1,58 @@
 """Exercise 5, a correct timing harness: hidden inputs, probe and checks.
 
-The student's ``time_call`` times instruments whose real cost the grader knows
-(:class:`grader.primitives.timing.Instrument`): results that finish only when waited
-on, slow first calls, one slow outlier, exact call counts, and a real jitted function.
-Each practice of the chapter's section 4 has its own check.
+The student's ``time_call`` times instruments whose every call costs what the grader
+scheduled, each call's record held to the grader's own clock
+(:class:`grader.primitives.instrument.Instrument`): results that finish only when
+waited on, slow first calls, timed calls that vary (fast ones, a spread, slow ones:
+the minimum, the maximum, the mean and every trimmed mean stand apart from the
+median on every seed), exact call counts, and a real jitted function. Each practice
+of the chapter's section 4 has its own check, and only the median check judges which
+statistic a harness takes (the others accept any figure within the range of the calls
+it timed, so that a wrong statistic costs one check whatever noise the machine adds).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from grader.checks import ARRIVALS, CheckContext, Fail, Keys, Observations, check
+from grader.checks import CheckContext, Fail, Keys, Observations, check
 from grader.i18n import T
-from grader.primitives import timing
+from grader.primitives import instrument
+from grader.primitives.instrument import Schedule
 
 KEYS = Keys(
-    start="{run}/start", result="{run}/result", truth="{run}/truth"
+    result="{run}/result", truth="{run}/truth", start="{run}/start", done="{run}/call{i}",
+    waited="{run}/call{i}/waited"
 )
 #: how far a harness's time of the real jitted function may be from the grader's (a ratio)
 JAX_AGREES = (0.4, 2.5)
+#: how far a harness's seconds may be from the calls it timed (a ratio): what ``time_call.seconds`` accepts
+SECONDS_AGREE = (0.5, 2.0)
+#: how far a harness's median may be from the grader's (a ratio): what ``time_call.median`` accepts
+MEDIAN_AGREES = (0.5, 2.0)
+#: the median run's timed calls, as factors of the median call: (role, how many, lowest, highest).
+#: Two calls far below the median (the minimum stays far below it, even if one is delayed), one
+#: just above it (a correct median stays near it, even if a lower call is delayed), and three
+#: slow calls that every mean trimmed by less than a third at each end still holds
+SPREAD = (("fast", 2, 0.02, 0.08), ("below", 2, 0.6, 0.9), ("median", 1, 1.0, 1.0), ("above", 1, 1.05, 1.25),
+          ("slow", 3, 10.0, 13.0))
+
+
+#: the words for each wrong statistic (:func:`grader.primitives.instrument.statistics_of`)
+STATISTIC_WORDS = {"min": "harness.stat.min", "max": "harness.stat.max", "mean": "harness.stat.mean",
+                   "trimmed": "harness.stat.trimmed"}
 
 
 # =========================================================================== hidden inputs
 def inputs(rng: np.random.Generator) -> dict:
+    duration = float(rng.uniform(0.004, 0.006))
     return {
         # a few milliseconds of work a call: long enough to time, short enough to grade quickly
-        "duration": float(rng.uniform(0.004, 0.006)),
+        "duration": duration,
         "iters": int(rng.integers(5, 8)),
         "warmup_n": 4,
         "warmup_iters": 3,
-        "warmup_slow": float(rng.uniform(0.06, 0.08)),
-        "outlier_iters": 5,
-        "outlier_pos": int(rng.integers(0, 4)),
-        "outlier_factor": 25.0,
+        "warmup_slow": float(rng.uniform(0.055, 0.065)),
+        "spread": spread(rng, duration),
         "counts": [[0, 3], [int(rng.integers(2, 4)), int(rng.integers(2, 5))]],
         "eager_factor": float(rng.uniform(2.5, 4.0)),
         "matrix_seed": int(rng.integers(0, 2**31 - 1)),
@@ -39,53 +60,66 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
+def spread(rng: np.random.Generator, median: float) -> list[float]:
+    """The median run's costs: a warm-up call, then the timed calls of :data:`SPREAD` in a random order."""
+    timed = [median * float(rng.uniform(low, high)) for _, n, low, high in SPREAD for _ in range(n)]
+    return [median] + [timed[i] for i in rng.permutation(len(timed))]
+
+
+def plan(inp: dict) -> dict[str, Schedule]:
+    """Every instrumented run: what its calls cost and how the harness is asked to time it."""
+    d, iters = inp["duration"], inp["iters"]
+    return {
+        "seconds": Schedule(d, 1, iters),
+        "waits": Schedule(d, 1, iters, asynchronous=True),
+        "warmup": Schedule(d, inp["warmup_n"], inp["warmup_iters"], costs=(inp["warmup_slow"],) * inp["warmup_n"]),
+        "median": Schedule(d, 1, len(inp["spread"]) - 1, costs=tuple(inp["spread"])),
+        **{f"count{i}": Schedule(d / 4, warmup, n) for i, (warmup, n) in enumerate(inp["counts"])},
+        "eager": Schedule(d * inp["eager_factor"], 1, iters),
+        "jit": Schedule(d, 1, iters),
+    }
+
+
 # =========================================================================== probe (child)
 def probe(ctx) -> None:
-    from grader.primitives.timing import Instrument
+    from grader.primitives.instrument import Instrument
 
     inp = ctx.inputs
-    duration = inp["duration"]
+    runs = plan(inp)
     args = (np.zeros(3, np.float32), "arg")  # passed through *args; the instrument checks identity
 
-    def run(name: str, instrument: Instrument, warmup: int, iters: int) -> tuple:
-        # the grader's clock from here (its "go", not when it reads a record: a busy grader reads late)
-        ctx.mark(KEYS.start(run=name))
-        result = ctx.call(KEYS.result(run=name), "time_call", instrument, *args, warmup=warmup, iters=iters)
-        report = instrument.report(warmup, iters)
-        ctx.record(KEYS.truth(run=name), report)
-        return result, report
+    def instrumented(name: str) -> Instrument:
+        # the run starts on the grader's clock, and each call's record leaves as the call ends: no
+        # harness holds a record of its calls, and every one is held to the grader's clock
+        return Instrument(runs[name], expected_args=args, start=lambda: ctx.mark(KEYS.start(run=name)),
+                          done=lambda i, record: ctx.record(KEYS.done(run=name, i=i), record),
+                          waited=lambda i, record: ctx.record(KEYS.waited(run=name, i=i), record))
 
-    iters = inp["iters"]
-    returned, report = run("seconds", Instrument(duration=duration, expected_args=args), 1, iters)
-    unit = unit_of(returned, report["truth"]) if isinstance(returned, (float, np.floating)) else 1.0
-    run("waits", Instrument(duration=duration, asynchronous=True, expected_args=args), 1, iters)
-    run("warmup", Instrument(duration=duration, slow_first=inp["warmup_n"], slow_duration=inp["warmup_slow"],
-                             expected_args=args), inp["warmup_n"], inp["warmup_iters"])
-    outlier_at = 1 + inp["outlier_pos"]
-    run("median", Instrument(duration=duration, outlier_at=outlier_at,
-                             outlier_duration=duration * inp["outlier_factor"], expected_args=args),
-        1, inp["outlier_iters"])
-    for i, (warmup, n) in enumerate(inp["counts"]):
-        run(f"count{i}", Instrument(duration=duration / 4, expected_args=args), warmup, n)
+    def run(name: str):
+        return ctx.call(KEYS.result(run=name), "time_call", instrumented(name), *args, warmup=runs[name].warmup,
+                        iters=runs[name].iters)
+
+    returned = run("seconds")
+    unit = unit_of(returned, inp["duration"]) if isinstance(returned, (float, np.floating)) else 1.0
+    for name in ("waits", "warmup", "median", *(f"count{i}" for i in range(len(inp["counts"])))):
+        run(name)
 
     # a real jitted function on JAX's asynchronous dispatch, sized to take a few milliseconds
     if not ctx.attempted("time_call", lambda: None, warmup=0, iters=1):
         ctx.record(KEYS.result(run="jax"), {"status": "not_attempted", "function": "time_call"})
         ctx.record(KEYS.truth(run="jax"), {})
     else:
-        _time_a_jitted_function(ctx, inp, iters, unit)
+        _time_a_jitted_function(ctx, inp, inp["iters"], unit)
 
-    eager = Instrument(duration=duration * inp["eager_factor"], expected_args=args)
-    jitted = Instrument(duration=duration, expected_args=args)
-    ctx.call(KEYS.result(run="speedup"), "speedup", eager, jitted, *args, warmup=1, iters=iters)
-    ctx.record(KEYS.truth(run="speedup"), {"eager": eager.report(1, iters), "jit": jitted.report(1, iters)})
+    ctx.call(KEYS.result(run="speedup"), "speedup", instrumented("eager"), instrumented("jit"), *args,
+             warmup=runs["jit"].warmup, iters=runs["jit"].iters)
 
 
 def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: int = 3) -> None:
     import jax
     import jax.numpy as jnp
 
-    from grader.primitives.timing import trusted_median
+    from grader.primitives.timing import clocked_calls
 
     # it returns a pytree, as real JAX code often does: jax.block_until_ready(out) waits on
     # every leaf, while out.block_until_ready() only exists on a single array. Its first leaf is
@@ -100,27 +134,36 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
     n = 128
     while True:
         a = jax.device_put(rng.normal(size=(n, n)).astype(np.float32) / np.sqrt(n))
-        took = trusted_median(chain, (a,), warmup=1, iters=3)
+        took = min(clocked_calls(chain, (a,), 3, warm=1)[1:])  # the fastest: load makes the median long
         if took >= inp["jax_min_s"] or n >= 4096:
             break
         # the work grows as n**3: aim a little above the floor, by steps of at most 2x in n (doubling
         # alone can overshoot eightfold, and every call of the harness's and the grader's pays for it)
         grow = min(8.0, 1.5 * inp["jax_min_s"] / max(took, 1e-6)) ** (1 / 3)
         n = min(4096, max(n + 64, int(np.ceil(n * grow / 64)) * 64))
-    # The grader's clock before and after the harness's: on a loaded machine one of the three can
-    # catch a burst of other work, so a harness that disagrees with it is timed again (up to
-    # ``attempts`` times, the last attempt recorded). A harness that does not wait disagrees every time.
+    # The grader's clock before and after the harness's (nine calls each, after two warm ones): on a
+    # loaded machine one of the three can catch a burst of other work, so a harness that disagrees
+    # with it is timed again (up to ``attempts`` times, the last attempt recorded). A harness that
+    # does not wait disagrees every time.
     for attempt in range(1, attempts + 1):
-        before = trusted_median(chain, (a,))
+        before = clocked_calls(chain, (a,), 9, warm=2)[2:]
         outcome = ctx.invoke(ctx.get("time_call"), "time_call", chain, a, warmup=1, iters=iters)
-        after = trusted_median(chain, (a,))
+        after = clocked_calls(chain, (a,), 9, warm=2)[2:]
         returned = outcome.pop("_result", None)
         if outcome["status"] != "ok" or not isinstance(returned, (float, np.floating)) \
-                or JAX_AGREES[0] <= (returned / unit) / grader_time(before, after) <= JAX_AGREES[1]:
+                or jax_agrees(returned / unit, min(before + after), max(before + after)):
             break
     ctx.record(KEYS.result(run="jax"), outcome)
-    ctx.record(KEYS.truth(run="jax"), {"before": before, "after": after, "n": n, "attempts": attempt,
-                                       "first_leaf": _first_output_time(chain, a)})
+    ctx.record(KEYS.truth(run="jax"), {"before": float(np.median(before)), "after": float(np.median(after)),
+                                       "fastest": min(before + after), "slowest": max(before + after), "n": n,
+                                       "attempts": attempt, "first_leaf": _first_output_time(chain, a)})
+
+
+def jax_agrees(returned: float, fastest: float, slowest: float) -> bool:
+    """A harness's time of the real jitted function agrees with the grader's calls of it: within
+    :data:`JAX_AGREES` of the range from the grader's fastest call to its slowest (as for the
+    instruments, which statistic it takes is the median check's alone to judge)."""
+    return JAX_AGREES[0] * fastest <= returned <= JAX_AGREES[1] * slowest
 
 
 def _first_output_time(chain, a, rounds: int = 3) -> float:
@@ -152,7 +195,7 @@ def _seconds(s: Observations, key: str, what: str) -> float:
     raise Fail(T("harness.not_float", what=what, type=kind), {"type": kind})
 
 
-def _unit_factor(s: Observations) -> float:
+def _unit_factor(s: Observations, ctx: CheckContext) -> float:
     """How far the harness's unit is from seconds (1000 for milliseconds); 1 when right.
 
     Measured once, by "seconds", and divided out of the other checks so that one
@@ -160,10 +203,12 @@ def _unit_factor(s: Observations) -> float:
     """
     try:
         returned = _seconds(s, KEYS.result(run="seconds"), "time_call")
-        truth = s.value(KEYS.truth(run="seconds"))["truth"]
+        _, real, works = _observed(s, ctx, "seconds", "time_call")
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
-    return unit_of(returned, truth)
+    if not real or not works or SECONDS_AGREE[0] * min(works) <= returned <= SECONDS_AGREE[1] * max(works):
+        return 1.0  # what the seconds check accepts: no unit to divide out
+    return unit_of(returned, real)
 
 
 def grader_time(before: float, after: float) -> float:
@@ -172,71 +217,107 @@ def grader_time(before: float, after: float) -> float:
 
 
 def unit_of(returned: float, truth: float) -> float:
-    """The factor between what the harness returned and the truth in seconds: 1 when within 2x."""
+    """The factor between what the harness returned and the truth in seconds: 1 when within 3x.
+
+    A unit mistake is far from 1 (1000 for milliseconds, ``iters`` for a total); a noisy
+    measure is not divided out of every other check.
+    """
     ratio = float(returned) / truth if truth and returned > 0 else 1.0
-    return 1.0 if 0.5 <= ratio <= 2.0 else ratio
+    return 1.0 if 1 / 3 <= ratio <= 3.0 else ratio
 
 
-def _harness_ratio(s: Observations, run: str, what: str, *, low: float, high: float, reason,
-                   unit: float = 1.0) -> dict:
+def _observed(s: Observations, ctx: CheckContext, run: str, what: str) -> tuple[list, float | None, list[float]]:
+    """The calls of ``run`` (each record held to the grader's clock and schedule), the median the
+    harness should have returned, and the work of each call it should have timed."""
+    schedule = plan(ctx.inputs)[run]
+    calls = instrument.observed_calls(s, KEYS.start, KEYS.done, run, schedule, KEYS.waited)
+    instrument.expect_trustworthy(calls, schedule, what=what)
+    return calls, instrument.truth(calls, schedule), instrument.timed_works(calls, schedule)
+
+
+def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
+                   unit: float = 1.0, statistic: bool = False) -> dict:
+    """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
+
+    Only the median check (``statistic``) holds the figure to the median, and to be nearer the
+    median of the calls than any other statistic of them; the others accept any figure between
+    the fastest and the slowest of those calls (give or take their tolerance): which statistic a
+    harness takes is judged once, on calls made to tell statistics apart, not again on calls
+    that differ only by the machine's noise.
+    """
     returned = _seconds(s, KEYS.result(run=run), what)
-    truth = s.value(KEYS.truth(run=run))
-    arrivals = s.value(ARRIVALS)
-    start, end = KEYS.start(run=run), KEYS.truth(run=run)
-    elapsed = arrivals[end] - arrivals[start] if s.has(start) and s.has(end) else None
-    timing.expect_plausible(truth, elapsed, what=what)
-    real = truth["truth"]
+    calls, real, works = _observed(s, ctx, run, what)
     ratio = (returned / unit) / real if real else float("inf")
+    lowest, highest = (real, real) if statistic or not works else (min(works), max(works))
+    schedule = plan(ctx.inputs)[run]
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
-                "calls": truth["calls"], "expected_calls": truth["expected_calls"]}
-    if not (low <= ratio <= high):
-        raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real, ratio=ratio, reason=reason),
+                "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
+    nearest = instrument.nearest_statistic(returned / unit, works) if statistic and works else ("median", real)
+    if not statistic and works:
+        measured.update(fastest_s=lowest, slowest_s=highest)
+    if statistic:
+        measured["nearest"] = nearest[0]
+    if not real or not (low * lowest <= returned / unit <= high * highest) or nearest[0] != "median":
+        why = reason(nearest, works) if callable(reason) else reason
+        raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real or 0.0, ratio=ratio, reason=why),
                    measured)
     return measured
 
 
 @check("time_call.seconds")
 def time_call_seconds(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    return _harness_ratio(s, "seconds", "time_call(fn, warmup=1)", low=0.5, high=2.0, reason=T("harness.units"))
+    return _harness_ratio(s, ctx, "seconds", "time_call(fn, warmup=1)", low=SECONDS_AGREE[0],
+                          high=SECONDS_AGREE[1], reason=T("harness.units"))
 
 
 @check("time_call.waits")
 def time_call_waits(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    return _harness_ratio(s, "waits", "time_call(async fn)", low=0.5, high=3.0, reason=T("harness.no_wait"),
-                          unit=_unit_factor(s))
+    return _harness_ratio(s, ctx, "waits", "time_call(async fn)", low=0.5, high=3.0, reason=T("harness.no_wait"),
+                          unit=_unit_factor(s, ctx))
 
 
 @check("time_call.warmup")
 def time_call_warmup(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     inp = ctx.inputs
     what = f"time_call(fn, warmup={inp['warmup_n']}, iters={inp['warmup_iters']})"
-    return _harness_ratio(s, "warmup", what, low=0.5, high=2.5,
-                          reason=T("harness.timed_warmup", warmup=inp["warmup_slow"]), unit=_unit_factor(s))
+    return _harness_ratio(s, ctx, "warmup", what, low=0.5, high=2.5,
+                          reason=T("harness.timed_warmup", warmup=inp["warmup_slow"]), unit=_unit_factor(s, ctx))
 
 
 @check("time_call.median")
 def time_call_median(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    inp = ctx.inputs
-    what = f"time_call(fn, iters={inp['outlier_iters']})"
-    outlier = inp["duration"] * inp["outlier_factor"]
-    return _harness_ratio(s, "median", what, low=0.5, high=2.0, reason=T("harness.outlier", outlier=outlier),
-                          unit=_unit_factor(s))
+    schedule = plan(ctx.inputs)["median"]
+    what = f"time_call(fn, iters={schedule.iters})"
+
+    def reason(nearest: tuple[str, float], works: list[float]):
+        name, value = nearest
+        spread = {"fastest": min(works or schedule.timed()), "slowest": max(works or schedule.timed())}
+        if name == "median":
+            return T("harness.spread_far", **spread)
+        kind = "trimmed" if name.startswith("trimmed") else name
+        return T("harness.spread", **spread, value=value,
+                 statistic=T(STATISTIC_WORDS[kind], cut=int(name[len("trimmed"):]) if kind == "trimmed" else 0))
+
+    return _harness_ratio(s, ctx, "median", what, low=MEDIAN_AGREES[0], high=MEDIAN_AGREES[1], reason=reason,
+                          unit=_unit_factor(s, ctx), statistic=True)
 
 
 @check("time_call.call_count")
 def time_call_call_count(s: Observations, r: Observations, ctx: CheckContext) -> dict:
-    runs = [("seconds", 1, ctx.inputs["iters"])] + [(f"count{i}", w, n) for i, (w, n) in
-                                                    enumerate(ctx.inputs["counts"])]
+    runs = plan(ctx.inputs)
     measured = {}
-    for run, warmup, iters in runs:
+    for run in ("seconds", *(f"count{i}" for i in range(len(ctx.inputs["counts"])))):
         s.result(KEYS.result(run=run))
-        truth = s.value(KEYS.truth(run=run))
+        schedule = runs[run]
+        warmup, iters = schedule.warmup, schedule.iters
+        calls = instrument.observed_calls(s, KEYS.start, KEYS.done, run, schedule, KEYS.waited)
         what = f"time_call(fn, warmup={warmup}, iters={iters})"
-        measured[what] = truth["calls"]
-        if truth["calls"] != warmup + iters:
-            raise Fail(T("harness.calls", what=what, calls=truth["calls"], expected=warmup + iters), measured)
-        if truth["bad_args"]:
-            raise Fail(T("harness.args", what=what, bad=truth["bad_args"]), measured)
+        measured[what] = len(calls)
+        if len(calls) != warmup + iters:
+            raise Fail(T("harness.calls", what=what, calls=len(calls), expected=warmup + iters), measured)
+        bad = sum(1 for c in calls if not c.args_ok)
+        if bad:
+            raise Fail(T("harness.args", what=what, bad=bad), measured)
     return measured
 
 
@@ -248,17 +329,18 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
         from grader.checks import raised_text  # out.block_until_ready() on a pytree: the mistake itself
 
         raise Fail(raised_text(call), {"exception": call.get("type")})
-    returned = _seconds(s, KEYS.result(run="jax"), what) / _unit_factor(s)
+    returned = _seconds(s, KEYS.result(run="jax"), what) / _unit_factor(s, ctx)
     truth = s.value(KEYS.truth(run="jax"))
     grader = grader_time(truth["before"], truth["after"])
     ratio = returned / grader if grader else float("inf")
-    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "matrix": truth["n"],
-                "attempts": truth.get("attempts", 1)}
-    if not (JAX_AGREES[0] <= ratio <= JAX_AGREES[1]):
-        first = truth.get("first_leaf")
-        if ratio < JAX_AGREES[0] and first and returned <= 3 * first:  # the time of the quick first output
-            raise Fail(T("harness.first_output", what=what, returned=returned, truth=grader, first=first),
-                       {**measured, "first_leaf_s": first}, hint="first_output")
+    fastest, slowest = truth.get("fastest", grader), truth.get("slowest", grader)
+    measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "fastest_s": fastest,
+                "slowest_s": slowest, "matrix": truth["n"], "attempts": truth.get("attempts", 1)}
+    first = truth.get("first_leaf")
+    if ratio < JAX_AGREES[0] and first and returned <= 3 * first:  # the time of the quick first output
+        raise Fail(T("harness.first_output", what=what, returned=returned, truth=grader, first=first),
+                   {**measured, "first_leaf_s": first}, hint="first_output")
+    if not grader or not jax_agrees(returned, fastest, slowest):
         raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
     return measured
 
@@ -267,10 +349,16 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
 def speedup_value(s: Observations, r: Observations, ctx: CheckContext) -> dict:
     what = "speedup(eager_fn, jit_fn)"
     returned = _seconds(s, KEYS.result(run="speedup"), what)
-    truth = s.value(KEYS.truth(run="speedup"))
-    real = truth["eager"]["truth"] / truth["jit"]["truth"]
+    runs = plan(ctx.inputs)
+    # each side's median and range (a side the harness timed no call of: its work as the grader scheduled it)
+    (_, eager, eager_works), (_, jitted, jitted_works) = (_observed(s, ctx, run, what) for run in ("eager", "jit"))
+    eager_works, jitted_works = eager_works or [runs["eager"].default], jitted_works or [runs["jit"].default]
+    real = (eager or runs["eager"].default) / (jitted or runs["jit"].default)
     ratio = returned / real
-    measured = {"returned": returned, "truth": real, "ratio": ratio}
-    if not (0.6 <= ratio <= 1.6):
+    # as for the other checks, any statistic of the calls: from the fastest eager over the slowest jitted call
+    # to the slowest eager over the fastest jitted one
+    lowest, highest = min(eager_works) / max(jitted_works), max(eager_works) / min(jitted_works)
+    measured = {"returned": returned, "truth": real, "ratio": ratio, "lowest": lowest, "highest": highest}
+    if not (0.6 * lowest <= returned <= 1.6 * highest):
         raise Fail(T("harness.speedup", what=what, returned=returned, truth=real), measured)
     return measured

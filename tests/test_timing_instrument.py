@@ -1,0 +1,204 @@
+"""ex05's instrument: its calls tell the statistics apart on every seed, and no harness can
+edit what the grader learns of them.
+
+* The separation is proved from the drawn costs alone (no sleeping, no grading): for every
+  seed of a few hundred, the timed calls of the median run put the minimum, the maximum,
+  the mean and every trimmed mean further from their median than ``time_call.median``
+  accepts, with a margin; and a correct median stays within it even when one call is
+  delayed.
+* The instrument keeps no record a harness could rewrite (each call's record leaves as the
+  call ends), cannot be changed, and a record that does not fit the grader's clock or
+  schedule is not trusted.
+"""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from grader.chapter import load_chapter
+from grader.chapters.ch4 import ex05_timing as ex05
+from grader.checks import ARRIVALS, Fail, Observations
+from grader.primitives import instrument
+from grader.primitives.instrument import Instrument, Schedule
+
+EX05 = load_chapter("ch4").exercise("ex05_timing")
+SEEDS = range(400)
+LOW, HIGH = ex05.MEDIAN_AGREES
+#: how far beyond the check's tolerance every wrong statistic must stand
+MARGIN = 1.25
+#: what the machine may add to every call a harness times, outside the work the grader measures
+#: (its own clock, the call's record leaving, a busy CPU), as a fraction of the median call
+DELAY = 0.25
+
+
+def wrong_statistics(timed: list[float]) -> dict[str, float]:
+    """What a harness that does not take the median returns for these calls (their exact costs).
+
+    Trimmed means as ``scipy.stats.trim_mean(a, p)`` makes them (scipy/scipy,
+    scipy/stats/_stats_py.py, ``_trim_mean``: ``lowercut = int(proportiontocut * nobs)`` calls
+    cut at each end), for every proportion below a third; and the minimum, which Python's own
+    docs recommend for ``timeit.repeat`` (python/cpython, Doc/library/timeit.rst, the note of
+    ``Timer.repeat``: "the min() of the result is probably the only number you should be
+    interested in"), as library benchmark templates then do.
+    """
+    ordered, n = sorted(timed), len(timed)
+    found = {"min (best of N, min(timeit.repeat))": ordered[0], "max": ordered[-1],
+             "mean": statistics.mean(ordered)}
+    for cut in sorted({int(p / 100 * n) for p in range(1, 34)} - {0}):
+        if cut / n < 1 / 3:
+            found[f"trimmed mean, {cut} cut at each end"] = statistics.mean(ordered[cut:n - cut])
+    return found
+
+
+def test_every_seed_sets_the_statistics_apart_from_the_median():
+    """Each wrong statistic of the calls stands beyond the tolerance by ``MARGIN``, with or without a
+    delay of up to ``DELAY`` added to every call the harness times (the truth, the median work the
+    grader measures, does not hold that delay)."""
+    worst: dict[str, tuple[float, int]] = {}
+    for seed in SEEDS:
+        timed = ex05.plan(EX05.inputs(seed))["median"].timed()
+        median = statistics.median(timed)
+        for delay in (0.0, DELAY * median):
+            for name, value in wrong_statistics([t + delay for t in timed]).items():
+                ratio = value / median
+                gap = LOW / ratio if ratio < 1 else ratio / HIGH  # > 1: outside what the check accepts
+                if gap < worst.get(name, (float("inf"), 0))[0]:
+                    worst[name] = (gap, seed)
+    print(f"\n{len(SEEDS)} seeds; each statistic's smallest distance beyond the check's tolerance "
+          f"[{LOW}, {HIGH}] x median (every call delayed by 0 or {DELAY} x median):")
+    for name, (gap, seed) in worst.items():
+        print(f"  {name}: {gap:.2f}x (seed {seed})")
+    assert {"mean", "max", "trimmed mean, 1 cut at each end", "trimmed mean, 2 cut at each end"} <= set(worst)
+    too_close = {name: f"{gap:.2f}x at seed {seed}" for name, (gap, seed) in worst.items() if gap < MARGIN}
+    assert not too_close, f"statistics too close to the median's tolerance: {too_close}"
+
+
+def test_every_seed_keeps_a_correct_median_safe_from_one_delayed_call():
+    """A call delayed by the machine moves a harness's median to the next call up at most: that one
+    is near the median, and the second fastest is still far below it."""
+    for seed in SEEDS:
+        ordered = sorted(ex05.plan(EX05.inputs(seed))["median"].timed())
+        middle = len(ordered) // 2
+        assert len(ordered) % 2 == 1, "an odd number of timed calls: one median, however it is computed"
+        median = ordered[middle]
+        # a lower call delayed past the median: the harness's median is the next call up, at most
+        assert ordered[middle + 1] + DELAY * median < HIGH / MARGIN * median, (seed, ordered)
+        # the fastest call delayed: the minimum is the second fastest, still far below the median
+        assert (ordered[1] + DELAY * median) * MARGIN < LOW * median, (seed, ordered)
+
+
+# ----------------------------------------------------------------------------- the instrument
+def _made(schedule: Schedule, records: dict, marks: list) -> Instrument:
+    return Instrument(schedule, start=lambda: marks.append("start"),
+                      done=lambda i, record: records.__setitem__(i, dict(record)), expected_args=(1,))
+
+
+def test_each_call_sends_its_record_before_it_returns_and_keeps_none():
+    records: dict[int, dict] = {}
+    marks: list[str] = []
+    fn = _made(Schedule(0.001, 0, 2, costs=(0.003,)), records, marks)
+    assert marks == ["start"]  # the run's start is stamped before any call
+    fn(1)
+    assert set(records) == {0} and records[0]["args_ok"] is True
+    assert records[0]["ended_s"] - records[0]["began_s"] >= 0.003
+    fn(2)
+    assert records[1]["args_ok"] is False and records[1]["began_s"] >= records[0]["ended_s"]
+    for name in ("actual", "work", "calls", "waited", "duration", "costs"):
+        assert not hasattr(fn, name), name  # no record of the calls to rewrite, no parameter to change
+
+
+@pytest.mark.parametrize("name", ["actual", "_schedule", "_done", "cost", "__call__"])
+def test_the_instrument_cannot_be_changed(name):
+    fn = _made(Schedule(0.001, 0, 1), {}, [])
+    with pytest.raises(AttributeError):
+        setattr(fn, name, None)
+    with pytest.raises(AttributeError):
+        delattr(fn, name)
+
+
+def _observations(schedule: Schedule, records: list[dict], read: list[float], start_at: float = 10.0) -> list:
+    data = {"median/start": True, **{f"median/call{i}": r for i, r in enumerate(records)}}
+    data[ARRIVALS] = {"median/start": start_at, **{f"median/call{i}": start_at + t for i, t in enumerate(read)}}
+    return instrument.observed_calls(Observations("student", data), ex05.KEYS.start, ex05.KEYS.done, "median",
+                                     schedule)
+
+
+SCHEDULE = Schedule(0.010, 1, 2, costs=(0.010, 0.002, 0.050))
+#: what the instrument records for that schedule, and when the grader reads each record
+HONEST = [{"args_ok": True, "began_s": 0.0001, "ended_s": 0.0102}, {"args_ok": True, "began_s": 0.0105,
+                                                                     "ended_s": 0.0127},
+          {"args_ok": True, "began_s": 0.0130, "ended_s": 0.0632}]
+READ = [0.0104, 0.0129, 0.0640]
+
+
+def test_records_that_fit_the_graders_clock_and_schedule_are_the_truth():
+    calls = _observations(SCHEDULE, HONEST, READ)
+    instrument.expect_trustworthy(calls, SCHEDULE, what="time_call")
+    assert instrument.truth(calls, SCHEDULE) == pytest.approx(statistics.median([0.0022, 0.0502]))
+
+
+@pytest.mark.parametrize("forged, why", [
+    ({1: {"began_s": 0.0105, "ended_s": 0.0500}}, "ends after the grader read its record"),
+    ({1: {"began_s": 0.0050, "ended_s": 0.0072}}, "begins before the previous call ended"),
+    ({2: {"began_s": 0.0130, "ended_s": 0.0231}}, "worked less than the grader scheduled"),
+    ({0: {"began_s": -0.0050, "ended_s": 0.0060}}, "began before the run's start"),
+    ({1: {"began_s": "0.0105", "ended_s": None}}, "no times at all"),
+])
+def test_a_record_that_does_not_fit_the_graders_clock_or_schedule_is_not_trusted(forged, why):
+    records = [dict(r, **forged.get(i, {})) for i, r in enumerate(HONEST)]
+    calls = _observations(SCHEDULE, records, READ)
+    with pytest.raises(Fail) as failed:
+        instrument.expect_trustworthy(calls, SCHEDULE, what="time_call")
+    assert failed.value.message.key == "harness.untrusted_call", why
+
+
+def test_calls_are_counted_by_the_records_the_grader_received():
+    calls = _observations(SCHEDULE, HONEST[:2], READ[:2])
+    assert len(calls) == 2 and all(c.args_ok for c in calls)
+
+
+@pytest.mark.parametrize("load", [0.0, 0.5, 2.0])
+def test_under_load_the_median_check_still_tells_the_median_from_the_others(load):
+    """A busy machine lengthens every call (by ``load`` median calls here, in the work the grader
+    measures too), which brings the statistics nearer one another as ratios: a wrong one may then
+    fall within the check's tolerance, but it stays nearest to itself, and the median to the median
+    (with the harness's own clock adding a tenth of a median call)."""
+    for seed in SEEDS:
+        timed = ex05.plan(EX05.inputs(seed))["median"].timed()
+        median = statistics.median(timed)
+        works = [t + load * median for t in timed]
+        for name, value in instrument.statistics_of(works).items():
+            nearest, _ = instrument.nearest_statistic(value + 0.1 * median, works)
+            assert (nearest == "median") == (name == "median"), (seed, load, name, nearest)
+
+
+def test_an_asynchronous_call_tells_once_when_the_harness_wait_returned():
+    """Its work is the grader's schedule, and however late the machine let the wait return: a wait
+    recorded once, after the work was ready."""
+    waits: dict[int, dict] = {}
+    fn = Instrument(Schedule(0.002, 0, 2, asynchronous=True), start=lambda: None, done=lambda i, r: None,
+                    waited=lambda i, record: waits.__setitem__(i, dict(record)))
+    first, second = fn(), fn()
+    assert waits == {}  # nothing waited yet
+    second.block_until_ready()
+    first.block_until_ready()
+    first.block_until_ready()
+    assert set(waits) == {0, 1}
+    assert waits[1]["ready_s"] >= waits[0]["ready_s"] + 0.002 - 1e-9  # queued one after the other
+    assert all(w["woke_s"] >= w["ready_s"] for w in waits.values())
+
+
+def test_an_asynchronous_wait_that_does_not_fit_the_graders_clock_is_not_trusted():
+    schedule = Schedule(0.010, 0, 2, asynchronous=True)
+    data = {"waits/start": True, "waits/call0": {"args_ok": True}, "waits/call1": {"args_ok": True},
+            "waits/call0/waited": {"ready_s": 0.0101, "woke_s": 0.0150},
+            "waits/call1/waited": {"ready_s": 0.0201, "woke_s": 0.0900}}  # said to wake after the grader read it
+    data[ARRIVALS] = {"waits/start": 5.0, "waits/call0": 5.0002, "waits/call1": 5.0003,
+                      "waits/call0/waited": 5.0152, "waits/call1/waited": 5.0210}
+    calls = instrument.observed_calls(Observations("student", data), ex05.KEYS.start, ex05.KEYS.done, "waits",
+                                      schedule, ex05.KEYS.waited)
+    assert instrument.timed_works(calls, schedule)[0] == pytest.approx(0.010 + 0.0049)  # the work, and its lateness
+    with pytest.raises(Fail) as failed:
+        instrument.expect_trustworthy(calls, schedule, what="time_call")
+    assert failed.value.message.key == "harness.untrusted_call" and failed.value.measured["call"] == 2
