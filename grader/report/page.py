@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
-from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
+from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
+                                  problem_lines)
 from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
 
@@ -20,6 +21,9 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(T("ui.seed", seed=report.seed)))}</p>']
     body += [f'<p class="meta">{html.escape(words(note))}</p>' for note in preview_notes(report)]
+    copies = copies_note(report)
+    if copies is not None:
+        body.append(f'<p class="banner">{html.escape(words(copies))}</p>')
     rows = [[f'<a href="#{ex.id}">{ICONS.get(ex.status, "")} {html.escape(ex.id)}</a> {html.escape(words(ex.title))}',
              f"{num(ex.score)} / {num(ex.max_score)}", html.status(words(T(f"ui.status.{ex.status}")), ex.status)]
             for ex in report.exercises]
