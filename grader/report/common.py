@@ -23,6 +23,7 @@ _TODO = {
     "job.reference_failed": "todo.grader",
     "job.submission_timeout": "todo.submission_timeout",
     "job.hung_import": "todo.hung_import",
+    "job.out_of_memory": "todo.memory",
     "integrity.tampered": "todo.tampered",
     "integrity.no_report": "todo.tampered",
     "integrity.compiles_hidden": "todo.tampered",
@@ -248,9 +249,9 @@ def copies_note(report: Report) -> Text | None:
     in_zip = str(report.submission.get("kind", "")).startswith("zip")
     shown = (lambda c: c["inner"]) if in_zip else (lambda c: str(Path(path) / c["inner"]))  # noqa: E731
     listed = [T("ui.copy", inner=shown(c), written=c["written"], total=total) for c in copies]
-    why = "written" if graded["written"] > other["written"] else "edited" if graded["edited"] > other["edited"] \
-        else "saved"
+    why = T("ui.copies.why.written") if graded["written"] > other["written"] else \
+        T("ui.copies.why.edited") if graded["edited"] > other["edited"] else T("ui.copies.why.saved")
     command = f"grade {pasteable(path)} --inside {pasteable(other['inner'])}" if in_zip else \
         f"grade {pasteable(shown(other))}"
-    return T("ui.copies", n=len(copies), copies=listed, graded=shown(graded), why=T(f"ui.copies.why.{why}"),
+    return T("ui.copies", n=len(copies), copies=listed, graded=shown(graded), why=why,
              command=command)
