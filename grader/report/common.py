@@ -196,6 +196,8 @@ def next_exercise(report: Report, earlier: dict[str, str] | None = None, *,
             continue
         if exercise in graded:
             tier = _urgency(graded[exercise])
+        elif not report.partial:  # a report of every exercise there is: nothing else to point at
+            continue
         elif earlier and exercise in earlier:
             status = earlier[exercise]
             tier = None if status == "passed" else 3 if status == "not_attempted" else 1
