@@ -143,6 +143,7 @@ class DaskExecutor:
         futures: dict = {}
         if self.on_dashboard is not None and client.dashboard_link:
             self.on_dashboard(client.dashboard_link)
+        lost_before = _workers_lost(client)  # a running scheduler's record holds its earlier days too
         try:
             workers = client.scheduler_info().get("workers", {}).values()
             host_slots = Counter()
@@ -155,7 +156,7 @@ class DaskExecutor:
                 futures[future] = name
             for future in completed(futures):
                 on_result(futures[future], _result(future))
-            self.workers_lost = _workers_lost(client)
+            self.workers_lost = _workers_lost(client) - lost_before
         except KeyboardInterrupt:
             client.cancel(list(futures), force=True)
             raise
