@@ -75,6 +75,7 @@ class Copy:
 class Choice:
     """The copy graded, and the other copies that hold work too."""
 
+    #: the copy to grade
     graded: Copy
     #: every other copy the student changed (most work first)
     others: list[Copy] = field(default_factory=list)

@@ -367,3 +367,26 @@ def test_watch_shows_why_first_and_one_next_line_per_save(tmp_path):
     finally:
         watching.stop()
     assert not any("Traceback" in line for line in watching.lines)
+
+
+# ------------------------------------------------------------------ the README and --help name what is written
+REPORT_FILE = re.compile(r"\breport(?:\.partial)?\.(?:json|md|html)\b")
+
+
+@pytest.mark.slow
+def test_the_readme_and_help_name_every_report_file_written(tmp_path):
+    folder = tmp_path / "ch4"
+    shutil.copytree(STUBS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    for args in ((), ("-k", "1")):
+        code, out, err = grade(folder, *args, "--seed", "3")
+        assert code == 0, err
+    written = {p.name for p in (folder / ".grade").iterdir() if p.name.startswith("report")}
+    assert written == {f"report{p}.{s}" for p in ("", ".partial") for s in ("json", "md", "html")}
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    english, chinese = readme.split("\n## 中文\n")
+    _, help_text, _ = grade("--help")
+    _, check_help, _ = grade("check", "--help")
+    report_dir_help = check_help.split("--report-dir", 1)[1].split("\n  -", 1)[0]
+    for where, text in (("README (English)", english), ("README (中文)", chinese), ("grade --help", help_text),
+                        ("--report-dir's help", report_dir_help)):
+        assert set(REPORT_FILE.findall(text)) == written, where

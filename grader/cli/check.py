@@ -60,9 +60,9 @@ class BarType(click.ParamType):
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
 @click.option("--report-dir", type=click.Path(path_type=Path),
-              help="Where the reports go: report.json, report.md and report.html (report.partial.json, "
-                   ".md and .html with -k), and hints.json. Default: .grade/ inside the folder graded, "
-                   ".grade/NAME/ beside NAME.zip, .grade/ beside a notebook.")
+              help="Where the reports go: report.json, report.md and report.html (with -k: report.partial.json, "
+                   "report.partial.md and report.partial.html), and the hints shown (hints.json). Default: .grade/ "
+                   "inside the folder graded, .grade/NAME/ beside NAME.zip, .grade/ beside a notebook.")
 @click.option("--inside", metavar="PATH",
               help="In a folder or .zip that holds the chapter twice (its modules and its notebook), grade "
                    "this copy: a path inside it, e.g. exercises/ch4.ipynb (default: the one you changed).")
@@ -93,8 +93,9 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
-    report.partial.json and report.partial.md, and the full report is left as it is.
-    So does the report of a run stopped with Ctrl-C before its end.
+    report.partial.json, report.partial.md and report.partial.html, and the full
+    report is left as it is. So does the report of a run stopped with Ctrl-C before
+    its end.
     """
     from grader.grading import GradeOptions, Interrupted, grade
     from grader.report.render import render_terminal, write_reports

@@ -78,7 +78,7 @@ def speedup_rows(labels: Sequence[str], series: Sequence[tuple[str, Sequence[flo
     top = max(10.0, max(values, default=10) * 1.6)  # room for the largest bar's number
     room = width - label_width - 80
     to_x = lambda v: label_width + room * math.log10(min(max(v, 1.0), top)) / math.log10(top)  # noqa: E731
-    group = len(series) * (bar_height + 2) + 10
+    group = len(series) * (bar_height + 2) + 22  # each row: the bar to pass's number, then the bars
     plot_top = 24
     height = plot_top + len(labels) * group + 20
     parts = []
@@ -96,8 +96,10 @@ def speedup_rows(labels: Sequence[str], series: Sequence[tuple[str, Sequence[flo
                      f'<text x="{tx:.1f}" y="{height - 4}" text-anchor="middle">{tick:g}×</text>')
         tick *= 10
     for i, label in enumerate(labels):
-        y0 = plot_top + i * group
-        parts.append(f'<text x="{label_width - 6}" y="{y0 + group / 2:.1f}" text-anchor="end">{escape(label)}</text>')
+        top_of_row = plot_top + i * group
+        y0 = top_of_row + 12
+        parts.append(f'<text x="{label_width - 6}" y="{y0 + (group - 12) / 2:.1f}" text-anchor="end">'
+                     f'{escape(label)}</text>')
         for j, (name, vs) in enumerate(series):
             value = vs[i] if i < len(vs) else None
             y = y0 + j * (bar_height + 2)
@@ -113,8 +115,10 @@ def speedup_rows(labels: Sequence[str], series: Sequence[tuple[str, Sequence[flo
         if isinstance(bar, (int, float)) and bar > 0:
             bx = to_x(bar)
             parts.append(f'<line class="pass" data-value="{bar:.6g}" x1="{bx:.1f}" y1="{y0 - 3}" x2="{bx:.1f}" '
-                         f'y2="{y0 + group - 7}" stroke="{COLORS[3]}" stroke-width="2" stroke-dasharray="4 2">'
-                         f'<title>{escape(bar_name)}: {_number(bar)}×</title></line>')
+                         f'y2="{y0 + group - 19}" stroke="{COLORS[3]}" stroke-width="2" stroke-dasharray="4 2">'
+                         f'<title>{escape(bar_name)}: {_number(bar)}×</title></line>'
+                         f'<text class="pass-label" x="{bx + 3:.1f}" y="{top_of_row + 9}" fill="{COLORS[3]}">'
+                         f'{_number(bar)}×</text>')
     return (f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(parts)}</svg>')
 
