@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import shlex
 import shutil
 import stat
 import time
@@ -100,13 +101,45 @@ class Submission:
         return links + findings
 
 
+def no_such_path(path: Path) -> SubmissionError:
+    """The error for a path that does not exist, naming the one meant when a near name exists
+    (``exercise/ch4``: did you mean ``exercises/ch4``?)."""
+    near = near_path(Path(path))
+    if near is not None:
+        return SubmissionError(T("error.no_such_path_near", path=str(path), near=near))
+    return SubmissionError(T("error.no_such_path", path=str(path)))
+
+
+def near_path(path: Path) -> str | None:
+    """An existing path one typo away from ``path``: each missing part replaced by the closest name
+    in its folder (difflib's ratio 0.75 or more), as the user would type it; ``None`` when none."""
+    import difflib
+
+    parts = path.parts
+    found = Path(parts[0]) if path.is_absolute() else Path(".")
+    for part in parts[1:] if path.is_absolute() else parts:
+        candidate = found / part
+        if not candidate.exists():
+            try:
+                names = [p.name for p in found.iterdir() if not p.name.startswith(".")]
+            except OSError:
+                return None
+            close = difflib.get_close_matches(part, names, n=1, cutoff=0.75)
+            if not close:
+                return None
+            candidate = found / close[0]
+        found = candidate
+    shown = str(found) if path.is_absolute() else str(found).removeprefix("./")
+    return shlex.quote(shown) if found.exists() and shown != str(path) else None
+
+
 # ------------------------------------------------------------------ the chapter
 def resolve_chapter(path: Path, requested: str | None) -> Chapter:
     """The chapter from ``--chapter``, else the folder's (or file's) name, else the
     contents (file names, or the functions a notebook defines), else the only chapter
     installed."""
     if not path.exists():
-        raise SubmissionError(T("error.no_such_path", path=str(path)))
+        raise no_such_path(path)
     try:
         if requested:
             return load_chapter(requested)
@@ -173,7 +206,7 @@ def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = No
     grade, a path inside a folder or zip that holds the chapter twice (``exercises/ch4.ipynb``)."""
     path = Path(path)
     if not path.exists():
-        raise SubmissionError(T("error.no_such_path", path=str(path)))
+        raise no_such_path(path)
     scratch.mkdir(parents=True, exist_ok=True)
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"

@@ -390,3 +390,36 @@ def test_the_readme_and_help_name_every_report_file_written(tmp_path):
     for where, text in (("README (English)", english), ("README (中文)", chinese), ("grade --help", help_text),
                         ("--report-dir's help", report_dir_help)):
         assert set(REPORT_FILE.findall(text)) == written, where
+
+
+# ------------------------------------------------------------------ where the path was silent
+def test_a_typo_in_the_path_names_the_path_meant(tmp_path, monkeypatch):
+    exercises = checkout(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = grade("exercise/ch4")  # it said only: no such file or folder
+    assert code == 2 and err == "grade: error: exercise/ch4: no such file or folder; did you mean exercises/ch4?\n"
+    code, out, err = grade("exercises/ch4/ex2_where.py")
+    assert code == 2 and err.rstrip().endswith("did you mean exercises/ch4/ex02_where.py?")
+    assert (exercises / "ch4" / "ex02_where.py").is_file()
+    code, out, err = grade("elsewhere/ch4")  # nothing near: the plain message
+    assert code == 2 and "did you mean" not in err and "no such file or folder" in err
+
+
+@pytest.mark.slow
+def test_grading_one_exercise_file_grades_that_exercise(tmp_path):
+    folder = tmp_path / "ch4"
+    shutil.copytree(STUBS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    shutil.copy(SOLUTIONS / "ex02_where.py", folder / "ex02_where.py")
+    code, out, err = grade(folder / "ex02_where.py", "--seed", "3")  # it was: expected a folder, ...
+    assert code == 0, err
+    assert first_line(out).startswith("Partial run: 1 of 8 exercises (ex02_where). Chapter 4: JIT basics: 10 / 10")
+    assert (folder / ".grade" / "report.partial.json").is_file()
+
+
+def test_a_python_file_that_is_no_exercise_says_what_to_grade(tmp_path):
+    folder = tmp_path / "ch4"
+    shutil.copytree(STUBS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    (folder / "scratch.py").write_text("x = 1\n", encoding="utf-8")
+    code, out, err = grade(folder / "scratch.py")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "scratch.py is not one of chapter ch4's exercise files" in err and err.rstrip().endswith(f"grade {folder}")

@@ -109,6 +109,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
         _show_hint(path, chapter, hint, report_dir, lang)
         return
     key = _key(sign_key, catalog, lang) if sign_key else None
+    path, exercises = _one_exercise_file(path, chapter, exercises, catalog, lang)
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
@@ -160,6 +161,26 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
                   bar=fail_under.describe(report.max_score))
         click.echo(f"grade: {catalog.render(below, lang)}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str, ...], catalog: Catalog,
+                       lang: str) -> tuple[Path, tuple[str, ...]]:
+    """``grade exercises/ch4/ex02_where.py`` grades that exercise of its folder (``grade exercises/ch4
+    -k ex02``); a ``.py`` file that is none of the chapter's exercise files is one line saying so."""
+    if path.suffix != ".py" or not path.is_file():
+        return path, exercises
+    from grader.submission import SubmissionError, resolve_chapter
+
+    try:
+        chapter = resolve_chapter(path.parent, chapter_id)
+    except SubmissionError as exc:
+        raise UserError(catalog.render(exc.text, lang)) from None
+    exercise = next((ex for ex in chapter.exercises if ex.filename == path.name), None)
+    if exercise is None:
+        raise UserError(catalog.render(T("error.not_an_exercise_file", path=str(path), chapter=chapter.id,
+                                         expected=", ".join(ex.filename for ex in chapter.exercises[:2]),
+                                         folder=pasteable(path.parent)), lang))
+    return path.parent, (*exercises, exercise.id)
 
 
 def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
