@@ -148,8 +148,8 @@ def _notebook_work(path: Path, chapter: Chapter) -> tuple[set[str], bool, float]
             continue
         last.update(_definitions(tree, graded))
     written |= {name for name, node in last.items() if not _is_stub(node)}
-    handed_out = code_cells(chapter.stubs.parent / f"{chapter.id}.ipynb")
-    edited = bool(handed_out) and [c.strip() for c in cells] != [c.strip() for c in handed_out]
+    handed_out = code_cells(chapter.stubs.parent / f"{chapter.id}.ipynb")  # nothing to tell when either is unread
+    edited = bool(handed_out) and bool(cells) and [c.strip() for c in cells] != [c.strip() for c in handed_out]
     try:
         saved = path.stat().st_mtime
     except OSError:
