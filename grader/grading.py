@@ -47,6 +47,9 @@ class GradeOptions:
     chapter: str | None = None
     #: grade only these exercises (ids, ``ex03`` or ``3``); empty: all (a partial run otherwise)
     exercises: tuple[str, ...] = ()
+    #: in a folder or zip that holds the chapter more than once, the copy to grade (a path inside
+    #: it: ``exercises/ch4.ipynb``); ``None``: the one the student changed (:mod:`grader.copies`)
+    inside: str | None = None
     #: the hidden inputs' seed; ``None``: drawn fresh (the report records it)
     seed: int | None = None
     #: ``auto`` (the strongest available), ``bwrap`` or ``process``
@@ -185,7 +188,7 @@ class Grading:
         except UnknownExercise as exc:
             raise submissions.SubmissionError(T("error.unknown_exercise", item=exc.item, chapter=exc.chapter,
                                                 known=exc.known)) from None
-        sub = submissions.load(self.path, chapter, self.scratch / "submission")
+        sub = submissions.load(self.path, chapter, self.scratch / "submission", inside=self.options.inside)
         for folder in (self.scratch / "submission", sub.module_dir):
             os.chmod(folder, 0o755)
         for file in sub.module_dir.iterdir():

@@ -11,13 +11,17 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import shlex
 import shutil
 import stat
+import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
+from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, described, link_target, locate,
+                           renamed_files, top_links)
 from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, module_of,  # noqa: F401
                               notebook_source, read_cells)
 from grader.i18n import T, Text, TextError
@@ -25,12 +29,6 @@ from grader.i18n import T, Text, TextError
 MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 32 << 20
 MAX_FILES = 500
-REPORT_DIR_NAME = ".grade"
-#: folders never searched for a chapter's files: copies of packages, caches, a system's own
-SKIPPED_FOLDERS = ("__pycache__", "__MACOSX", "node_modules", "site-packages", ".git", ".venv", "venv",
-                   ".ipynb_checkpoints", REPORT_DIR_NAME)
-#: how deep a submission's folders are searched for the chapter's files (a whole checkout zipped)
-MAX_DEPTH = 6
 
 
 class SubmissionError(TextError):
@@ -63,11 +61,20 @@ class Submission:
     inner: str = ""
     #: links in the submission, never followed: name -> what it points to (as the link says)
     links: dict[str, str] = field(default_factory=dict)
+    #: when the submission holds the chapter more than once and the student changed more than
+    #: one copy: each of them (``inner``, ``kind``, ``written``: how many of the chapter's functions
+    #: it has written, ``edited``, ``graded``), the graded one first; else empty
+    copies: list[dict] = field(default_factory=list)
+    #: how many functions the chapter grades (the measure of ``written``)
+    copies_total: int = 0
 
     def describe(self) -> dict:
         described = {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
         if self.inner:
             described["inner"] = self.inner
+        if self.copies:
+            described["copies"] = self.copies
+            described["functions"] = self.copies_total
         return described
 
     def locate(self, where: str | None) -> str | Text:
@@ -95,13 +102,45 @@ class Submission:
         return links + findings
 
 
+def no_such_path(path: Path) -> SubmissionError:
+    """The error for a path that does not exist, naming the one meant when a near name exists
+    (``exercise/ch4``: did you mean ``exercises/ch4``?)."""
+    near = near_path(Path(path))
+    if near is not None:
+        return SubmissionError(T("error.no_such_path_near", path=str(path), near=near))
+    return SubmissionError(T("error.no_such_path", path=str(path)))
+
+
+def near_path(path: Path) -> str | None:
+    """An existing path one typo away from ``path``: each missing part replaced by the closest name
+    in its folder (difflib's ratio 0.75 or more), as the user would type it; ``None`` when none."""
+    import difflib
+
+    parts = path.parts
+    found = Path(parts[0]) if path.is_absolute() else Path(".")
+    for part in parts[1:] if path.is_absolute() else parts:
+        candidate = found / part
+        if not candidate.exists():
+            try:
+                names = [p.name for p in found.iterdir() if not p.name.startswith(".")]
+            except OSError:
+                return None
+            close = difflib.get_close_matches(part, names, n=1, cutoff=0.75)
+            if not close:
+                return None
+            candidate = found / close[0]
+        found = candidate
+    shown = str(found) if path.is_absolute() else str(found).removeprefix("./")
+    return shlex.quote(shown) if found.exists() and shown != str(path) else None
+
+
 # ------------------------------------------------------------------ the chapter
 def resolve_chapter(path: Path, requested: str | None) -> Chapter:
     """The chapter from ``--chapter``, else the folder's (or file's) name, else the
     contents (file names, or the functions a notebook defines), else the only chapter
     installed."""
     if not path.exists():
-        raise SubmissionError(T("error.no_such_path", path=str(path)))
+        raise no_such_path(path)
     try:
         if requested:
             return load_chapter(requested)
@@ -163,60 +202,68 @@ def _contents(path: Path) -> tuple[set[str], bytes | None]:
 
 
 # ------------------------------------------------------------------ loading
-def load(path: Path, chapter: Chapter, scratch: Path) -> Submission:
+def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = None) -> Submission:
+    """Copy what ``path`` holds of ``chapter`` into ``scratch`` and read it. ``inside``: the copy to
+    grade, a path inside a folder or zip that holds the chapter twice (``exercises/ch4.ipynb``)."""
     path = Path(path)
     if not path.exists():
-        raise SubmissionError(T("error.no_such_path", path=str(path)))
+        raise no_such_path(path)
     scratch.mkdir(parents=True, exist_ok=True)
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"
         shutil.rmtree(unpacked, ignore_errors=True)  # a zip graded again: nothing of the last one stays
         links = _unzip(path, unpacked)
-        inner = _single_folder(unpacked)
+        inner = unpacked if inside else _single_folder(unpacked)
         for name, link in links.items():  # as links where the zip had them, so that they are told as such
             place = unpacked.joinpath(*PurePosixPath(name).parts)
             place.parent.mkdir(parents=True, exist_ok=True)
             place.symlink_to(link)
-        sub = _load_tree(inner, chapter, scratch / "modules", display=path)
-        if sub.inner and inner != unpacked:  # found deep inside: said from the top of the zip
-            sub.inner = f"{inner.relative_to(unpacked).as_posix()}/{sub.inner}"
+        sub = _load_tree(inner, chapter, scratch / "modules", display=path, inside=inside)
+        if inner != unpacked:  # found deep inside: said from the top of the zip
+            top = inner.relative_to(unpacked).as_posix()
+            sub.inner = f"{top}/{sub.inner}" if sub.inner else sub.inner
+            for copy in sub.copies:
+                copy["inner"] = top if copy["inner"] == "." else f"{top}/{copy['inner']}"
         sub.kind = "zip+" + sub.kind
         sub.sha256 = _sha256_file(path)
         return sub
     if path.is_file():
+        if inside:
+            raise SubmissionError(T("error.inside_needs_folder", path=str(path)))
         if path.suffix.lower() == ".ipynb":
             return _load_notebook(path, chapter, scratch / "modules", display=path)
         raise SubmissionError(T("error.not_a_submission", path=str(path)))
-    return _load_tree(path, chapter, scratch / "modules", display=path)
+    return _load_tree(path, chapter, scratch / "modules", display=path, inside=inside)
 
 
-def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
+def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path, inside: str | None = None) -> Submission:
+    """The copy of the chapter in ``folder`` that holds the student's work (:func:`locate`), read."""
     try:
-        entries = [p for p in folder.iterdir() if p.name != REPORT_DIR_NAME and not p.name.startswith(".")]
-    except PermissionError:
-        raise SubmissionError(T("error.unreadable", path=str(display))) from None
-    expected = [ex.filename for ex in chapter.exercises]
-    links = {p.name: _link_target(p) for p in entries if p.is_symlink()}  # never followed
+        graded, choice = locate(folder, chapter, display, inside)
+    except LocateError as exc:
+        raise SubmissionError(exc.text) from None
+    if graded.kind == "notebook":
+        sub = _load_notebook(graded.path, chapter, target, display=display)
+    else:
+        sub = _load_modules(graded.path, chapter, target, display=display)
+    if graded.path != folder:
+        sub.inner = graded.path.relative_to(folder).as_posix()
+        if graded.kind == "folder":
+            sub.links = {f"{sub.inner}/{name}": link for name, link in sub.links.items()}
+        sub.links = {**top_links(folder), **sub.links}
+    if choice is not None and choice.others:
+        sub.copies = [described(c, folder, c is graded) for c in [choice.graded, *choice.others]]
+        sub.copies_total = choice.functions
+    return sub
+
+
+def _load_modules(folder: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
+    """The chapter's modules in ``folder`` (every ``.py`` file there), copied to ``target``."""
+    entries = [p for p in folder.iterdir() if p.name != REPORT_DIR_NAME and not p.name.startswith(".")]
+    links = {p.name: link_target(p) for p in entries if p.is_symlink()}  # never followed
     entries = [p for p in entries if not p.is_symlink()]
     py_files = sorted(p for p in entries if p.is_file() and p.suffix == ".py")
-    notebooks = sorted(p for p in entries if p.is_file() and p.suffix == ".ipynb")
-    renamed = _renamed([p.name for p in py_files], expected)
-    if not any(p.name in expected or p.name in renamed for p in py_files) and not any(name in expected for name in links):
-        if len(notebooks) == 1:
-            return _load_notebook(notebooks[0], chapter, target, display=display)
-        if not entries:
-            raise SubmissionError(T("error.empty", path=str(display), first=expected[0]))
-        if len(notebooks) > 1:
-            raise SubmissionError(T("error.many_notebooks", path=str(display), n=len(notebooks)))
-        found = _nested(folder, chapter, display)
-        if found is None:
-            raise SubmissionError(T("error.no_exercise_files", path=str(display), chapter=chapter.id,
-                                      expected=", ".join(expected[:3])))
-        sub = _load_notebook(found, chapter, target, display=display) if found.is_file() else \
-            _load_tree(found, chapter, target, display=display)
-        sub.inner = found.relative_to(folder).as_posix()
-        sub.links = {**links, **{f"{sub.inner}/{name}": link for name, link in sub.links.items()}}
-        return sub
+    renamed = renamed_files([p.name for p in py_files], [ex.filename for ex in chapter.exercises])
     if len(py_files) > MAX_FILES:
         raise SubmissionError(T("error.too_many_files", path=str(display), n=len(py_files), limit=MAX_FILES))
     _empty(target)
@@ -242,83 +289,6 @@ def _load_tree(folder: Path, chapter: Chapter, target: Path, *, display: Path) -
         ex = next(ex for ex in chapter.exercises if ex.filename == base)
         sub.notes.setdefault(ex.id, []).append(T("submission.renamed", file=name, name=base))
     return sub
-
-
-def _renamed(names: list[str], expected: list[str]) -> dict[str, str]:
-    """Exercise files a browser renamed when saving them again (``ex02_where (1).py``), alone: their
-    name -> the exercise's file name. With the exercise's own file beside, that one is graded."""
-    from grader.batch.renames import version
-
-    found: dict[str, str] = {}
-    for name in sorted(names, key=lambda n: version(n, "single")[1]):
-        base = version(name, "single")[0]
-        if name not in expected and base in expected and base not in names:
-            found = {k: v for k, v in found.items() if v != base} | {name: base}  # the highest number
-    return found
-
-
-def _nested(folder: Path, chapter: Chapter, display: Path) -> Path | None:
-    """Where in ``folder`` (a whole checkout, zipped, say) the chapter's files are: the folder
-    holding the most of its exercise files (one named ``exercises`` first, then the one
-    nearest the top), or else its one notebook. A folder of untouched stubs beside a
-    notebook means the work is in the notebook. ``None``: nowhere; two equal places: the
-    user is told to keep one."""
-    expected = {ex.filename for ex in chapter.exercises}
-    folders: list[tuple[Path, int]] = []
-    notebooks: list[Path] = []
-    level = [folder]
-    for depth in range(MAX_DEPTH):
-        deeper = []
-        for here in level:
-            try:
-                children = sorted(here.iterdir())
-            except OSError:
-                continue
-            names = {p.name for p in children if p.is_file() and not p.is_symlink()}
-            if depth and names & expected:
-                folders.append((here, len(names & expected)))
-            notebooks += [p for p in children if p.suffix == ".ipynb" and p.is_file() and not p.is_symlink()
-                          and depth]
-            deeper += [p for p in children if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                       and p.name not in SKIPPED_FOLDERS]
-        level = deeper
-    if folders:
-        def rank(item: tuple[Path, int]) -> tuple:
-            path, count = item
-            parts = path.relative_to(folder).parts
-            return (-count, "exercises" not in parts, len(parts))
-
-        folders.sort(key=rank)
-        best = folders[0]
-        if len(folders) > 1 and rank(folders[1]) == rank(best):
-            raise SubmissionError(T("error.many_chapter_folders", path=str(display), chapter=chapter.id,
-                                    first=best[0].relative_to(folder).as_posix(),
-                                    second=folders[1][0].relative_to(folder).as_posix()))
-        if len(notebooks) == 1 and _untouched_stubs(best[0], chapter):
-            return notebooks[0]
-        return best[0]
-    if len(notebooks) == 1:
-        return notebooks[0]
-    if len(notebooks) > 1:
-        raise SubmissionError(T("error.many_notebooks", path=str(display), n=len(notebooks)))
-    return None
-
-
-def _link_target(path: Path) -> str:
-    """What a link points to, as it says (never followed)."""
-    try:
-        return os.readlink(path)
-    except OSError:
-        return "?"
-
-
-def _untouched_stubs(folder: Path, chapter: Chapter) -> bool:
-    """Whether every exercise file in ``folder`` is the chapter's stub, byte for byte."""
-    try:
-        return all((folder / ex.filename).read_bytes() == (chapter.stubs / ex.filename).read_bytes()
-                   for ex in chapter.exercises if (folder / ex.filename).exists())
-    except OSError:
-        return False
 
 
 def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | None = None) -> dict[str, Text]:
@@ -404,10 +374,21 @@ def _unzip(path: Path, target: Path) -> dict[str, str]:
             if len(data) > MAX_FILE_BYTES:
                 raise SubmissionError(T("error.file_too_large", path=f"{path}:{member.filename}", limit=MAX_FILE_BYTES))
             destination.write_bytes(data)
+            _keep_time(destination, member)
     if not target.exists() and not links:
         raise SubmissionError(T("error.empty_zip", path=str(path)))
     target.mkdir(parents=True, exist_ok=True)
     return links
+
+
+def _keep_time(file: Path, member: zipfile.ZipInfo) -> None:
+    """Give an unzipped file the time the zip recorded for it (which copy was saved last tells
+    which one a student worked in, :mod:`grader.copies`)."""
+    try:
+        when = time.mktime((*member.date_time, 0, 0, -1))
+        os.utime(file, (when, when))
+    except (OverflowError, ValueError, OSError):
+        pass
 
 
 def _single_folder(folder: Path) -> Path:

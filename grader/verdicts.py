@@ -45,12 +45,15 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     reference run or the student attempted nothing. ``preview``: ``reference`` comes
     from a release's records (:mod:`grader.preview`; the checks know it from their context).
     """
+    memory = out_of_memory(student, ex)
+    if memory is not None and not student.names:  # the import ran out of memory, however it ended
+        return unrunnable(ex, _located(memory, locate), output=student.output), []
     if student.end == "import_error":
         d = student.detail
         reason = _located(T("job.import_error", file=ex.filename, type=d.get("type", "?"),
                             message=d.get("message", ""), where=d.get("where") or ex.filename), locate)
         return unrunnable(ex, reason, output=student.output), []
-    termination = termination_of(student, ex)
+    termination = termination_of(student, ex) if memory is None else Termination("error", memory)
     termination.reason = _located(termination.reason, locate)
     if student.end == "timeout" and (student.detail.get("hung") or {}).get("phase") == "importing":
         return unrunnable(ex, termination.reason, "timeout", output=student.output), []  # never imported
@@ -211,10 +214,7 @@ def termination_of(outcome: Any, ex: Any) -> Termination:
         exit_info = outcome.detail.get("exit", {})
         if exit_info.get("signal") == signal.SIGXCPU:
             return Termination("timeout", T("job.timeout", seconds=round(outcome.duration_s, 1)))
-        how: Any = how_it_ended(outcome)
-        if "MemoryError" in outcome.output[-3000:] or "RESOURCE_EXHAUSTED" in outcome.output[-3000:]:
-            how = [how, T("job.memory")]
-        return Termination("error", T("job.crashed", how=how))
+        return Termination("error", T("job.crashed", how=how_it_ended(outcome)))
     if end == "probe_error":
         return Termination("error", T("job.probe_error", type=outcome.detail.get("type", "?")))
     if end == "disk_limit":
@@ -223,6 +223,49 @@ def termination_of(outcome: Any, ex: Any) -> Termination:
     if end == "protocol_error":
         return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
     return Termination("error", T("job.host_lost"))
+
+
+#: what a process out of memory says, in Python, in JAX's runtime and in C++ (a refused allocation
+#: under the job's address-space limit, ``RLIMIT_AS``)
+MEMORY_WORDS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_alloc", "Cannot allocate memory")
+#: the share of the memory a job may add that, held when it was stopped or ended, means memory was
+#: what it spent its time on (filling gigabytes of pages takes seconds: the time limit may come first)
+MEMORY_SHARE = 0.5
+
+
+def out_of_memory(outcome: Any, ex: Any) -> Text | None:
+    """The one message for a job that ran out of memory, whichever way that showed (a ``MemoryError``,
+    JAX's ``RESOURCE_EXHAUSTED``, a crash that says so, or a time limit reached while the job held
+    more than :data:`MEMORY_SHARE` of its memory); ``None`` for any other end.
+
+    How it shows depends on how fast the machine fills memory, which depends on what else
+    runs beside the job: the same code fails a big allocation at once, or runs out of time
+    filling pages first. The student is told the same either way.
+    """
+    end, detail = outcome.end, outcome.detail
+    if end not in ("import_error", "crashed", "probe_error", "timeout"):
+        return None
+    said = ""
+    if end == "import_error":
+        said = f"{detail.get('type', '')}: {detail.get('message', '')}"
+    elif end in ("crashed", "probe_error"):
+        said = outcome.output[-3000:] + str(detail.get("type", "")) + str(detail.get("traceback", ""))[-3000:]
+    memory = detail.get("memory") or {}
+    limit, start, peak = memory.get("limit_bytes"), memory.get("rss_kb"), memory.get("peak_kb")
+    held = isinstance(limit, int) and isinstance(start, int) and isinstance(peak, int) and limit > 0 \
+        and (peak - start) * 1024 >= MEMORY_SHARE * limit
+    if not held and not any(word in said for word in MEMORY_WORDS):
+        return None
+    hung = detail.get("hung") or {}
+    where = detail.get("where") if end == "import_error" else hung.get("where")
+    if not outcome.names:
+        doing: Any = T("job.doing.import", file=ex.filename)
+    elif hung.get("function"):
+        doing = T("job.doing.call", function=hung["function"])
+    else:
+        doing = T("job.doing.code")
+    return T("job.out_of_memory", doing=doing, limit=round(limit / 2**20) if isinstance(limit, int) else "?",
+             at=T("job.memory_at", where=where) if where and where != "?" else "")
 
 
 def timeout_text(outcome: Any, ex: Any) -> Text:

@@ -10,6 +10,7 @@ and backup files are ignored, a burst of saves is one re-grade, and Ctrl-C stops
 """
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Callable, TextIO
@@ -17,11 +18,13 @@ from typing import Callable, TextIO
 from grader.grading import GradeOptions, Grading, Interrupted
 from grader.i18n import Catalog, T
 from grader.report.render import render_terminal, write_reports
-from grader.report.common import ICONS, num
+from grader.report.common import ICONS, file_to_open, next_exercise, num, pasteable
 from grader.report.data import ExerciseResult, Report, mark_selection
 
 #: a save and the writes an editor makes around it (a temporary file, a rename) are one change
 DEBOUNCE_MS, STEP_MS = 1600, 200
+#: how often the watcher wakes up when nothing changes (its first answer says it is watching)
+WAKE_MS = 300
 CLEAR = "\x1b[2J\x1b[H"
 
 
@@ -46,14 +49,17 @@ class Watcher:
 
     # ------------------------------------------------------------- the loop
     def run(self, *, changes: Callable | None = None) -> None:
-        """Grade, then watch; returns when stopped (Ctrl-C). ``changes`` replaces ``watchfiles.watch``."""
+        """Grade, then watch; returns when stopped (Ctrl-C). ``changes`` replaces ``watchfiles.watch``.
+
+        The files are watched from before the first grading: a save made while it runs, or just
+        after the screen says it is watching, is graded too."""
         with Grading(self.path, self.options) as grading:
             self.catalog = grading.chapter.catalog
             self.selected = grading.chapter.select(self.options.exercises)
-            self._grade(grading, tuple(ex.id for ex in self.selected), None)
             folder = self.path if self.path.is_dir() else self.path.parent
-            watch = changes or _watchfiles
-            for changed in watch(folder, self._wanted):
+            saves = (changes or _watchfiles)(folder, self._wanted)
+            self._grade(grading, tuple(ex.id for ex in self.selected), None)
+            for changed in saves:
                 exercises = self._exercises_of(grading, changed)
                 if exercises:
                     self._grade(grading, exercises, sorted(Path(p).name for p in changed))
@@ -70,7 +76,7 @@ class Watcher:
             self.results[ex.id] = ex
         full = self._full_report(grading, report)
         write_reports(full, self.catalog, self.lang, self.report_dir)
-        self._draw(grading, report if saved is not None else None, time.monotonic() - started, saved)
+        self._draw(grading, report, full, time.monotonic() - started, saved)
 
     def _full_report(self, grading: Grading, report: Report) -> Report:
         """The chapter as it stands: every exercise's latest result, with this run's seed."""
@@ -83,15 +89,18 @@ class Watcher:
 
     # ------------------------------------------------------------- what changed
     def _wanted(self, _change, path: str) -> bool:
-        """Only the exercise files themselves (or the notebook): never swap, backup or report files."""
+        """Only the exercise files themselves (or a notebook: a folder may hold the chapter as one,
+        and which copy is graded is told again at every grading): never swap, backup or report files."""
         name = Path(path).name
         if self.path.is_file():
             return name == self.path.name
-        return name.endswith(".py") and not name.startswith((".", "#")) and name[:-3].startswith("ex")
+        if name.startswith((".", "#")) or ".ipynb_checkpoints" in Path(path).parts:
+            return False
+        return name.endswith(".ipynb") or (name.endswith(".py") and name[:-3].startswith("ex"))
 
     def _exercises_of(self, grading: Grading, changed: set[str]) -> tuple[str, ...]:
         names = {Path(p).name for p in changed}
-        if self.path.is_file():  # a notebook holds every exercise
+        if self.path.is_file() or any(name.endswith(".ipynb") for name in names):  # a notebook holds them all
             return tuple(ex.id for ex in self.selected)
         return tuple(ex.id for ex in self.selected if ex.filename in names)
 
@@ -100,7 +109,10 @@ class Watcher:
         self.out.write(self.words(text) + "\n")
         self.out.flush()
 
-    def _draw(self, grading: Grading, just: Report | None, seconds: float, saved: list[str] | None) -> None:
+    def _draw(self, grading: Grading, just: Report, full: Report, seconds: float, saved: list[str] | None) -> None:
+        """The screen: the progress bar and every exercise's line; what was just graded in full (on the
+        first screen, the whole run: why each exercise that is not full is not); one ``Next:`` line,
+        the same exercise a ``grade`` without ``--watch`` would name."""
         chapter = grading.chapter
         lines = [CLEAR] if self.screen else ["", "─" * 60]
         watched = [self.results[ex.id] for ex in self.selected]
@@ -109,28 +121,24 @@ class Watcher:
         lines.append(self.words(T("watch.progress", bar=_bar(score, most), score=num(score), max_score=num(most),
                                   done=done, total=len(watched), chapter=chapter.title)))
         for result in watched:
-            mark = "  ←" if just is not None and any(e.id == result.id for e in just.exercises) else ""
+            mark = "  ←" if saved is not None and any(e.id == result.id for e in just.exercises) else ""
             lines.append(f" {ICONS.get(result.status, ' ')} {result.id:<20} {num(result.score):>4}/"
                          f"{num(result.max_score):<3} {self.words(T(f'ui.status.{result.status}'))}{mark}")
-        if just is not None:
-            lines += ["", self.words(T("watch.regraded", files=", ".join(saved or []), seconds=f"{seconds:.1f}"))]
-            details = render_terminal(just, self.catalog, self.lang, color=self.color)
-            chapter_wide = (self.words(T("ui.next_word")), self.words(T("ui.all_passed")))  # said below, chapter-wide
-            lines += [line for line in details.rstrip("\n").splitlines()[1:] if not line.startswith(chapter_wide)]
-        unfinished = [r for r in watched if r.status != "passed"]
-        if unfinished:
-            lines += ["", self.words(T("watch.next", exercise=unfinished[0].id,
-                                       file=str(self._file_of(unfinished[0].id))))]
+        if saved is not None:
+            lines += ["", self.words(T("watch.regraded", files=", ".join(saved), seconds=f"{seconds:.1f}"))]
+        if saved is not None or any(r.status != "passed" for r in watched):
+            details = render_terminal(just, self.catalog, self.lang, color=self.color, head=False, step=False)
+            lines += details.rstrip("\n").splitlines()
+        nxt = next_exercise(full, scope=[r.id for r in watched])
+        if nxt is not None:
+            lines += ["", self.words(T("watch.next", exercise=nxt, file=file_to_open(full, nxt)))]
         elif len(watched) == len(chapter.exercises):
             lines += ["", self.words(T("watch.finished", chapter=chapter.title, total=len(chapter.exercises)))]
         else:
             lines += ["", self.words(T("watch.finished_some", ids=", ".join(r.id for r in watched)))]
-        lines += ["", self.words(T("watch.watching", path=str(self.path)))]
+        lines += ["", self.words(T("watch.watching", path=pasteable(self.path)))]
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
-
-    def _file_of(self, exercise: str) -> Path:
-        return self.path if self.path.is_file() else self.path / f"{exercise}.py"
 
 
 def _bar(score: float, most: float, width: int = 24) -> str:
@@ -139,9 +147,17 @@ def _bar(score: float, most: float, width: int = 24) -> str:
 
 
 def _watchfiles(folder: Path, wanted: Callable):
-    """Batches of changed paths under ``folder``, from watchfiles (a burst of saves is one batch)."""
+    """Batches of changed paths under ``folder``, from watchfiles (a burst of saves is one batch).
+    The watcher is set up before this returns (it has answered once), so no save is missed."""
     import watchfiles
 
-    for changes in watchfiles.watch(folder, watch_filter=wanted, debounce=DEBOUNCE_MS, step=STEP_MS,
-                                    raise_interrupt=True):
-        yield {path for _, path in changes}
+    stream = watchfiles.watch(folder, watch_filter=wanted, debounce=DEBOUNCE_MS, step=STEP_MS,
+                              rust_timeout=WAKE_MS, yield_on_timeout=True, raise_interrupt=True)
+    first = next(stream)
+
+    def batches():
+        for changes in itertools.chain([first], stream):
+            if changes:  # an empty batch: the watcher woke up with nothing to say
+                yield {path for _, path in changes}
+
+    return batches()

@@ -7,7 +7,9 @@ had, :data:`REASON` says why and the tests that need one are skipped with it
 """
 from __future__ import annotations
 
+import contextlib
 import html.parser
+import os
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +22,13 @@ CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser",
 REASON = ("no headless Chromium on this machine: install Debian's chromium package "
           "(apt-get install chromium; scripts/test.sh does so when run as root on Debian/Ubuntu)")
 needs_browser = pytest.mark.skipif(CHROMIUM is None, reason=REASON)
+try:
+    import playwright.sync_api  # noqa: F401 - drives the system's Chromium; never downloads a browser
+    PLAYWRIGHT = None
+except ImportError:
+    PLAYWRIGHT = "Playwright is not installed (it is in the test extra: pip install -e '.[test]')"
+#: where the screenshots a test takes are kept after the run, to look at
+ARTIFACTS = Path(os.environ.get("GRADER_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "build" / "test-artifacts"))
 
 #: flags for a machine with no screen and a closed network (no background connections)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -62,3 +71,22 @@ def render(page: Path, screenshot: Path, *, size: str = "1024,1400", timeout: fl
     parser = _Text()
     parser.feed(dom.stdout)
     return " ".join(" ".join(parser.parts).split())
+
+
+@contextlib.contextmanager
+def page_in_browser(page: Path, *, width: int = 1024, height: int = 1400):
+    """``page`` opened in the system's headless Chromium through Playwright (``executable_path``: no
+    browser of Playwright's own), for a test to read the laid-out page: sizes, places, elements."""
+    if CHROMIUM is None or PLAYWRIGHT is not None:
+        pytest.skip(REASON if CHROMIUM is None else PLAYWRIGHT)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                         "--disable-dev-shm-usage"])
+        try:
+            view = browser.new_page(viewport={"width": width, "height": height})
+            view.goto(Path(page).resolve().as_uri())
+            yield view
+        finally:
+            browser.close()

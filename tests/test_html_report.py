@@ -3,12 +3,14 @@ a real browser shows of it: the exercises, the checks, the hints, and the studen
 compile counts and speed-ups beside the reference's."""
 from __future__ import annotations
 
+import json
 import re
 import stat
+from pathlib import Path
 
 import pytest
 
-from browser import needs_browser, render
+from browser import ARTIFACTS, needs_browser, page_in_browser, render
 from conftest import VARIANTS, make_submission
 
 from grader.cli import main
@@ -57,3 +59,76 @@ def test_open_hands_the_page_to_the_browser(tmp_path, monkeypatch, graded):
     folder = make_submission(tmp_path, {})
     assert main([str(folder), "-k", "4", "--seed", "8", "--open", "--report-dir", str(tmp_path / "r")]) == 0
     assert opened.read_text(encoding="utf-8").strip() == (tmp_path / "r" / "report.partial.html").as_uri()
+
+
+# ------------------------------------------------------------------ as a person reads it (issue 25)
+def _speedup_chart(view):
+    """The rendered speed-up chart: its bars (as drawn: x, width) and its pass lines."""
+    chart = view.locator("svg", has=view.locator("title", has_text="speed-up over the eager code"))
+    assert chart.count() == 1
+    bars = [b for b in (r.bounding_box() for r in chart.locator("rect").all()) if b and b["height"] > 12]
+    return chart, bars
+
+
+@needs_browser
+def test_the_speedup_chart_reads_at_5x_and_at_700x_with_the_bar_to_pass(graded):
+    """ex06 graded for real: fast_heavy gains about 5×, layer_norm several hundred × (a Python loop
+    against one vectorised call). On a linear scale the 5× bar was two pixels wide beside a 300-pixel one."""
+    report = json.loads(graded.with_suffix(".json").read_text(encoding="utf-8"))
+    speedups = {c["id"]: c["measured"] for e in report["exercises"] for c in e["checks"] if c["category"] == "speedup"}
+    small, large = speedups["fast_heavy.speedup"], speedups["layer_norm.speedup"]
+    assert large["student"]["speedup"] > 20 * small["student"]["speedup"]  # the case the chart must show
+    shot = ARTIFACTS / "report-speedups.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    with page_in_browser(graded) as view:
+        view.locator("summary", has_text="ex06_speedup").first.click()  # a passed exercise: opened by a click
+        view.screenshot(path=str(ARTIFACTS / "report-page.png"), full_page=True)
+        chart, _ = _speedup_chart(view)
+        chart.scroll_into_view_if_needed()
+        chart.screenshot(path=str(shot))
+        chart, bars = _speedup_chart(view)  # measured where the page now stands (boxes are on the viewport)
+        widths = [b["width"] for b in bars]  # yours and the reference's, fast_heavy then layer_norm
+        assert len(widths) == 4, bars
+        assert min(widths) >= 0.2 * max(widths) and min(widths) >= 40, widths  # each bar readable
+        passes = [line.bounding_box() for line in chart.locator("line.pass").all()]
+        assert len(passes) == 2, "a bar to pass on each row"
+        for row, line in enumerate(passes):  # drawn where the bar is: inside its row, left of a passing bar's end
+            yours = bars[2 * row]
+            measured = (small, large)[row]
+            assert line["y"] <= yours["y"] <= line["y"] + line["height"]
+            assert (line["x"] < yours["x"] + yours["width"]) == (measured["student"]["speedup"] >= measured["bar"])
+    print(f"\nscreenshot of the speed-up chart: {shot}")
+    assert shot.stat().st_size > 5_000
+
+
+def _report_with_code(tmp_path: Path) -> Path:
+    from grader.chapter import load_chapter
+    from grader.i18n import T
+    from grader.report.data import CheckResult, ExerciseResult, Report
+    from grader.report.render import write_reports
+
+    ch4 = load_chapter("ch4")
+    ex = ch4.exercise("ex02_where")
+    spec = next(c for c in ex.checks if "`" in c.hint.en)  # "Replace `if x.sum() > 0:` by jnp.where ..."
+    check = CheckResult(id=spec.id, title=spec.title, category=spec.category, points=0, max_points=spec.points,
+                        status="failed", message=T("check.grader_error", detail="`<script>alert(1)</script>` ran"),
+                        hint=spec.hint)
+    result = ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=[check], status="failed")
+    report = Report(chapter="ch4", chapter_title=ch4.title, seed=1, started_at="", duration_s=1,
+                    submission={"path": "exercises/ch4", "kind": "folder", "files": ["ex02_where.py"]},
+                    environment={}, exercises=[result])
+    return write_reports(report, ch4.catalog, "en", tmp_path).with_suffix(".html")
+
+
+@needs_browser
+def test_code_in_hints_and_messages_is_shown_as_code(tmp_path):
+    page = _report_with_code(tmp_path)
+    with page_in_browser(page) as view:
+        hint = view.locator("p.hint").first
+        assert "`" not in hint.inner_text()  # the backticks were printed as they are
+        assert hint.locator("code").count() >= 1
+        seen = view.locator("p.seen").first
+        assert seen.locator("code").first.inner_text() == "<script>alert(1)</script>"  # shown, never run
+        assert view.locator("script").count() == 0
+        family = view.evaluate("e => getComputedStyle(e).fontFamily", hint.locator("code").first.element_handle())
+        assert "mono" in family.lower() or "consolas" in family.lower(), family

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("processes: the grader's handles on hosts and jobs, and the outcomes they give", [
         "grader.runner.*", "grader.outcomes"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [
-        "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
+        "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
         "grader.grading"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
         "grader.report.*", "grader.hints", "grader.watch", "grader.notebook"]),

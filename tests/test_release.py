@@ -157,7 +157,8 @@ def test_readme_command_installs_and_grades_the_stubs_to_zero(installed, release
     _, stdout = installed
     out, _ = release
     graded = stdout[stdout.index(f"Preview (public seed {PUBLIC_SEED})"):]  # after what pip printed
-    assert graded.startswith(f"Preview (public seed {PUBLIC_SEED}): Chapter 4: JIT basics: 0 / 80\n")
+    assert graded.startswith(f"Preview (public seed {PUBLIC_SEED}): Chapter 4: JIT basics: 0 / 80 — graded "
+                             f"exercises/ch4 (8 .py files)\n")  # the first line names what was graded
     report = json.loads((out / "exercises" / "ch4" / ".grade" / "report.json").read_text(encoding="utf-8"))
     assert report["preview"] is True and report["seed"] == PUBLIC_SEED
     assert report["score"] == 0 and report["max_score"] == 80

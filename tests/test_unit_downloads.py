@@ -283,7 +283,13 @@ def test_untouched_stubs_beside_a_notebook_mean_the_work_is_in_the_notebook(tmp_
     _copy(release / "ch4", STUBS)
     notebook = Path(__file__).resolve().parent.parent / "exercises" / "ch4.ipynb"
     (release / "ch4.ipynb").write_bytes(notebook.read_bytes())
-    sub = load(tmp_path / "checkout", chapter, tmp_path / "scratch")
+    sub = load(tmp_path / "checkout", chapter, tmp_path / "scratch")  # nothing done in either: the modules
+    assert sub.kind == "folder" and sub.inner == "exercises/ch4"
+    answered = notebook.read_text(encoding="utf-8").replace(
+        'raise NotImplementedError(\\"ex02: piecewise\\")', "return jnp.where(x > 0, x * x, 0.5 * x)")
+    assert answered != notebook.read_text(encoding="utf-8")
+    (release / "ch4.ipynb").write_text(answered, encoding="utf-8")  # work in the notebook (issue 25)
+    sub = load(tmp_path / "checkout", chapter, tmp_path / "scratch1")
     assert sub.kind == "notebook" and sub.inner == "exercises/ch4.ipynb"
     (release / "ch4" / "ex02_where.py").write_text(_solution("ex02_where.py"), encoding="utf-8")
-    assert load(tmp_path / "checkout", chapter, tmp_path / "scratch2").kind == "folder"  # work in the files
+    assert load(tmp_path / "checkout", chapter, tmp_path / "scratch2").kind == "folder"  # more work in the files

@@ -141,7 +141,7 @@ def test_markdown_has_one_table_row_per_exercise(report, catalog):
             and line.count("|") == 4]
     assert [re.search(r"`(ex\w+)`", row).group(1) for row in rows] == [ex.id for ex in report.exercises]
     assert "| ◐ `ex02_where` A Python if becomes jnp.where | 0.5 / 4.5 | partial |" in rows
-    assert text.startswith("# Chapter 4: JIT basics: 4 / 11\n")
+    assert text.startswith("# Chapter 4: JIT basics: 4 / 11 — graded exercises/ch4 (")  # and what was graded
 
 
 def test_markdown_details_failed_checks(report, catalog):

@@ -94,11 +94,16 @@ class DaskExecutor:
     classmate's task might bring down.
     """
 
-    def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task):
+    def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task,
+                 on_dashboard: Callable[[str], None] | None = None):
         self.jobs = max(1, jobs)
         self.scheduler = scheduler
         self.retries = retries
         self.task = task
+        #: told the address of the cluster's dashboard, once it is up
+        self.on_dashboard = on_dashboard
+        #: how many workers died while the batch ran (Dask ran their tasks again elsewhere)
+        self.workers_lost = 0
         self._starting: threading.Thread | None = None
         self._cluster = None
 
@@ -136,6 +141,9 @@ class DaskExecutor:
                 raise cluster
         client = Client(cluster if cluster is not None else self.scheduler, timeout="60s")
         futures: dict = {}
+        if self.on_dashboard is not None and client.dashboard_link:
+            self.on_dashboard(client.dashboard_link)
+        lost_before = _workers_lost(client)  # a running scheduler's record holds its earlier days too
         try:
             workers = client.scheduler_info().get("workers", {}).values()
             host_slots = Counter()
@@ -148,6 +156,7 @@ class DaskExecutor:
                 futures[future] = name
             for future in completed(futures):
                 on_result(futures[future], _result(future))
+            self.workers_lost = _workers_lost(client) - lost_before
         except KeyboardInterrupt:
             client.cancel(list(futures), force=True)
             raise
@@ -155,6 +164,18 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _workers_lost(client) -> int:
+    """How many workers left the cluster unexpectedly (died) so far, from the scheduler's own record:
+    ``Scheduler.remove_worker`` (distributed/scheduler.py) logs an ``all`` event ``remove-worker``
+    with ``expected`` false for a worker that was not retired or closed on purpose."""
+    try:
+        events = client.get_events("all")
+    except Exception:  # noqa: BLE001 - a scheduler that keeps no events: nothing to say
+        return 0
+    return sum(1 for _, event in events if isinstance(event, dict) and event.get("action") == "remove-worker"
+               and not event.get("expected"))
 
 
 def _result(future) -> dict:

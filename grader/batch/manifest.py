@@ -30,6 +30,9 @@ from grader.batch.gradebook import Row
 from grader.i18n import T, Text
 
 MANIFEST = "manifest.json"
+#: the batch's own logs in the results folder (Dask's, appended at every run): diagnostics, not
+#: results, so never sealed and never reported as a file the batch did not write
+LOGS = ("dask.log",)
 SCHEMA = "grade-batch/1"
 ALGORITHM = "HMAC-SHA256"
 #: failures that the same files would meet again: not retried on resume (a crash or a timeout of
@@ -170,7 +173,7 @@ def verify(out: Path, key: bytes) -> list[Text]:
         for file, digest in sorted((entry.get("files") or {}).items()):
             if file_digest(Path(out) / name / file) != digest:
                 problems.append(T("verify.batch.changed", path=str(Path(out) / name / file)))
-    known = {MANIFEST}
+    known = {MANIFEST, *LOGS}
     for file, digest in sorted((data.get("exports") or {}).items()):
         known.add(file)
         if file_digest(Path(out) / file) != digest:

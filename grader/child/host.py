@@ -315,8 +315,8 @@ def serve(control, control_fd: int) -> int:
             signal_named(jobs, message["job"], os.killpg, signal.SIGKILL)
             signal_named(jobs, message["job"], os.kill, signal.SIGKILL)
 
-    def exited(name: str, status: int) -> None:
-        info = {"op": "exited", "job": name}
+    def exited(name: str, status: int, peak_kb: int) -> None:
+        info = {"op": "exited", "job": name, "peak_rss_kb": peak_kb}
         if os.WIFSIGNALED(status):
             info["signal"] = os.WTERMSIG(status)
         else:
@@ -328,10 +328,10 @@ def serve(control, control_fd: int) -> int:
 
 
 def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], children: dict[int, str],
-                exited: Callable[[str, int], None], *, kill: Callable[[int, int], None] = os.kill) -> None:
+                exited: Callable[[str, int, int], None], *, kill: Callable[[int, int], None] = os.kill) -> None:
     """Obey the grader's orders (``obey(message, fds)``; the fds are closed after it) until it says
     ``exit`` or goes; meanwhile collect each of ``children`` (pid: name) that ends (``exited(name,
-    status)``) and end what it left behind. Then end every child still there (``kill(pid, SIGKILL)``)
+    status, peak_kb)``, its peak resident memory in KiB) and end what it left behind. Then end every child still there (``kill(pid, SIGKILL)``)
     and every leftover."""
     while True:
         try:
@@ -367,11 +367,12 @@ def signal_named(children: dict[int, str], named: str, send, number: int) -> Non
                 pass
 
 
-def _reap(children: dict[int, str], exited: Callable[[str, int], None]) -> None:
-    """Collect the children that ended (``exited(name, status)``), ending what each left behind."""
+def _reap(children: dict[int, str], exited: Callable[[str, int, int], None]) -> None:
+    """Collect the children that ended (``exited(name, status, peak_kb)``: the most memory it held, in
+    KiB, from the kernel's accounting), ending what each left behind."""
     while children:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
@@ -381,7 +382,7 @@ def _reap(children: dict[int, str], exited: Callable[[str, int], None]) -> None:
             continue  # a leftover that ended
         end_leftovers(children)  # what the child started ends with it
         try:
-            exited(name, status)
+            exited(name, status, usage.ru_maxrss)
         except OSError:  # the grader is gone
             return
 

@@ -2,7 +2,7 @@
 
 The conversation with the grader, over the job's socket::
 
-    job    -> {"op": "hello", "env": {...}}          backend started, limits set
+    job    -> {"op": "hello", "env": {...}, "memory": {...}}   backend started, limits set
     job    -> {"op": "imported", "names": {...}}     or {"op": "import_error", ...}
     grader -> {"op": "inputs", "inputs": {...}}      hidden inputs, only after the import
     job    -> {"op": "obs", "key": ..., "value": ...}   any number, as they happen
@@ -40,18 +40,23 @@ def _environment() -> dict:
     }
 
 
-def _limit_memory(limits: dict, backend: str) -> None:
-    """Cap the address space once the backend is up (accelerators reserve huge ranges)."""
-    extra = limits.get("memory_bytes")
-    if not extra or backend != "cpu":
-        return
-    import resource
-
+def _limit_memory(limits: dict, backend: str) -> dict:
+    """Cap the address space once the backend is up (accelerators reserve huge ranges); returns what
+    the grader needs to tell a job that ran out of memory: the resident memory the job holds
+    now, before the student's code runs (``rss_kb``), and the memory it may add (``limit_bytes``,
+    ``None`` where nothing is capped)."""
     with open("/proc/self/status") as status:
         fields = dict(line.split(":", 1) for line in status if ":" in line)
+    rss_kb = int(fields.get("VmRSS", "0 kB").split()[0])
+    extra = limits.get("memory_bytes")
+    if not extra or backend != "cpu":
+        return {"rss_kb": rss_kb, "limit_bytes": None}
+    import resource
+
     current = int(fields["VmSize"].split()[0]) * 1024
     cap = current + int(extra)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return {"rss_kb": rss_kb, "limit_bytes": int(extra)}
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:
@@ -226,8 +231,8 @@ def run(order: dict, sock: socket.socket) -> None:
     env = _environment()
     if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
         _portable_cache_keys()
-    _limit_memory(order.get("limits", {}), env["backend"])
-    channel.send({"op": "hello", "env": env})
+    memory = _limit_memory(order.get("limits", {}), env["backend"])
+    channel.send({"op": "hello", "env": env, "memory": memory})
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare

@@ -69,7 +69,7 @@ def _template(control, control_fd: int, versions: dict) -> int:
         elif op == "kill":
             signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
 
-    take_orders(control, 1, obey, hosts, lambda name, status: control.send({"op": "host_exited", "host": name}))
+    take_orders(control, 1, obey, hosts, lambda name, status, _peak: control.send({"op": "host_exited", "host": name}))
     return 0
 
 

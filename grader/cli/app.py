@@ -63,7 +63,10 @@ def cli() -> None:
     评测 JAX 练习：grade exercises/ch4
 
     PATH is a folder with the chapter's modules, a notebook (.ipynb), or a .zip of
-    either; the report goes to .grade/ inside it (report.json, report.md).
+    either; a folder or zip holding both is graded from the copy you changed. The
+    reports go to .grade/ inside the folder (.grade/NAME/ beside NAME.zip, .grade/
+    beside a notebook): report.json, report.md and report.html, or with -k
+    report.partial.json, report.partial.md and report.partial.html.
     """
 
 

@@ -8,6 +8,8 @@ is kept; the same command resumes).
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 from pathlib import Path
 
@@ -63,7 +65,7 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
     Running the same command again resumes: students already graded with unchanged
     files and the same seed are kept (--force grades them again).
     """
-    from grader.batch.run import BatchError, BatchOptions, run_batch
+    from grader.batch.run import BatchError, BatchOptions, make_executor, run_batch
 
     lang = lang or default_lang()
     catalog = grader_catalog()
@@ -83,9 +85,13 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            teams=teams,
                            sign_key=_read_key(sign_key, words) if sign_key is not None else None)
     display = _Display(words, options)
+    executor = make_executor(options)
+    if executor_name(executor) == "dask":
+        executor.on_dashboard = lambda url: display.say(T("batch.ui.dashboard", url=url,
+                                                          log=str(Path(out) / DASK_LOG)))
     try:
-        with display:
-            result = run_batch(submissions, options, on_plan=display.plan, on_result=display.row)
+        with display, dask_logs(Path(out) / DASK_LOG, verbose=verbose, dask=executor_name(executor) == "dask"):
+            result = run_batch(submissions, options, executor=executor, on_plan=display.plan, on_result=display.row)
     except BatchError as exc:
         raise UserError(words(exc.text)) from None
     except KeyboardInterrupt as stop:
@@ -96,8 +102,74 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            total=len(partial.rows), out=str(out))), err=True)
         sys.exit(130)
     problems = sum(r.status != "completed" for r in result.rows)
+    lost = getattr(executor, "workers_lost", 0)
+    if lost:
+        click.echo(words(T("batch.ui.workers_lost", n=lost, graded=sum(r.status == "completed" for r in result.rows),
+                           total=len(result.rows))), err=True)
     click.echo(words(T("batch.ui.done", graded=len(result.graded), skipped=len(result.skipped), problems=problems,
                        grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
+
+
+#: Dask's own log, in the results folder (:data:`grader.batch.manifest.LOGS`)
+DASK_LOG = "dask.log"
+#: the loggers of Dask and of what it runs on: their INFO lines (a scheduler starting, workers
+#: registering, nannies closing) are the cluster's diary, not the instructor's screen
+DASK_LOGGERS = ("distributed", "dask", "tornado", "bokeh")
+
+
+def executor_name(executor) -> str:
+    return "dask" if type(executor).__name__ == "DaskExecutor" else "local"
+
+
+@contextlib.contextmanager
+def dask_logs(path: Path, *, verbose: bool, dask: bool):
+    """While a batch runs on Dask: Dask's log lines go to ``path`` (made when the first comes), and to
+    the terminal too only with ``--verbose``."""
+    if not dask:
+        yield
+        return
+    handler = _LogFile(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
+    before = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = verbose
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger, (propagate, level) in zip(loggers, before):
+            logger.removeHandler(handler)
+            logger.propagate, logger.level = propagate, level
+        handler.close()
+
+
+class _LogFile(logging.Handler):
+    """Log lines appended to a file opened at the first one. Not a ``logging.StreamHandler``: Dask
+    quiets every stream handler of its logger while a local cluster starts and runs
+    (``distributed.utils.silence_logging_cmgr``), and this file is where its lines belong."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+        self._file = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self._file is None:
+                self._file = self.path.open("a", encoding="utf-8")
+            self._file.write(self.format(record) + "\n")
+            self._file.flush()
+        except Exception:  # noqa: BLE001 - a log line never stops a batch
+            self.handleError(record)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        super().close()
 
 
 def _read_key(path: Path, words) -> bytes:
@@ -143,6 +215,14 @@ class _Display:
                                 console=Console(stderr=True), transient=False)
             self.bar.start()
             self.task = self.bar.add_task(self.words(T("batch.ui.progress")), total=to_grade)
+
+    def say(self, text) -> None:
+        """One line of the batch's own, above the progress bar when there is one."""
+        line = self.words(text)
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            click.echo(line, err=True)
 
     def row(self, row, done: int, total: int) -> None:
         score = f"{row.total:g}"

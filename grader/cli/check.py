@@ -13,7 +13,9 @@ import click
 
 from grader.chapter import ChapterError, load_chapter
 from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
+from grader.copies import REPORT_DIR_NAME
 from grader.i18n import Catalog, T, default_lang, grader_catalog
+from grader.report.common import pasteable
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,12 @@ class BarType(click.ParamType):
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
 @click.option("--report-dir", type=click.Path(path_type=Path),
-              help="Where report.json and report.md go (default: .grade/ inside the submission).")
+              help="Where the reports go: report.json, report.md and report.html (with -k: report.partial.json, "
+                   "report.partial.md and report.partial.html), and the hints shown (hints.json). Default: .grade/ "
+                   "inside the folder graded, .grade/NAME/ beside NAME.zip, .grade/ beside a notebook.")
+@click.option("--inside", metavar="PATH",
+              help="In a folder or .zip that holds the chapter twice (its modules and its notebook), grade "
+                   "this copy: a path inside it, e.g. exercises/ch4.ipynb (default: the one you changed).")
 @click.option("-k", "--exercise", "exercises", multiple=True,
               help="Grade only this exercise (ex03_static_args, ex03 or 3); repeatable.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
@@ -78,15 +85,17 @@ class BarType(click.ParamType):
               help="Show the next layer of a check's hint (e.g. ex02/piecewise.values), without grading: "
                    "why it matters under jit, then a worked explanation of the concept.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
-def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercises: tuple[str, ...],
+def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: str | None,
+              exercises: tuple[str, ...],
               seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
               timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
               open_: bool, watch: bool, hint: str | None, verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
-    report.partial.json and report.partial.md, and the full report is left as it is.
-    So does the report of a run stopped with Ctrl-C before its end.
+    report.partial.json, report.partial.md and report.partial.html, and the full
+    report is left as it is. So does the report of a run stopped with Ctrl-C before
+    its end.
     """
     from grader.grading import GradeOptions, Interrupted, grade
     from grader.report.render import render_terminal, write_reports
@@ -100,8 +109,9 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         _show_hint(path, chapter, hint, report_dir, lang)
         return
     key = _key(sign_key, catalog, lang) if sign_key else None
+    path, exercises = _one_exercise_file(path, chapter, exercises, catalog, lang)
     try:
-        options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
+        options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
         if watch:
@@ -122,6 +132,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         sys.exit(130)
     catalog = _chapter_of(report).catalog
     target = report_dir or _default_report_dir(path)
+    earlier = last_full_report(target) if report.partial else None
     try:
         written = write_reports(report, catalog, lang, target, key=key)
     except OSError as exc:
@@ -133,10 +144,10 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     if as_json:
         click.echo(written.read_text(encoding="utf-8"), nl=False)
     else:
-        click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
+        click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty(), earlier=earlier), nl=False)
         written_key = "ui.partial_written" if report.partial else "ui.report_written"
-        click.echo(catalog.render(T(written_key, json=str(written), md=str(written.with_suffix(".md")),
-                                    html=str(written.with_suffix(".html"))), lang))
+        click.echo(catalog.render(T(written_key, json=pasteable(written), md=pasteable(written.with_suffix(".md")),
+                                    html=pasteable(written.with_suffix(".html"))), lang))
     if open_ and not as_json:
         _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
@@ -150,6 +161,26 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
                   bar=fail_under.describe(report.max_score))
         click.echo(f"grade: {catalog.render(below, lang)}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
+
+
+def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str, ...], catalog: Catalog,
+                       lang: str) -> tuple[Path, tuple[str, ...]]:
+    """``grade exercises/ch4/ex02_where.py`` grades that exercise of its folder (``grade exercises/ch4
+    -k ex02``); a ``.py`` file that is none of the chapter's exercise files is one line saying so."""
+    if path.suffix != ".py" or not path.is_file():
+        return path, exercises
+    from grader.submission import SubmissionError, resolve_chapter
+
+    try:
+        chapter = resolve_chapter(path.parent, chapter_id)
+    except SubmissionError as exc:
+        raise UserError(catalog.render(exc.text, lang)) from None
+    exercise = next((ex for ex in chapter.exercises if ex.filename == path.name), None)
+    if exercise is None:
+        raise UserError(catalog.render(T("error.not_an_exercise_file", path=str(path), chapter=chapter.id,
+                                         expected=", ".join(ex.filename for ex in chapter.exercises[:2]),
+                                         folder=pasteable(path.parent)), lang))
+    return path.parent, (*exercises, exercise.id)
 
 
 def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
@@ -310,7 +341,24 @@ def _chapter_size(data: dict) -> int:
 
 
 def _default_report_dir(path: Path) -> Path:
-    base = path if path.is_dir() else path.parent
-    return base / ".grade"
+    """``.grade/`` inside the folder graded, or beside a notebook; ``.grade/NAME/`` beside ``NAME.zip``
+    (each zip a report of its own, however many lie in one folder)."""
+    if path.is_dir():
+        return path / REPORT_DIR_NAME
+    if path.suffix.lower() == ".zip":
+        return path.parent / REPORT_DIR_NAME / path.stem
+    return path.parent / REPORT_DIR_NAME
+
+
+def last_full_report(folder: Path) -> dict[str, str] | None:
+    """The exercises' statuses in the full report of ``folder`` (``{id: status}``), for what to do
+    next after a partial run; ``None`` when there is none to read."""
+    import json
+
+    try:
+        data = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        return {str(e["id"]): str(e["status"]) for e in data["exercises"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 

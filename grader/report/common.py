@@ -3,10 +3,12 @@ line, the one line for an exercise that could not run, and the next step."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from pathlib import Path
 
 from grader.i18n import T, Text
-from grader.report.data import ExerciseResult, Report, is_unrunnable
+from grader.report.data import ExerciseResult, Report, graded_place, is_unrunnable
 
 ICONS = {"passed": "✓", "partial": "◐", "failed": "✗", "not_attempted": "·", "error": "!", "timeout": "⏱",
          "skipped": "↷"}
@@ -21,6 +23,7 @@ _TODO = {
     "job.reference_failed": "todo.grader",
     "job.submission_timeout": "todo.submission_timeout",
     "job.hung_import": "todo.hung_import",
+    "job.out_of_memory": "todo.memory",
     "integrity.tampered": "todo.tampered",
     "integrity.no_report": "todo.tampered",
     "integrity.compiles_hidden": "todo.tampered",
@@ -65,6 +68,15 @@ def _stubs_folder(chapter_id: str) -> Path:
         return Path("exercises") / chapter_id
 
 
+def pasteable(path: object) -> str:
+    """A path as it can be pasted into the shell: quoted when it holds a space or another
+    character the shell reads (``'my work/ch4'``; on Windows, in double quotes)."""
+    text = str(path)
+    if os.name == "nt":
+        return f'"{text}"' if any(c in text for c in ' &()[]{}^=;!\'+,`~') else text
+    return shlex.quote(text)
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the working folder when it lies below it."""
     try:
@@ -83,8 +95,8 @@ def _missing_todo(report: Report, file: str) -> Text:
     except OSError:
         own_folder = False
     if own_folder:
-        return T("todo.file_restore", path=_shown(stubs / file))
-    return T("todo.file_missing", stubs=_shown(stubs / file))
+        return T("todo.file_restore", path=pasteable(_shown(stubs / file)))
+    return T("todo.file_missing", stubs=pasteable(_shown(stubs / file)))
 
 
 def problem_line(report: Report, ex: ExerciseResult) -> Text:
@@ -116,21 +128,23 @@ def problem_lines(report: Report, render) -> dict[str, str]:
     return lines
 
 
-def file_to_open(report: Report, ex: ExerciseResult) -> str | Text:
-    """The file a student edits for ``ex``, as the graded path names it (for the cells a
-    kernel ran, checked from inside a notebook: that exercise's cells there)."""
+def file_to_open(report: Report, exercise: str) -> str | Text:
+    """The file a student edits for ``exercise``, as the graded path names it, ready to paste (for
+    the cells a kernel ran, checked from inside a notebook: that exercise's cells there)."""
     sub = report.submission
-    path = Path(str(sub.get("path", ".")))
     kind = str(sub.get("kind", "folder"))
     files = sub.get("files") or []
-    filename = f"{ex.id}.py"
+    filename = f"{exercise}.py"
     if sub.get("from") == "kernel history":
-        return T("notebook.next_cells", exercise=ex.id)
-    if kind == "notebook":
-        return str(path if path.suffix == ".ipynb" or not files else path / files[0])
+        return T("notebook.next_cells", exercise=exercise)
+    place, inside = graded_place(sub)
+    path = Path(place or ".")
     if kind.startswith("zip"):
-        return str(path) if kind.endswith("notebook") else f"{path} ({filename})"
-    return str(path / filename)
+        where = f"{inside}/{filename}" if inside and kind.endswith("folder") else inside or filename
+        return pasteable(path) if kind.endswith("notebook") and not inside else f"{pasteable(path)} ({where})"
+    if kind == "notebook":
+        return pasteable(path if path.suffix == ".ipynb" or not files else path / files[0])
+    return pasteable(path / filename)
 
 
 def preview_notes(report: Report) -> list[Text]:
@@ -145,11 +159,101 @@ def preview_notes(report: Report) -> list[Text]:
     return notes
 
 
-def next_step(report: Report) -> Text | None:
-    """What to do next: all passed, or the first exercise still to do and the file to open."""
-    if report.score >= report.max_score and report.max_score > 0:
-        return T("ui.all_passed")
-    nxt = next((e for e in report.exercises if e.status != "passed"), None)
-    if nxt is None:
+#: what ``Next:`` names first, by the key of an exercise's reason for not running: the code
+#: that does not run at all comes before the work started, which comes before a missing file
+_BLOCKING = ("job.syntax_error", "job.import_error", "job.hung_import", "job.out_of_memory")
+
+
+def _urgency(ex: ExerciseResult) -> int | None:
+    """0: its code does not run (a syntax or import error); 1: attempted, not full; 2: its file is
+    missing; 3: not attempted; ``None``: passed."""
+    if ex.status == "passed":
         return None
-    return T("ui.next", exercise=nxt.id, title=nxt.title, file=file_to_open(report, nxt))
+    if ex.status == "not_attempted":
+        return 3
+    if is_unrunnable(ex):
+        first = ex.error[0] if isinstance(ex.error, list) and ex.error else ex.error
+        key = getattr(first, "key", "")
+        return 0 if key in _BLOCKING else 2 if key in ("job.file_missing", "job.file_is_link") else 1
+    return 1
+
+
+def next_exercise(report: Report, earlier: dict[str, str] | None = None, *,
+                  scope: list[str] | None = None) -> str | None:
+    """The exercise to work on next: where the work is (:func:`_urgency`), in the chapter's order.
+
+    A partial run (``-k``) knows only its exercises: ``earlier`` holds the others' statuses
+    from the last full report (``{id: status}``), and an exercise neither graded now nor
+    known counts as not full, the one after the run's exercises first. ``scope``: only these
+    exercises are considered (watch mode's, with ``-k``). ``None``: all full.
+    """
+    ranked: list[tuple[int, int, str]] = []
+    graded = {ex.id: ex for ex in report.exercises}
+    order = _chapter_order(report) or list(graded)
+    last = max((order.index(i) for i in graded if i in order), default=-1)
+    for place, exercise in enumerate(order):
+        if scope is not None and exercise not in scope:
+            continue
+        if exercise in graded:
+            tier = _urgency(graded[exercise])
+        elif not report.partial:  # a report of every exercise there is: nothing else to point at
+            continue
+        elif earlier and exercise in earlier:
+            status = earlier[exercise]
+            tier = None if status == "passed" else 3 if status == "not_attempted" else 1
+        else:
+            tier = 4
+        if tier is not None:
+            ranked.append((tier, (place - last - 1) % len(order) if tier == 4 else place, exercise))
+    return min(ranked)[2] if ranked else None
+
+
+def _chapter_order(report: Report) -> list[str]:
+    from grader.chapter import ChapterError, load_chapter
+
+    try:
+        return [ex.id for ex in load_chapter(report.chapter).exercises]
+    except ChapterError:
+        return []
+
+
+def next_step(report: Report, earlier: dict[str, str] | None = None) -> Text | None:
+    """What to do next: all passed, or the exercise to work on (:func:`next_exercise`) and the file
+    to open; for an exercise this run did not grade, said so."""
+    exercise = next_exercise(report, earlier)
+    if exercise is None:
+        return T("ui.all_passed") if report.max_score > 0 else None
+    graded = next((e for e in report.exercises if e.id == exercise), None)
+    if graded is not None:
+        return T("ui.next", exercise=exercise, title=graded.title, file=file_to_open(report, exercise))
+    return T("ui.next_ungraded", exercise=exercise, title=_title(report, exercise),
+             file=file_to_open(report, exercise))
+
+
+def _title(report: Report, exercise: str):
+    from grader.chapter import ChapterError, load_chapter
+
+    try:
+        return load_chapter(report.chapter).exercise(exercise).title
+    except (ChapterError, KeyError, LookupError):
+        return exercise
+
+
+def copies_note(report: Report) -> Text | None:
+    """When the submission held the chapter more than once with work in more than one copy: which
+    were found, which was graded and why, and the command that grades the other."""
+    copies = report.submission.get("copies") or []
+    if len(copies) < 2:
+        return None
+    total = report.submission.get("functions") or "?"
+    graded, other = copies[0], copies[1]
+    path = str(report.submission.get("path", "."))
+    in_zip = str(report.submission.get("kind", "")).startswith("zip")
+    shown = (lambda c: c["inner"]) if in_zip else (lambda c: str(Path(path) / c["inner"]))  # noqa: E731
+    listed = [T("ui.copy", inner=shown(c), written=c["written"], total=total) for c in copies]
+    why = T("ui.copies.why.written") if graded["written"] > other["written"] else \
+        T("ui.copies.why.edited") if graded["edited"] > other["edited"] else T("ui.copies.why.saved")
+    command = f"grade {pasteable(path)} --inside {pasteable(other['inner'])}" if in_zip else \
+        f"grade {pasteable(shown(other))}"
+    return T("ui.copies", n=len(copies), copies=listed, graded=shown(graded), why=why,
+             command=command)

@@ -7,6 +7,7 @@ can be rendered in either language; :func:`report_to_dict` renders them into the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any, Sequence
 
 from grader.i18n import Catalog, T, Text
@@ -175,8 +176,8 @@ def is_unrunnable(ex: ExerciseResult) -> bool:
 
 
 def headline(report: Report) -> Text:
-    """The report's first line: chapter, score, whether the run was partial, and whether
-    it was a course release's preview."""
+    """The report's first line: chapter, score, whether the run was partial, whether it was a
+    course release's preview, and what was graded (:func:`graded_text`)."""
     if report.partial:
         line = T("ui.title_partial", chapter=report.chapter_title, score=_number(report.score),
                  max_score=_number(report.max_score), n=len(report.exercises),
@@ -184,7 +185,35 @@ def headline(report: Report) -> Text:
     else:
         line = T("ui.title", chapter=report.chapter_title, score=_number(report.score),
                  max_score=_number(report.max_score))
-    return T("release.title", title=line, seed=report.seed) if report.preview else line
+    line = T("release.title", title=line, seed=report.seed) if report.preview else line
+    graded = graded_text(report.submission)
+    return T("ui.title_graded", title=line, graded=graded) if graded is not None else line
+
+
+def graded_place(submission: dict) -> tuple[str, str]:
+    """What was graded, as a path the student can use: (the path given, or the folder inside it
+    that was graded; the place inside a zip, else ``""``)."""
+    path, inner = str(submission.get("path") or ""), str(submission.get("inner") or "")
+    if not str(submission.get("kind", "")).startswith("zip") and inner:
+        return str(PurePath(path) / inner), ""
+    return path, inner
+
+
+def graded_text(submission: dict) -> Text | None:
+    """``graded exercises/ch4 (8 .py files)``: what a report is of; ``None`` when not known."""
+    kind = str(submission.get("kind") or "")
+    if submission.get("from") == "kernel history":
+        return T("ui.graded", what=T("ui.graded.kernel"))
+    if not submission.get("path") or not kind:
+        return None
+    path, inner = graded_place(submission)
+    files = [f for f in submission.get("files") or [] if str(f).endswith(".py")]
+    if inner:  # in a zip
+        what: Text | str = T("ui.graded.in_zip", zip=path, inner=inner, what=T("ui.graded.files", n=len(files))
+                             if kind.endswith("folder") else T("ui.graded.notebook"))
+    else:
+        what = T("ui.graded.modules", path=path, n=len(files)) if kind.endswith("folder") else path
+    return T("ui.graded", what=what)
 
 
 def exercise_status(checks: list[CheckResult], termination: str | None) -> str:
@@ -207,6 +236,17 @@ def exercise_status(checks: list[CheckResult], termination: str | None) -> str:
 
 def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else round(value, 4)
+
+
+def _graded(submission: dict, words) -> dict | None:
+    """``report.json``'s ``graded``: what was graded (``path``, ``inside`` a zip, ``kind``, the
+    sentence the first line ends with), and the other copies the student changed, if any."""
+    text = graded_text(submission)
+    if text is None:
+        return None
+    path, inside = graded_place(submission)
+    return {"text": words(text), "path": path, "inside": inside, "kind": submission.get("kind"),
+            "copies": submission.get("copies") or []}
 
 
 def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
@@ -246,6 +286,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "schema": SCHEMA,
         "title": words(headline(report)),
         "partial": report.partial,
+        "graded": _graded(report.submission, words),
         "preview": report.preview,
         "selected": [e.id for e in report.exercises],
         "chapter_exercises": report.chapter_exercises or None,

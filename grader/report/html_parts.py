@@ -4,6 +4,7 @@ from these pieces (and charts from :mod:`grader.report.svg`)."""
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable
 
 STYLE = """
@@ -25,12 +26,26 @@ details > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
 pre { background: #f6f8fa; padding: 8px; overflow-x: auto; font-size: .85em; }
 svg text { font: 12px sans-serif; fill: #1f2328; } .chart { margin: 6px 0; }
 .banner { background: #fff8c5; border: 1px solid #d4a72c; padding: 8px 12px; border-radius: 6px; }
+code { font: .9em ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; background: #eff1f3;
+       padding: 1px 4px; border-radius: 4px; }
+.hint code { color: #1f2328; font-weight: 400; }
 """
 
 
 def escape(text: object) -> str:
     """Text as HTML (quotes included)."""
     return html.escape("" if text is None else str(text), quote=True)
+
+
+#: code in a message or a hint, as its author marked it: `jnp.where(x > 0, a, b)`
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def rich(text: object) -> str:
+    """Text as HTML, with the code its author put in backticks shown as code (``<code>``). Everything
+    is escaped, the code too: a message quoting a student's ``<script>`` shows it as text."""
+    parts = _CODE.split("" if text is None else str(text))
+    return "".join(f"<code>{escape(part)}</code>" if i % 2 else escape(part) for i, part in enumerate(parts))
 
 
 def page(title: str, body: str, *, lang: str = "en") -> str:

@@ -32,6 +32,8 @@ STYLE = f"""
 .{SCOPE} .measured, .{SCOPE} .meta {{ color: #57606a; font-size: .85em; word-break: break-all; }}
 .{SCOPE} p.meta {{ margin: 2px 0; }} .{SCOPE} p.next {{ margin: 6px 0; font-weight: 600; }}
 .{SCOPE} .problem {{ color: #cf222e; font-weight: 600; }}
+.{SCOPE} code {{ font: .9em ui-monospace, Menlo, Consolas, monospace; background: #eff1f3; padding: 1px 4px;
+  border-radius: 4px; }}
 """
 
 
@@ -47,11 +49,11 @@ def render_inline(report: Report, catalog: Catalog, lang: str, *, footer: Sequen
     problems = problem_lines(report, words)
     for ex in report.exercises:
         summary = (f"{ICONS.get(ex.status, '')} <b>{html.escape(ex.id)}</b> {num(ex.score)} / {num(ex.max_score)} "
-                   f"{html.status(words(T(f'ui.status.{ex.status}')), ex.status)} · {html.escape(words(ex.title))}")
-        body = "".join(f'<p class="note"><b>{html.escape(words(T("ui.note")))}:</b> {html.escape(words(note))}</p>'
+                   f"{html.status(words(T(f'ui.status.{ex.status}')), ex.status)} · {html.rich(words(ex.title))}")
+        body = "".join(f'<p class="note"><b>{html.escape(words(T("ui.note")))}:</b> {html.rich(words(note))}</p>'
                        for note in ex.notes)
         if ex.id in problems:  # could not run: one line (what, where, what to do), not its checks
-            body += f'<p class="problem">{html.escape(problems[ex.id])}</p>'
+            body += f'<p class="problem">{html.rich(problems[ex.id])}</p>'
         else:
             body += _checks(ex, words)
         if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
@@ -71,13 +73,13 @@ def _checks(ex: ExerciseResult, words) -> str:
     not pass its hint and the numbers behind it."""
     rows = []
     for c in ex.checks:
-        seen = html.escape(words(c.message))
+        seen = html.rich(words(c.message))
         if c.status in ("failed", "error", "timeout") and c.hint:
-            seen += f'<br><span class="hint">{html.escape(words(T("ui.hint")))}: {html.escape(words(c.hint))}</span>'
+            seen += f'<br><span class="hint">{html.escape(words(T("ui.hint")))}: {html.rich(words(c.hint))}</span>'
         if c.status == "failed" and c.measured:
             seen += (f'<br><span class="measured">{html.escape(words(T("ui.measured")))}: '
                      f'{html.escape(measured_text(c.measured, 600))}</span>')
-        rows.append([f"{ICONS.get(c.status, '')} <code>{html.escape(c.id)}</code><br>{html.escape(words(c.title))}",
+        rows.append([f"{ICONS.get(c.status, '')} <code>{html.escape(c.id)}</code><br>{html.rich(words(c.title))}",
                      f"{num(c.points)} / {num(c.max_points)}",
                      html.status(words(T(f"ui.status.{c.status}")), c.status), seen])
     headers = [words(T(key)) for key in ("ui.check", "ui.score", "ui.status", "ui.seen")]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from grader.i18n import Catalog, T
-from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
+from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
+                                  problem_lines)
 from grader.report.data import Report, headline
 
 
@@ -14,6 +15,9 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     """The report as Markdown, in ``lang``; its first line is the headline (partial runs say so)."""
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     out = [f"# {words(headline(report))}", ""]
+    note = copies_note(report)
+    if note is not None:
+        out += [f"> **{words(note)}**", ""]
     out.append("> " + words(environment_text(report)) + " · " + words(T("ui.seed", seed=report.seed)))
     out += [f">\n> {words(note)}" for note in preview_notes(report)]
     out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
-from grader.report.common import ICONS, environment_text, measured_text, num, preview_notes, problem_lines
+from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
+                                  problem_lines)
 from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
 
@@ -19,8 +20,11 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(T("ui.seed", seed=report.seed)))}</p>']
-    body += [f'<p class="meta">{html.escape(words(note))}</p>' for note in preview_notes(report)]
-    rows = [[f'<a href="#{ex.id}">{ICONS.get(ex.status, "")} {html.escape(ex.id)}</a> {html.escape(words(ex.title))}',
+    body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in preview_notes(report)]
+    copies = copies_note(report)
+    if copies is not None:
+        body.append(f'<p class="banner">{html.rich(words(copies))}</p>')
+    rows = [[f'<a href="#{ex.id}">{ICONS.get(ex.status, "")} {html.escape(ex.id)}</a> {html.rich(words(ex.title))}',
              f"{num(ex.score)} / {num(ex.max_score)}", html.status(words(T(f"ui.status.{ex.status}")), ex.status)]
             for ex in report.exercises]
     body.append(html.table([words(T("ui.exercise")), words(T("ui.score")), words(T("ui.status"))], rows, numeric=[1]))
@@ -28,7 +32,7 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     for ex in report.exercises:
         body.append(_exercise(ex, problems.get(ex.id), words))
     if report.integrity:
-        items = "".join(f"<li><code>{html.escape(i['file'])}:{i['line']}</code> {html.escape(words(i['message']))}</li>"
+        items = "".join(f"<li><code>{html.escape(i['file'])}:{i['line']}</code> {html.rich(words(i['message']))}</li>"
                         for i in report.integrity)
         body.append(f"<h2>{html.escape(words(T('ui.integrity')))}</h2><ul>{items}</ul>")
     return html.page(title, "\n".join(body), lang=lang)
@@ -36,14 +40,14 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
 
 def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
     head = (f'<span class="{ex.status}">{ICONS.get(ex.status, "")}</span> <b id="{html.escape(ex.id)}">'
-            f'{html.escape(ex.id)}</b> {html.escape(words(ex.title))} — {num(ex.score)} / {num(ex.max_score)}')
-    parts = [f'<p class="partial"><b>{html.escape(words(T("ui.note")))}:</b> {html.escape(words(note))}</p>'
+            f'{html.escape(ex.id)}</b> {html.rich(words(ex.title))} — {num(ex.score)} / {num(ex.max_score)}')
+    parts = [f'<p class="partial"><b>{html.escape(words(T("ui.note")))}:</b> {html.rich(words(note))}</p>'
              for note in ex.notes]  # how its code was read (a notebook's cells)
     if problem:
-        parts.append(f'<p class="error">{html.escape(problem)}</p>')
+        parts.append(f'<p class="error">{html.rich(problem)}</p>')
     else:
         if ex.error:
-            parts.append(f'<p class="{ex.status}">{html.escape(words(ex.error))}</p>')
+            parts.append(f'<p class="{ex.status}">{html.rich(words(ex.error))}</p>')
         parts += [_check(c, words) for c in ex.checks]
         charts = _charts(ex, words)
         if charts:
@@ -55,14 +59,14 @@ def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
 
 def _check(check: CheckResult, words) -> str:
     head = (f'{html.status(ICONS.get(check.status, ""), check.status)} <code>{html.escape(check.id)}</code> '
-            f'{html.escape(words(check.title))} — {num(check.points)} / {num(check.max_points)}')
+            f'{html.rich(words(check.title))} — {num(check.points)} / {num(check.max_points)}')
     if check.checked == "final":  # a course release's preview: final grading decides
         head += f' · <i>{html.escape(words(T("release.checked_final")))}</i>'
     if check.status in ("passed", "not_attempted"):
         return f'<div class="check">{head}</div>'
-    lines = [f'<p class="seen">{html.escape(words(T("ui.seen")))}: {html.escape(words(check.message))}</p>']
+    lines = [f'<p class="seen">{html.escape(words(T("ui.seen")))}: {html.rich(words(check.message))}</p>']
     if check.hint:
-        lines.append(f'<p class="hint">{html.escape(words(T("ui.hint")))}: {html.escape(words(check.hint))}</p>')
+        lines.append(f'<p class="hint">{html.escape(words(T("ui.hint")))}: {html.rich(words(check.hint))}</p>')
     if check.measured:
         lines.append(f'<p class="measured">{html.escape(words(T("ui.measured")))}: '
                      f'{html.escape(measured_text(check.measured, 600))}</p>')
@@ -86,10 +90,12 @@ def _charts(ex: ExerciseResult, words) -> str:
     if speedups:
         labels = [c.id for c in speedups]
         yours = [c.measured["student"].get("speedup") for c in speedups]
-        # a preview has no reference's gain: the release's bar stands beside the student's
-        ref = [c.measured.get("bar") if c.checked == "final" else (c.measured.get("reference") or {}).get("speedup")
-               for c in speedups]
-        other = T("release.chart_bar") if any(c.checked == "final" for c in speedups) else T("ui.chart.reference")
-        out.append(svg.paired_bars(labels, [(words(T("ui.chart.yours")), yours), (words(other), ref)],
-                                   title=words(T("ui.chart.speedups")), unit="×"))
+        # a preview has no reference's run: its chart holds the student's speed-up and the release's bar
+        ref = [None if c.checked == "final" else (c.measured.get("reference") or {}).get("speedup") for c in speedups]
+        series = [(words(T("ui.chart.yours")), yours)]
+        if any(v is not None for v in ref):
+            series.append((words(T("ui.chart.reference")), ref))
+        bar_name = T("release.chart_bar") if any(c.checked == "final" for c in speedups) else T("ui.chart.pass_bar")
+        out.append(svg.speedup_rows(labels, series, [c.measured.get("bar") for c in speedups],
+                                    title=words(T("ui.chart.speedups")), bar_name=words(bar_name)))
     return "".join(f"<div>{chart}</div>" for chart in out)

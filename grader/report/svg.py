@@ -6,6 +6,7 @@ read without the picture.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from grader.report.html_parts import escape
@@ -61,6 +62,63 @@ def paired_bars(labels: Sequence[str], series: Sequence[tuple[str, Sequence[floa
             parts.append(f'<rect x="{label_width}" y="{y}" width="{length:.1f}" height="{bar_height}" '
                          f'fill="{COLORS[j % len(COLORS)]}"/><text x="{label_width + length + 4:.1f}" '
                          f'y="{y + bar_height - 3}">{_number(value)}{escape(unit)}</text>')
+    return (f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(parts)}</svg>')
+
+
+def speedup_rows(labels: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],
+                 bars: Sequence[float | None], *, title: str, bar_name: str, width: int = 620, bar_height: int = 14,
+                 label_width: int = 170) -> str:
+    """Speed-ups on a logarithmic axis (1×, 10×, 100×, ...), so that 5× and 700× are both readable:
+    for each label, one bar per series side by side, and the bar to pass (``bars``, one per label)
+    drawn across them as a dashed line with its number. A speed-up below 1× is drawn at the axis's
+    start, its number beside it."""
+    values = [v for _, vs in series for v in vs if isinstance(v, (int, float)) and v > 0]
+    values += [b for b in bars if isinstance(b, (int, float)) and b > 0]
+    top = max(10.0, max(values, default=10) * 1.6)  # room for the largest bar's number
+    room = width - label_width - 80
+    to_x = lambda v: label_width + room * math.log10(min(max(v, 1.0), top)) / math.log10(top)  # noqa: E731
+    group = len(series) * (bar_height + 2) + 22  # each row: the bar to pass's number, then the bars
+    plot_top = 24
+    height = plot_top + len(labels) * group + 20
+    parts = []
+    for j, (name, _) in enumerate(series):  # the legend, then the bar to pass
+        x = label_width + j * 130
+        parts.append(f'<rect x="{x}" y="4" width="12" height="12" fill="{COLORS[j % len(COLORS)]}"/>'
+                     f'<text x="{x + 16}" y="14">{escape(name)}</text>')
+    x = label_width + len(series) * 130
+    parts.append(f'<line x1="{x}" y1="10" x2="{x + 14}" y2="10" class="pass-key" stroke="{COLORS[3]}" '
+                 f'stroke-width="2" stroke-dasharray="4 2"/><text x="{x + 18}" y="14">{escape(bar_name)}</text>')
+    tick = 1
+    while tick <= top:  # the axis: a faint line and a number at every power of ten
+        tx = to_x(tick)
+        parts.append(f'<line x1="{tx:.1f}" y1="{plot_top - 2}" x2="{tx:.1f}" y2="{height - 16}" stroke="#d0d7de"/>'
+                     f'<text x="{tx:.1f}" y="{height - 4}" text-anchor="middle">{tick:g}×</text>')
+        tick *= 10
+    for i, label in enumerate(labels):
+        top_of_row = plot_top + i * group
+        y0 = top_of_row + 12
+        parts.append(f'<text x="{label_width - 6}" y="{y0 + (group - 12) / 2:.1f}" text-anchor="end">'
+                     f'{escape(label)}</text>')
+        for j, (name, vs) in enumerate(series):
+            value = vs[i] if i < len(vs) else None
+            y = y0 + j * (bar_height + 2)
+            if not isinstance(value, (int, float)):
+                parts.append(f'<text x="{label_width}" y="{y + bar_height - 3}">–</text>')
+                continue
+            end = max(to_x(value), label_width + 2.0)
+            parts.append(f'<rect class="speedup" data-series="{escape(name)}" data-value="{value:.6g}" '
+                         f'x="{label_width}" y="{y}" width="{end - label_width:.1f}" height="{bar_height}" '
+                         f'fill="{COLORS[j % len(COLORS)]}"/><text x="{end + 4:.1f}" y="{y + bar_height - 3}">'
+                         f'{_number(value)}×</text>')
+        bar = bars[i] if i < len(bars) else None
+        if isinstance(bar, (int, float)) and bar > 0:
+            bx = to_x(bar)
+            parts.append(f'<line class="pass" data-value="{bar:.6g}" x1="{bx:.1f}" y1="{y0 - 3}" x2="{bx:.1f}" '
+                         f'y2="{y0 + group - 19}" stroke="{COLORS[3]}" stroke-width="2" stroke-dasharray="4 2">'
+                         f'<title>{escape(bar_name)}: {_number(bar)}×</title></line>'
+                         f'<text class="pass-label" x="{bx + 3:.1f}" y="{top_of_row + 9}" fill="{COLORS[3]}">'
+                         f'{_number(bar)}×</text>')
     return (f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(parts)}</svg>')
 

@@ -10,7 +10,7 @@ import shutil
 
 from grader.i18n import Catalog, T
 from grader.report import textwidth
-from grader.report.common import (COLORS, ICONS, environment_text, measured_text, next_step, num,
+from grader.report.common import (COLORS, ICONS, copies_note, environment_text, measured_text, next_step, num,
                                   preview_notes, problem_lines)
 from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
@@ -50,10 +50,17 @@ class _Screen:
 
 
 def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool = False,
-                    width: int | None = None) -> str:
-    """The report as the terminal table, in ``lang``; ANSI colours when ``color``."""
+                    width: int | None = None, earlier: dict[str, str] | None = None, head: bool = True,
+                    step: bool = True) -> str:
+    """The report as the terminal table, in ``lang``; ANSI colours when ``color``. ``earlier``: the
+    statuses of the last full report, for ``Next:`` after a partial run; without ``head`` and
+    ``step`` (watch mode says those itself), its first line and its ``Next:`` line are left out."""
     screen = _Screen(catalog, lang, color, width or min(shutil.get_terminal_size((100, 24)).columns, 120))
-    lines = [screen.style(line, bold=True) for line in screen.wrap(screen.words(headline(report)), "", "  ")]
+    lines = [screen.style(line, bold=True) for line in screen.wrap(screen.words(headline(report)), "", "  ")] \
+        if head else []
+    note = copies_note(report)
+    if note is not None:
+        lines += [screen.style(line, "partial") for line in screen.wrap(screen.words(note), "", "  ")]
     lines.append("")
     problems = problem_lines(report, screen.words)
     widths = (max((len(e.id) for e in report.exercises), default=10),
@@ -62,11 +69,11 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
     for ex in report.exercises:
         lines += _exercise(screen, ex, widths, problems.get(ex.id))
     lines.append("")
-    step = next_step(report)
-    if step is not None:
-        done = step.key == "ui.all_passed"
+    nxt = next_step(report, earlier) if step else None
+    if nxt is not None:
+        done = nxt.key == "ui.all_passed"
         lines += [screen.style(line, "passed" if done else None, bold=done)
-                  for line in screen.wrap(screen.words(step), "", "  ")]
+                  for line in screen.wrap(screen.words(nxt), "", "  ")]
     for note in preview_notes(report):
         lines += screen.wrap(screen.words(note), "", "  ")
     if report.integrity:

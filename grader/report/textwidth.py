@@ -46,11 +46,22 @@ def pad(text: str, width: int) -> str:
 
 def _chunks(text: str) -> list[str]:
     """Pieces a line may break between: runs of spaces, words, single wide characters.
-    Closing punctuation stays with what precedes it, opening punctuation with what follows."""
+    Closing punctuation stays with what precedes it, opening punctuation with what follows,
+    and a path quoted for the shell (``'my work/ch4/ex02.py'``) is one piece, spaces and all,
+    so that it can be pasted from the terminal."""
     chunks: list[str] = []
+    quoted = False
     for char in text:
         previous = chunks[-1] if chunks else ""
         last = previous[-1:] if previous else ""
+        if quoted:
+            chunks[-1] += char
+            quoted = char != "'"
+            continue
+        if char == "'" and (not last or last.isspace() or last in "(「"):
+            chunks.append(char)
+            quoted = True
+            continue
         if char.isspace():
             glue = last.isspace()
         elif last in _OPENING or (char in _CLOSING and last and not last.isspace()):

@@ -78,7 +78,9 @@ class JobOutcome:
     #: the job's environment (Python, JAX, backend, device), from its first message
     env: dict | None = None
     #: more on the end: an import error's type, message and place; a hang's phase,
-    #: function and line (``hung``); the exit code or signal (``exit``); ...
+    #: function and line (``hung``); the exit code or signal (``exit``); its memory
+    #: (``memory``: ``rss_kb`` when the student's code started, ``limit_bytes`` it may add,
+    #: ``peak_kb`` the most it held); ...
     detail: dict = field(default_factory=dict)
     #: what the student's code printed: the head and the tail, up to the limits
     output: str = ""
@@ -208,6 +210,8 @@ class JobSession:
         if hello is None:
             return False
         self.outcome.env = hello.get("env")
+        if isinstance(hello.get("memory"), dict):
+            self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "limit_bytes")}
         self._set_phase("importing")
         limit = time.monotonic() + self.import_timeout_s if self.import_timeout_s else None
         imported = self.expect({"imported", "import_error"}, deadline=limit)
@@ -216,7 +220,7 @@ class JobSession:
         self._set_phase("running")
         if imported["op"] == "import_error":
             self.outcome.end = "import_error"
-            self.outcome.detail = {k: v for k, v in imported.items() if k != "op"}
+            self.outcome.detail.update({k: v for k, v in imported.items() if k != "op"})
             return False
         self.outcome.names = imported.get("names", {})
         return True
@@ -383,6 +387,8 @@ class JobSession:
             exited = host.next_event(self.name, {"exited"}, time.monotonic() + 2.0)
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
+            if "memory" in self.outcome.detail and isinstance(exited.get("peak_rss_kb"), int):
+                self.outcome.detail["memory"]["peak_kb"] = exited["peak_rss_kb"]
         elif self.outcome.end != "host_lost" and not host.alive():
             self.outcome.detail.setdefault("host", host.log_tail())
         if self.uid is not None and host.uids is not None:

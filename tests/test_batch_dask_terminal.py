@@ -1,0 +1,103 @@
+"""The instructor's terminal during ``grade batch --executor dask`` (issue 25), on a real
+``distributed.LocalCluster``: Dask's own INFO lines (the scheduler starting, workers
+registering, nannies closing, a hint to install jupyter-server-proxy) go to ``OUT/dask.log``,
+not through the progress; the dashboard's address is one line; a worker that dies while the
+batch runs is said in one line, every student graded all the same.
+
+The terminal is read at the file descriptors (``capfd``): what the cluster's processes write
+is caught too.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import STUBS, make_submission
+
+from grader.cli import main
+
+distributed = pytest.importorskip("distributed", reason="Dask is in the batch extra: pip install -e '.[batch]'")
+pytestmark = pytest.mark.slow
+
+#: what Dask says at INFO while a local cluster starts, runs and stops (distributed's own words)
+DASK_WORDS = ("State start", "Registering Worker plugin", "Nanny", "jupyter-server-proxy", "Scheduler at",
+              "Register worker", "Remove worker", "Receive client connection", "Lost all workers")
+
+
+def _class(root: Path, names=("ada", "bea")) -> Path:
+    klass = root / "class"
+    for name in names:
+        made = make_submission(root / f".{name}", base=STUBS)
+        klass.mkdir(parents=True, exist_ok=True)
+        made.rename(klass / name)
+    return klass
+
+
+def _batch(klass: Path, out: Path, *extra: str) -> int:
+    return main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "--executor", "dask", "-j", "2",
+                 "-k", "1", "--seed", "5", "--sandbox", "process", "--allow-weak-sandbox", "--lang", "en", *extra])
+
+
+def test_dask_logs_go_to_a_file_and_the_dashboard_is_one_line(tmp_path, capfd):
+    out = tmp_path / "results"
+    assert _batch(_class(tmp_path), out) == 0
+    captured = capfd.readouterr()
+    terminal = captured.out + captured.err
+    leaked = [line for line in terminal.splitlines() if any(word in line for word in DASK_WORDS)]
+    assert leaked == [], "\n".join(leaked)  # it was 30-odd lines for two students
+    ours = [line for line in captured.err.splitlines() if line.strip()]
+    dashboards = [line for line in ours if "dashboard" in line]
+    assert len(dashboards) == 1 and re.search(r"Dask's dashboard: https?://\S+ \(Dask's own log: "
+                                               + re.escape(str(out / "dask.log")), dashboards[0]), ours
+    assert [line for line in ours if line.startswith("[")] and len(ours) == 2 + 1 + 2, ours  # plan, dashboard, rows
+    log = (out / "dask.log").read_text(encoding="utf-8")
+    assert "State start" in log and "Registering Worker plugin shuffle" in log
+    assert main(["verify", str(out)]) == 0  # the log is the batch's own, not a file it did not write
+
+
+def test_verbose_shows_dask_logs_on_the_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    klass = _class(tmp_path, ("ada",))
+    run = subprocess.run([sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main())", "batch",
+                          str(klass), "--chapter", "ch4", "--out", str(tmp_path / "results"), "--executor", "dask",
+                          "-j", "1", "-k", "1", "--seed", "5", "--sandbox", "process", "--allow-weak-sandbox",
+                          "--lang", "en", "--verbose"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "State start" in run.stderr and "Registering Worker plugin shuffle" in run.stderr
+    assert "State start" in (tmp_path / "results" / "dask.log").read_text(encoding="utf-8")  # and in the file
+
+
+def _dies_once(marker: str):
+    """A Dask task that kills its worker the first time it is given ``ada``, then grades as usual."""
+    from grader.batch.worker import dask_task
+
+    def task(payload, reference, host_slots, timeout_s):
+        if payload["name"] == "ada" and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return dask_task(payload, reference, host_slots, timeout_s)
+
+    return task
+
+
+def test_a_worker_that_dies_mid_batch_is_one_line_and_every_student_is_graded(tmp_path, capfd, monkeypatch):
+    import grader.batch.run
+    from grader.batch.executors import DaskExecutor
+
+    marker = tmp_path / "died-once"
+    monkeypatch.setattr(grader.batch.run, "make_executor",
+                        lambda options: DaskExecutor(options.jobs, options.scheduler, task=_dies_once(str(marker))))
+    out = tmp_path / "results"
+    assert _batch(_class(tmp_path), out) == 0
+    err = capfd.readouterr().err
+    assert marker.exists()  # a worker did die
+    said = [line for line in err.splitlines() if "died" in line]
+    assert said == ["1 Dask worker(s) died during the batch; Dask graded their students again on the others: "
+                    "2 of 2 graded to the end"], err
+    assert (out / "ada" / "report.partial.json").exists() and (out / "bea" / "report.partial.json").exists()
+    assert not [line for line in err.splitlines() if any(word in line for word in DASK_WORDS)]
