@@ -71,8 +71,9 @@ class Schedule:
 
     #: seconds of work of every call after ``costs``
     default: float
-    #: the harness's ``warmup`` and ``iters``
+    #: the harness's ``warmup``
     warmup: int
+    #: the harness's ``iters``
     iters: int
     #: seconds of work of the first calls, in order
     costs: tuple[float, ...] = ()
@@ -148,10 +149,11 @@ class Call:
 
     #: whether it received the arguments given to the harness
     args_ok: bool
-    #: when its work began and ended, seconds from the run's start by the instrument's clock; for
-    #: an asynchronous call, when its queued work was ready and when the harness's wait on it
-    #: returned (``None`` when it was not waited on)
+    #: when its work began, seconds from the run's start by the instrument's clock; for an
+    #: asynchronous call, when its queued work was ready
     began: float | None = None
+    #: when its work ended, by the same clock; for an asynchronous call, when the harness's wait
+    #: on it returned (``None`` when it was not waited on)
     ended: float | None = None
     #: when the grader read its record (of an asynchronous call: of its wait), seconds from the
     #: run's start by the grader's clock
