@@ -147,8 +147,10 @@ class _Display:
     def row(self, row, done: int, total: int) -> None:
         score = f"{row.total:g}"
         most = row.report.get("max_score", "?") if row.report else "–"
-        line = self.words(T("batch.ui.row", done=done, total=total, name=row.name, score=score, max_score=most,
-                            status=row.status))
+        from grader import safetext
+
+        line = safetext.terminal(self.words(T("batch.ui.row", done=done, total=total, name=row.name, score=score,
+                                              max_score=most, status=row.status)))  # a name's controls shown
         if self.bar is not None:
             self.bar.console.print(line, markup=False, highlight=False)
             self.bar.advance(self.task)

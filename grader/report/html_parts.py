@@ -3,8 +3,9 @@ network. The report of one submission and an instructor's class summary are buil
 from these pieces (and charts from :mod:`grader.report.svg`)."""
 from __future__ import annotations
 
-import html
 from typing import Iterable
+
+from grader import safetext
 
 STYLE = """
 :root { --ok: #1a7f37; --bad: #cf222e; --part: #9a6700; --dim: #57606a; --line: #d0d7de; --hint: #0550ae; }
@@ -29,8 +30,8 @@ svg text { font: 12px sans-serif; fill: #1f2328; } .chart { margin: 6px 0; }
 
 
 def escape(text: object) -> str:
-    """Text as HTML (quotes included)."""
-    return html.escape("" if text is None else str(text), quote=True)
+    """Text as HTML (quotes included), controls shown as text (:func:`grader.safetext.html`)."""
+    return safetext.html(text)
 
 
 def page(title: str, body: str, *, lang: str = "en") -> str:
