@@ -56,6 +56,12 @@ def visible(text: object, keep: str = "") -> str:
     return _UNSAFE.sub(show, text)
 
 
+def decoded(text: str) -> str:
+    """A name read from a file system in bytes that are no UTF-8 (``surrogateescape``), as text that shows
+    those bytes (``\\xff``); any other name as it is."""
+    return re.sub("[\udc80-\udcff]", lambda found: f"\\x{ord(found.group()) - 0xDC00:02x}", text)
+
+
 def terminal(text: object) -> str:
     """Text for a terminal: only new lines and tabs are sent as they are."""
     return visible(text, keep="\n\t")
@@ -92,9 +98,12 @@ def csv_cell(value: object) -> str:
     leading ``'`` (a plain number, ``-2.5``, stays a number); controls but tab, CR and LF shown as
     text. The CSV writer quotes what needs quoting (commas, quotes, line ends)."""
     text = visible(value, keep="\t\r\n")
-    if text.startswith(_FORMULA) and not _NUMBER.fullmatch(text):
-        return "'" + text
-    return text
+    return "'" + text if formula(text) else text
+
+
+def formula(text: str) -> bool:
+    """Whether a spreadsheet would read the cell ``text`` as a formula (a plain number is none)."""
+    return text.startswith(_FORMULA) and not _NUMBER.fullmatch(text)
 
 
 def csv_row(cells) -> list[str]:

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from grader import safetext
 from grader.batch.roster import Person
 from grader.batch.worksheets import Sheet, number, participant, write
 from grader.i18n import T, Text
@@ -116,9 +117,15 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                     done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
         if match is not None or sheet.added:
             changed[i] = cells
+    changed = {i: _safe(sheet, cells) for i, cells in changed.items()}
     if sheet.added:
-        changed[0] = sheet.rows[0] + [sheet.added]
+        changed[0] = sheet.rows[0] + [safetext.csv_cell(sheet.added)]
         done.notes.append(T("batch.sheet.added_column", column=sheet.added, path=sheet.path.name))
+    kept = [_who(sheet, i) for i in range(1, len(sheet.rows)) if i not in changed
+            and any(safetext.formula(cell) for cell in sheet.rows[i])]
+    if kept:  # the platform's own rows, kept byte for byte: the instructor should know before opening the file
+        done.notes.append(T("batch.sheet.formulas", n=len(kept), rows=", ".join(kept[:5]) + (" …" if len(kept) > 5 else ""),
+                            path=sheet.path.name))
     for student, row in graded:
         if id(row) not in seen and row.status in GRADED:
             ids = ", ".join(p.id or p.email or p.name for p in row.people) or "–"
@@ -130,6 +137,21 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         done.notes.append(T("batch.sheet.no_feedback", path=sheet.path.name))
     done.text = write(sheet, changed)
     return done
+
+
+#: the columns a platform's import finds its student by: written back exactly as the platform gave them
+_KEY_COLUMNS = {"moodle": ("id",), "canvas": ("id",), "gradescope": ("sid", "email")}
+_CANVAS_KEY_HEADERS = ("SIS User ID", "SIS Login ID", "Integration ID")
+
+
+def _safe(sheet: Sheet, cells: list[str]) -> list[str]:
+    """A row written again: every cell a spreadsheet would run as a formula neutralised
+    (:func:`grader.safetext.csv_cell`), but the grade (a number) and the columns the platform's import
+    matches its student by (changed, the row would match no one)."""
+    keep = {sheet.columns[k] for k in ("grade", *_KEY_COLUMNS.get(sheet.platform, ())) if k in sheet.columns}
+    if sheet.platform == "canvas":
+        keep |= {i for i, header in enumerate(sheet.header) if header.strip() in _CANVAS_KEY_HEADERS}
+    return [cell if i in keep else safetext.csv_cell(cell) for i, cell in enumerate(cells)]
 
 
 def _keys(platform: str, person: Person) -> list[str]:

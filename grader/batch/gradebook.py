@@ -35,7 +35,7 @@ from pathlib import Path
 from grader import safetext
 
 #: gradebook statuses: graded to the end, or why not
-STATUSES = ("completed", "timeout", "crash", "unreadable", "not_a_submission", "name_clash", "sandbox",
+STATUSES = ("completed", "timeout", "crash", "unreadable", "not_a_submission", "name_clash", "id_clash", "sandbox",
             "interrupted")
 MAX_ROW = "(max points)"
 
@@ -50,7 +50,8 @@ class Row:
     #: one of :data:`STATUSES`: ``completed``; ``timeout`` (an exercise, or the whole grading,
     #: ran out of time); ``crash`` (an exercise's process crashed or its module could not be
     #: run, or the grading process itself died); ``unreadable`` (a broken or unsafe zip, an
-    #: empty folder, ...); ``not_a_submission``; ``name_clash`` (names equal but for case);
+    #: empty folder, ...); ``not_a_submission``; ``name_clash`` (named as one of the batch's own files);
+    #: ``id_clash`` (another submission claims the same platform id: neither is graded);
     #: ``sandbox`` (the sandbox required was not there); ``interrupted`` (Ctrl-C: graded on resume)
     status: str
     #: why the status is not ``completed``, in the batch's language ("" when it is)
