@@ -17,10 +17,8 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 
 #: the layers, lowest first: (what the layer is, its modules); an exact name wins over a pattern
 LAYERS: list[tuple[str, list[str]]] = [
-    ("text made safe for each output format (terminal, XML, Markdown, HTML, CSV): under all that writes", [
-        "grader.safetext"]),
-    ("foundations: no import of the grader's own but the layer above", [
-        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.ziptools",
+    ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format)", [
+        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext", "grader.ziptools",
         "grader.chapters",
         "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
         "grader.runner",
