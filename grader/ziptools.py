@@ -7,16 +7,35 @@ reads such an archive all the same: those members are listed under their bytes a
 ``surrogateescape`` text (``b'\\xff'`` is ``'\\udcff'``), named in :attr:`ZipFile.bad_names`,
 and never opened; every other member reads as usual. Nothing is unpacked or copied: the
 archive's central directory is read through a view that clears that one flag of those members.
+
+:func:`name_problem` says whether a member's (or any file's) path can be written here at all:
+a part longer than a file system holds, or bytes that are no UTF-8.
 """
 from __future__ import annotations
 
 import io
 import struct
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 _CENTRAL = b"PK\x01\x02"
 _UTF8_FLAG = 0x800
+#: the longest name part (NAME_MAX on Linux's and macOS's file systems), and a whole path inside a submission
+NAME_BYTES = 255
+PATH_BYTES = 1024
+
+
+def name_problem(name: str) -> str | None:
+    """Why a relative path cannot be written on this machine: ``not_utf8`` (bytes that are no UTF-8, as
+    ``surrogateescape`` text), ``too_long`` (a part over :data:`NAME_BYTES` bytes, or the whole over
+    :data:`PATH_BYTES`); ``None``: it can."""
+    try:
+        parts = [part.encode("utf-8") for part in PurePosixPath(name).parts]
+    except UnicodeEncodeError:
+        return "not_utf8"
+    if any(len(part) > NAME_BYTES for part in parts) or sum(len(part) + 1 for part in parts) > PATH_BYTES:
+        return "too_long"
+    return None
 
 
 def open_zip(path: Path | str) -> zipfile.ZipFile:

@@ -27,6 +27,7 @@ import hashlib
 import re
 from pathlib import PurePosixPath
 
+from grader import safetext, ziptools
 from grader.batch.roster import MAX_KEY, MAX_KEY_BYTES, Person, Student
 from grader.i18n import T, Text
 
@@ -35,9 +36,6 @@ from grader.i18n import T, Text
 _CANVAS_TAIL = re.compile(r"(?P<late>_LATE)?_(?P<uid>\d+)_(?:(?P<att>\d+)_(?P<file>[^/]+)|(?P<online>(?:text|link)\.html))")
 #: a Canvas name: ``sanitize_user_name`` lower-cases it, ``sanitize_file_name`` keeps word characters only
 _CANVAS_NAME = re.compile(r"\w+")
-#: the longest name part (NAME_MAX on Linux's and macOS's file systems), and a whole path inside a submission
-NAME_BYTES = 255
-PATH_BYTES = 1024
 #: what each layout's platform calls its ids, for the row that says two submissions claim one
 ID_WORDS = {"canvas": "Canvas user id", "moodle": "Moodle participant id", "gradescope": "Gradescope SID or e-mail"}
 
@@ -123,13 +121,12 @@ def unique_keys(students: list[Student]) -> None:
 # ------------------------------------------------------------------ names a file system can hold
 def unholdable(inner: str) -> Text | None:
     """Why a file's path inside a submission cannot be written here (``None``: it can)."""
-    try:
-        encoded = [part.encode("utf-8") for part in PurePosixPath(inner).parts]
-    except UnicodeEncodeError:
-        return T("batch.note.name_not_utf8", file=inner)
-    if any(len(part) > NAME_BYTES for part in encoded) or sum(len(p) + 1 for p in encoded) > PATH_BYTES:
-        longest = max(len(part) for part in encoded)
-        return T("batch.note.name_too_long", file=_short(inner), bytes=longest, limit=NAME_BYTES)
+    problem = ziptools.name_problem(inner)
+    if problem == "not_utf8":
+        return T("batch.note.name_not_utf8", file=safetext.decoded(inner))
+    if problem == "too_long":
+        longest = max(len(part.encode("utf-8")) for part in PurePosixPath(inner).parts)
+        return T("batch.note.name_too_long", file=_short(inner), bytes=longest, limit=ziptools.NAME_BYTES)
     return None
 
 

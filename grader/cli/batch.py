@@ -81,7 +81,7 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams,
-                           sign_key=_read_key(sign_key, words) if sign_key is not None else None)
+                           sign_key=_read_key(sign_key, words, sandbox) if sign_key is not None else None)
     display = _Display(words, options)
     try:
         with display:
@@ -100,13 +100,10 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                        grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
 
 
-def _read_key(path: Path, words) -> bytes:
-    from grader.signing import KeyError_, read_key
+def _read_key(path: Path, words, sandbox: str) -> bytes:
+    from grader.cli.keys import read_private_key
 
-    try:
-        return read_key(path)
-    except KeyError_ as exc:
-        raise UserError(words(T("error.key", path=str(path), detail=str(exc)))) from None
+    return read_private_key(path, words, sandbox)
 
 
 class _Display:

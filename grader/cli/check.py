@@ -99,7 +99,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
     if hint is not None:
         _show_hint(path, chapter, hint, report_dir, lang)
         return
-    key = _key(sign_key, catalog, lang) if sign_key else None
+    key = _key(sign_key, catalog, lang, sandbox) if sign_key else None  # never where a student's code reads it
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
@@ -219,13 +219,10 @@ def _grade_live(path: Path, options, catalog: Catalog, lang: str):
         return grade(path, options)
 
 
-def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
-    from grader.signing import KeyError_, read_key
+def _key(path: Path, catalog: Catalog, lang: str, sandbox: str | None = None) -> bytes:
+    from grader.cli.keys import read_private_key
 
-    try:
-        return read_key(path)
-    except KeyError_ as exc:
-        raise UserError(catalog.render(T("error.key", path=str(path), detail=str(exc)), lang)) from None
+    return read_private_key(path, lambda text: catalog.render(text, lang), sandbox)
 
 
 @cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
