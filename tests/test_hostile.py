@@ -15,7 +15,6 @@ import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
-
 from conftest import SOLUTIONS
 from test_unit_platforms import _moodle_import, _row, _worksheet, _zip
 
