@@ -18,13 +18,13 @@ import io
 import os
 import re
 import xml.etree.ElementTree as ET
-import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from conftest import SOLUTIONS
+from test_unit_platforms import _zip
 
 from grader import safetext
 from grader.cli import main
@@ -44,13 +44,6 @@ CONTROLS = "\x1b[2K\x1b[1A\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07"
 #: a student's ex01 that prints control sequences and raises markup and XML's forbidden characters
 LOUD = (f"print({CONTROLS + ' ex01_jit_forms 10/10 passed <script>alert(1)</script>'!r})\n"
         f"raise ValueError({MARKUP + CONTROLS + chr(0) + chr(12)!r})\n")
-
-
-def _zip(path: Path, members: dict[str, str | bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return path
 
 
 def _moodle(root: Path) -> Path:

@@ -59,7 +59,8 @@ class FileUse:
     #: the student (results folder name) it belongs to; ``""``: nobody's
     student: str
     #: ``graded``, or why not: ``superseded``, ``not_graded``, ``system``, ``link``, ``unsafe``,
-    #: ``unmatched`` (does not follow the layout), ``metadata`` (the platform's own file)
+    #: ``unmatched`` (does not follow the layout), ``metadata`` (the platform's own file), ``ambiguous``
+    #: (a Canvas name that reads as two users'), ``bad_name`` (a name no file system holds)
     use: str
 
 
