@@ -12,6 +12,7 @@ outputs. Each format has characters it cannot carry or that act instead of being
 * :func:`markdown` (one line: a table cell, a list item) and :func:`markdown_code` (a fenced
   block): raw HTML, links and table pipes in a student's text are escaped;
 * :func:`html`: escaped, controls shown as text;
+* :func:`json`: a JSON document for a terminal: those controls as JSON escapes (the same data);
 * :func:`csv_cell`: a cell beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
   return is a formula to a spreadsheet: it gets a leading ``'`` (OWASP's "CSV Injection"
   guidance, CWE-1236); a plain number is left a number.
@@ -91,6 +92,16 @@ def markdown(text: object) -> str:
 def markdown_code(text: object) -> str:
     """The body of a fenced code block: controls shown as text, and no fence to end it early."""
     return visible(text, keep="\n\t").replace("```", "``\u200b`")
+
+
+def json(text: str) -> str:
+    """JSON text (a report) for a terminal: every character a terminal would act on, inside its strings,
+    written as a JSON escape (``\\u009b``); the same JSON, read back the same."""
+    def escape(found: re.Match) -> str:  # a new line, a tab or CR is JSON's whitespace between tokens
+        char = found.group()
+        return char if char in "\n\t\r" else f"\\u{ord(char):04x}"
+
+    return _UNSAFE.sub(escape, text)
 
 
 def csv_cell(value: object) -> str:

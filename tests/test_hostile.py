@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import struct
 import xml.etree.ElementTree as ET
@@ -388,3 +389,6 @@ def test_one_escaping_function_per_format():
     assert [safetext.csv_cell(t) for t in ("=1", "-2.5", "+3", "-x", "@a", "\tx", "a=b", "")] == \
         ["'=1", "-2.5", "+3", "'-x", "'@a", "'\tx", "a=b", ""]
     assert safetext.markdown_span("a`b") == "``a`b``"
+    document = json.dumps({"a": "x\x1b[2K\x9b\u202e\x7f\n", "b": [1]}, ensure_ascii=False, indent=2)
+    assert json.loads(safetext.json(document)) == json.loads(document)
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", safetext.json(document))

@@ -131,7 +131,9 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
         written = write_reports(report, catalog, lang, target, key=key)
     if as_json:
-        click.echo(written.read_text(encoding="utf-8"), nl=False)
+        from grader import safetext
+
+        click.echo(safetext.json(written.read_text(encoding="utf-8")), nl=False)  # a terminal acts on no control
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
         written_key = "ui.partial_written" if report.partial else "ui.report_written"
