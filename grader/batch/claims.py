@@ -45,7 +45,7 @@ def canvas_readings(name: str) -> list[dict]:
     found = []
     for cut in re.finditer(r"_(?=(?:LATE_)?\d+_)", name):
         login = name[:cut.start()]
-        if not _CANVAS_NAME.fullmatch(login) or re.search(r"[A-Z]", login):
+        if not _CANVAS_NAME.fullmatch(login) or login.endswith("_LATE"):  # Canvas's late mark is no name's
             continue
         tail = _CANVAS_TAIL.fullmatch(name, cut.start())
         if tail is not None:
