@@ -147,7 +147,8 @@ def test_gradescope_one_sid_one_row_and_a_roster_row_is_never_taken_by_a_name(tm
     graded = list(csv.DictReader(io.StringIO(gradebook.grades_csv(rows, {"ex02": 80}))))
     assert "3031" not in [r["id"] for r in graded]
     roster = _worksheet(tmp_path / "roster.csv", ["Full Name", "Email", "SID", "Role"],
-                        [["Ann Lee", "ann@example.edu", "3031", "Student"], ["Dee Kay", "dk@example.edu", "5", "Student"]])
+                        [["Ann Lee", "ann@example.edu", "3031", "Student"],
+                         ["Dee Kay", "dk@example.edu", "5", "Student"]])
     sheet = worksheets.read(roster, "gradescope", chapter_names=("Chapter 4",))
     done = filling.fill(sheet, list(zip(klass.students, rows)), 80, words)
     filled = list(csv.reader(io.StringIO(done.text.lstrip("\ufeff"))))

@@ -33,7 +33,8 @@ from grader.i18n import T, Text
 
 #: the platform's part after a Canvas name: ``[_LATE]_<user id>_<attachment id>_<file>``, or the page
 #: Canvas writes for an online text or URL submission (``..._<user id>_text.html``, no attachment)
-_CANVAS_TAIL = re.compile(r"(?P<late>_LATE)?_(?P<uid>\d+)_(?:(?P<att>\d+)_(?P<file>[^/]+)|(?P<online>(?:text|link)\.html))")
+_CANVAS_TAIL = re.compile(r"(?P<late>_LATE)?_(?P<uid>\d+)_"
+                          r"(?:(?P<att>\d+)_(?P<file>[^/]+)|(?P<online>(?:text|link)\.html))")
 #: a Canvas name: ``sanitize_user_name`` lower-cases it, ``sanitize_file_name`` keeps word characters only
 _CANVAS_NAME = re.compile(r"\w+")
 #: what each layout's platform calls its ids, for the row that says two submissions claim one

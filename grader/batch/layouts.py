@@ -145,7 +145,8 @@ def _scores(groups: dict[str, list[Entry]]) -> dict[str, int]:
     names = [name for name, entries in groups.items() if not all(e.hidden for e in entries)]
     return {"gradescope": int(GRADESCOPE_METADATA in groups),
             "moodle": sum(bool(MOODLE_FOLDER.match(n) or MOODLE_FILE.match(n)) for n in names),
-            "canvas": sum(bool(claims.canvas_readings(n) or CANVAS_ANON.match(n)) and _is_file(groups[n]) for n in names)}
+            "canvas": sum(bool(claims.canvas_readings(n) or CANVAS_ANON.match(n)) and _is_file(groups[n])
+                          for n in names)}
 
 
 def _best(groups: dict[str, list[Entry]], scores: dict[str, int]) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from grader import safetext
 from grader.chapter import ChapterError, load_chapter
 from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
 from grader.i18n import Catalog, T, default_lang, grader_catalog
@@ -109,7 +110,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
             return
         live = sys.stderr.isatty() and not as_json
         if live:
-            click.echo(f"grade: {path} …", err=True)
+            click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown
         report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
     except SubmissionError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
@@ -131,14 +132,13 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, exercise
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
         written = write_reports(report, catalog, lang, target, key=key)
     if as_json:
-        from grader import safetext
-
         click.echo(safetext.json(written.read_text(encoding="utf-8")), nl=False)  # a terminal acts on no control
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty()), nl=False)
         written_key = "ui.partial_written" if report.partial else "ui.report_written"
-        click.echo(catalog.render(T(written_key, json=str(written), md=str(written.with_suffix(".md")),
-                                    html=str(written.with_suffix(".html"))), lang))
+        where = T(written_key, json=str(written), md=str(written.with_suffix(".md")),
+                  html=str(written.with_suffix(".html")))
+        click.echo(safetext.terminal(catalog.render(where, lang)))
     if open_ and not as_json:
         _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
