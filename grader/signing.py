@@ -4,12 +4,19 @@ The signature covers the report's canonical JSON (sorted keys, no whitespace) wi
 the ``signature`` field itself, so any change to a score, a check or a measurement
 invalidates it. ``grade check PATH --sign-key KEY`` signs; ``grade verify REPORT --key
 KEY`` checks.
+
+A key anyone but its owner may read is refused (:func:`read_key`): a student's code runs
+under a uid of its own (the sandbox's per-job uids), and must not be able to read it and
+sign a report of its own. Where a job runs under the grader's own uid, the grader refuses
+to sign when the key is in the job's view (:func:`grader.runner.sandbox.exposed_to_jobs`).
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
+import stat
 from pathlib import Path
 
 ALGORITHM = "HMAC-SHA256"
@@ -17,12 +24,22 @@ MIN_KEY_BYTES = 16
 
 
 class KeyError_(Exception):
-    """The key file cannot be used."""
+    """The key file cannot be used; ``mode``: its permissions, when they are why (others may read it)."""
+
+    def __init__(self, detail: str, mode: int | None = None):
+        super().__init__(detail)
+        self.mode = mode
 
 
 def read_key(path: Path) -> bytes:
+    """The key in the file at ``path``. Raises :class:`KeyError_` when it cannot be read, is shorter
+    than :data:`MIN_KEY_BYTES`, or its group or others have any permission on it (``chmod 600``)."""
     try:
-        key = Path(path).read_bytes().strip()
+        with open(path, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if mode & 0o077:  # checked on the file opened: a link to it or a change in between cannot hide it
+                raise KeyError_(f"mode {stat.S_IMODE(mode):04o}", mode=stat.S_IMODE(mode))
+            key = handle.read(1 << 16).strip()
     except OSError as exc:
         raise KeyError_(exc.strerror or str(exc)) from None
     if len(key) < MIN_KEY_BYTES:

@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader import safetext, ziptools
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
 from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, described, link_target, locate,
                            renamed_files, top_links)
@@ -67,6 +68,9 @@ class Submission:
     copies: list[dict] = field(default_factory=list)
     #: how many functions the chapter grades (the measure of ``written``)
     copies_total: int = 0
+    #: a zip's files whose names this machine cannot hold (too long, bytes of no UTF-8): never written,
+    #: name -> why (``too_long``, ``not_utf8``); said in the report, the rest is graded
+    unheld: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> dict:
         described = {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
@@ -91,6 +95,9 @@ class Submission:
 
         links = [{"file": name, "line": 0, "code": "link", "detail": target,
                   "message": T("integrity.link", file=name, target=target)} for name, target in self.links.items()]
+        links += [{"file": name, "line": 0, "code": "name", "detail": why,
+                   "message": T("integrity.name.too_long", file=name) if why == "too_long"
+                   else T("integrity.name.not_utf8", file=name)} for name, why in self.unheld.items()]
         if self.cells is None:
             return links + integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
         findings = integrity.scan(self.module_dir, [chapter.exercises[0].filename])
@@ -188,8 +195,9 @@ def _contents(path: Path) -> tuple[set[str], bytes | None]:
         if path.suffix.lower() == ".ipynb":
             return set(), path.read_bytes() if path.stat().st_size <= MAX_TOTAL_BYTES else None
         if path.suffix.lower() == ".zip":
-            with zipfile.ZipFile(path) as archive:
-                members = [m for m in archive.infolist() if not m.is_dir() and "__MACOSX" not in m.filename]
+            with ziptools.open_zip(path) as archive:
+                members = [m for m in archive.infolist() if not m.is_dir() and "__MACOSX" not in m.filename
+                           and m.filename not in archive.bad_names]
                 notebooks = [m for m in members if m.filename.endswith(".ipynb")]
                 one = None
                 if len(notebooks) == 1:
@@ -212,7 +220,7 @@ def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = No
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"
         shutil.rmtree(unpacked, ignore_errors=True)  # a zip graded again: nothing of the last one stays
-        links = _unzip(path, unpacked)
+        links, unheld = _unzip(path, unpacked)
         inner = unpacked if inside else _single_folder(unpacked)
         for name, link in links.items():  # as links where the zip had them, so that they are told as such
             place = unpacked.joinpath(*PurePosixPath(name).parts)
@@ -226,6 +234,7 @@ def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = No
                 copy["inner"] = top if copy["inner"] == "." else f"{top}/{copy['inner']}"
         sub.kind = "zip+" + sub.kind
         sub.sha256 = _sha256_file(path)
+        sub.unheld = unheld
         return sub
     if path.is_file():
         if inside:
@@ -347,15 +356,20 @@ def _empty(folder: Path) -> None:
 
 
 # ------------------------------------------------------------------ zips
-def _unzip(path: Path, target: Path) -> dict[str, str]:
+def _unzip(path: Path, target: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Unpack the zip's modules and notebooks into ``target``; its links (never made) and the files whose
+    names cannot be held here (never written: name -> why)."""
     try:
-        archive = zipfile.ZipFile(path)
+        archive = ziptools.open_zip(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise SubmissionError(T("error.bad_zip", path=str(path), detail=str(exc))) from None
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir()]
         wanted = [m for m in members if PurePosixPath(m.filename).suffix in (".py", ".ipynb")
                   and not any(part in SKIPPED_FOLDERS for part in PurePosixPath(m.filename).parts)]
+        unheld = {safetext.decoded(m.filename): why for m in wanted
+                  if (why := ziptools.name_problem(m.filename)) is not None}
+        wanted = [m for m in wanted if ziptools.name_problem(m.filename) is None]
         links = {m.filename: archive.read(m)[:300].decode("utf-8", errors="replace") for m in wanted
                  if stat.S_ISLNK(m.external_attr >> 16)}  # a link in the zip: never made, never followed
         wanted = [m for m in wanted if m.filename not in links]
@@ -378,7 +392,7 @@ def _unzip(path: Path, target: Path) -> dict[str, str]:
     if not target.exists() and not links:
         raise SubmissionError(T("error.empty_zip", path=str(path)))
     target.mkdir(parents=True, exist_ok=True)
-    return links
+    return links, unheld
 
 
 def _keep_time(file: Path, member: zipfile.ZipInfo) -> None:

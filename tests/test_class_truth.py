@@ -36,8 +36,13 @@ WEAK = [] if STRONG else ["--allow-weak-sandbox"]
 
 
 def _grades(out: Path) -> dict[str, dict]:
+    """grades.csv by student, each name as a spreadsheet shows it (a name it would read as a formula,
+    ``-rf``, is written ``'-rf``: issue 27)."""
+    from grader.safetext import formula
+
     with (out / "grades.csv").open(encoding="utf-8") as handle:
-        return {row["student"]: row for row in csv.DictReader(handle)}
+        return {row["student"][1:] if row["student"].startswith("'") and formula(row["student"][1:])
+                else row["student"]: row for row in csv.DictReader(handle)}
 
 
 # ------------------------------------------------------------------ links

@@ -17,8 +17,9 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 
 #: the layers, lowest first: (what the layer is, its modules); an exact name wins over a pattern
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations: no import of the grader's own", [
-        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.chapters",
+    ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format)", [
+        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext", "grader.ziptools",
+        "grader.chapters",
         "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
         "grader.runner",
         "grader.report", "grader.report.textwidth", "grader.report.html_parts", "grader.report.svg", "grader.batch",

@@ -69,6 +69,7 @@ def partial_run(tmp_path_factory):
         (folder / ".grade" / name).write_text(text, encoding="utf-8")
     key = base / "grading.key"
     key.write_text("k" * 32, encoding="utf-8")
+    key.chmod(0o600)  # a key others may read is refused (issue 27)
     reports = []
     real_grade = grader.grading.grade
 
@@ -284,6 +285,7 @@ def test_a_partial_report_signed_before_the_flag_existed_verifies_as_partial(cap
 
     key = tmp_path / "grading.key"
     key.write_text("k" * 32, encoding="utf-8")
+    key.chmod(0o600)
     old = {"schema": "grade-report/1", "chapter": "ch4", "score": 10, "max_score": 10,
            "exercises": [{"id": "ex02_where", "score": 10, "max_score": 10}]}
     (tmp_path / "report.json").write_text(json.dumps(sign(old, b"k" * 32)), encoding="utf-8")

@@ -35,9 +35,11 @@ def test_the_roster_names_students_and_says_why_some_are_not_graded(tmp_path):
     assert set(students) == {"ann", "Bo", "bo", "cy", "readme.txt", "link", "grades.csv"}
     assert students["grades.csv"].status == "name_clash"
     assert students["ann"].problem is None and students["cy"].problem is None
-    assert students["Bo"].status == students["bo"].status == "name_clash"
+    # equal but for case: each keeps its name and gets a results folder of its own (issue 27), and says so
+    assert students["Bo"].key != students["bo"].key and students["Bo"].key.casefold() != students["bo"].key.casefold()
+    assert students["bo"].problem is None and students["bo"].files == {"bo.zip": "bo.zip"}
     words = lambda t: grader_catalog().render(t, "en")  # noqa: E731
-    assert "Bo, bo.zip" in words(students["bo"].problem)
+    assert "Bo, bo.zip" in words(students["bo"].notes[-1]) and students["bo"].key in words(students["bo"].notes[-1])
     assert students["readme.txt"].status == "not_a_submission"
     assert students["link"].status == "not_a_submission" and "link" in words(students["link"].problem)
 

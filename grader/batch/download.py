@@ -17,6 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from grader import ziptools
 from grader.i18n import T, TextError
 from grader.submission import SKIPPED_FOLDERS
 
@@ -67,7 +68,7 @@ class Download:
             if self.path.suffix.lower() != ".zip":
                 raise DownloadError(T("batch.error.not_a_folder", path=str(self.path)))
             try:
-                self._zip = zipfile.ZipFile(self.path)
+                self._zip = ziptools.open_zip(self.path)  # a member named in bytes of no UTF-8: listed, never read
             except (zipfile.BadZipFile, OSError) as exc:
                 raise DownloadError(T("batch.error.bad_download", path=str(self.path), detail=str(exc))) from None
         self._skip = Path(skip).resolve() if skip is not None and self._zip is None else None

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from grader import safetext
 from grader.batch.roster import Person
 from grader.batch.worksheets import Sheet, number, participant, write
 from grader.i18n import T, Text
@@ -78,11 +79,11 @@ def members(sheet: Sheet, students: list) -> None:
 def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words) -> Filled:
     """``sheet`` filled with ``graded`` (``(student, row)`` pairs of the batch); ``points``: the chapter's
     maximum; ``words`` renders a text in the batch's language (the feedback comments)."""
-    by_id: dict[str, tuple] = {}
+    by_id: dict[str, list[tuple]] = {}
     for student, row in graded:
         for person in row.people:
             for key in _keys(sheet.platform, person):
-                by_id.setdefault(key, (student, row, person))
+                by_id.setdefault(key, []).append((student, row, person))
     changed: dict[int, list[str]] = {}
     done = Filled("")
     seen: set[int] = set()
@@ -93,9 +94,11 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                 changed[i] = sheet.rows[i] + [""]
             continue
         who = _who(sheet, i)
-        match = next((by_id[k] for k in _row_keys(sheet, i) if k in by_id), None)
+        match, many = _match(sheet, i, by_id)
         cells = list(sheet.rows[i]) + ([""] if sheet.added else [])
-        if match is None:
+        if many:
+            done.left.append((who, T("batch.sheet.row.many", names=", ".join(many))))
+        elif match is None:
             done.left.append((who, T("batch.sheet.row.no_submission")))
         else:
             student, row, person = match
@@ -116,9 +119,15 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                     done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
         if match is not None or sheet.added:
             changed[i] = cells
+    changed = {i: _safe(sheet, cells) for i, cells in changed.items()}
     if sheet.added:
-        changed[0] = sheet.rows[0] + [sheet.added]
+        changed[0] = sheet.rows[0] + [safetext.csv_cell(sheet.added)]
         done.notes.append(T("batch.sheet.added_column", column=sheet.added, path=sheet.path.name))
+    kept = [_who(sheet, i) for i in range(1, len(sheet.rows)) if i not in changed
+            and any(safetext.formula(cell) for cell in sheet.rows[i])]
+    if kept:  # the platform's own rows, kept byte for byte: the instructor should know before opening the file
+        listed = ", ".join(kept[:5]) + (" …" if len(kept) > 5 else "")
+        done.notes.append(T("batch.sheet.formulas", n=len(kept), rows=listed, path=sheet.path.name))
     for student, row in graded:
         if id(row) not in seen and row.status in GRADED:
             ids = ", ".join(p.id or p.email or p.name for p in row.people) or "–"
@@ -130,6 +139,43 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         done.notes.append(T("batch.sheet.no_feedback", path=sheet.path.name))
     done.text = write(sheet, changed)
     return done
+
+
+#: the columns a platform's import finds its student by: written back exactly as the platform gave them
+_KEY_COLUMNS = {"moodle": ("id",), "canvas": ("id",), "gradescope": ("sid", "email")}
+_CANVAS_KEY_HEADERS = ("SIS User ID", "SIS Login ID", "Integration ID")
+
+
+def _safe(sheet: Sheet, cells: list[str]) -> list[str]:
+    """A row written again: every cell a spreadsheet would run as a formula neutralised
+    (:func:`grader.safetext.csv_cell`), but the grade (a number) and the columns the platform's import
+    matches its student by (changed, the row would match no one)."""
+    keep = {sheet.columns[k] for k in ("grade", *_KEY_COLUMNS.get(sheet.platform, ())) if k in sheet.columns}
+    if sheet.platform == "canvas":
+        keep |= {i for i, header in enumerate(sheet.header) if header.strip() in _CANVAS_KEY_HEADERS}
+    return [cell if i in keep else safetext.csv_cell(cell) for i, cell in enumerate(cells)]
+
+
+def _match(sheet: Sheet, i: int, by_id: dict[str, list[tuple]]) -> tuple[tuple | None, list[str]]:
+    """The graded ``(student, row, person)`` the sheet's row ``i`` is, and the names of all when more than
+    one could be. Gradescope's rows match on the strongest key both sides hold: a SID or an e-mail that
+    differs is another person, whatever the name says; the name is compared only where neither holds one
+    (a student cannot take another's row by taking their name)."""
+    row_keys = _row_keys(sheet, i)
+    if sheet.platform != "gradescope":
+        return next((by_id[k][0] for k in row_keys if k in by_id), None), []
+    held = dict(key.split(":", 1) for key in row_keys)
+    found: dict[int, tuple] = {}
+    for key in row_keys:
+        for candidate in by_id.get(key, []):
+            theirs = dict(k.split(":", 1) for k in _keys("gradescope", candidate[2]))
+            strong = [kind for kind in ("sid", "email") if kind in theirs and kind in held]
+            if any(theirs[kind] != held[kind] for kind in strong) or (key.startswith("name:") and strong):
+                continue
+            found.setdefault(id(candidate[1]), candidate)
+    if len(found) > 1:
+        return None, sorted(candidate[1].name for candidate in found.values())
+    return next(iter(found.values()), None), []
 
 
 def _keys(platform: str, person: Person) -> list[str]:

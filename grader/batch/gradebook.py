@@ -32,8 +32,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import safetext
+
 #: gradebook statuses: graded to the end, or why not
-STATUSES = ("completed", "timeout", "crash", "unreadable", "not_a_submission", "name_clash", "sandbox",
+STATUSES = ("completed", "timeout", "crash", "unreadable", "not_a_submission", "name_clash", "id_clash", "sandbox",
             "interrupted")
 MAX_ROW = "(max points)"
 
@@ -48,7 +50,8 @@ class Row:
     #: one of :data:`STATUSES`: ``completed``; ``timeout`` (an exercise, or the whole grading,
     #: ran out of time); ``crash`` (an exercise's process crashed or its module could not be
     #: run, or the grading process itself died); ``unreadable`` (a broken or unsafe zip, an
-    #: empty folder, ...); ``not_a_submission``; ``name_clash`` (names equal but for case);
+    #: empty folder, ...); ``not_a_submission``; ``name_clash`` (named as one of the batch's own files);
+    #: ``id_clash`` (another submission claims the same platform id: neither is graded);
     #: ``sandbox`` (the sandbox required was not there); ``interrupted`` (Ctrl-C: graded on resume)
     status: str
     #: why the status is not ``completed``, in the batch's language ("" when it is)
@@ -113,16 +116,16 @@ def grades_csv(rows: list[Row], max_points: dict[str, float]) -> str:
     most = sum(max_points.values())
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", "name", "id", "email", "late", "submitted", *ids, "total", "percent", "status",
-                     "detail"])
+    writer.writerow(safetext.csv_row(["student", "name", "id", "email", "late", "submitted", *ids, "total", "percent",
+                                      "status", "detail"]))
     writer.writerow([MAX_ROW, "", "", "", "", "", *(_num(max_points[i]) for i in ids), _num(most), "100", "", ""])
     for row in rows:
         percent = round(100 * row.total / most, 2) if most else 0
         for person in row.people or [None]:
-            writer.writerow([row.name, person.name if person else row.name, person.id if person else "",
-                             person.email if person else "", "yes" if row.late else "", row.submitted_at,
-                             *(_num(row.scores.get(i, 0)) for i in ids), _num(row.total), _num(percent), row.status,
-                             row.detail])
+            writer.writerow(safetext.csv_row([
+                row.name, person.name if person else row.name, person.id if person else "",
+                person.email if person else "", "yes" if row.late else "", row.submitted_at,
+                *(_num(row.scores.get(i, 0)) for i in ids), _num(row.total), _num(percent), row.status, row.detail]))
     return out.getvalue()
 
 
@@ -136,12 +139,12 @@ def canvas_csv(rows: list[Row], most: float, assignment: str) -> str:
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment])
+    writer.writerow(safetext.csv_row(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment]))
     writer.writerow(["    Points Possible", "", "", "", "", _num(most)])
     for row in rows:
         for person in row.people:
             if person.id:
-                writer.writerow([person.name, person.id, "", "", "", _num(row.total)])
+                writer.writerow(safetext.csv_row([person.name, person.id, "", "", "", _num(row.total)]))
     return out.getvalue()
 
 
@@ -166,8 +169,8 @@ def moodle_csv(rows: list[Row], most: float, modified: str) -> str:
         for person in row.people:
             if person.id:
                 feedback = row.report.get("title", "") if row.report else f"{row.status}: {row.detail}"
-                writer.writerow([f"Participant {person.id}", person.name, person.email, "", _num(row.total),
-                                 _num(most), "Yes", "", modified, feedback])
+                writer.writerow(safetext.csv_row([f"Participant {person.id}", person.name, person.email, "",
+                                                  _num(row.total), _num(most), "Yes", "", modified, feedback]))
     return out.getvalue()
 
 
@@ -179,8 +182,8 @@ def canvas_anonymous_csv(rows: list[Row], most: float) -> str:
     writer.writerow(["anonymous id", "score", "points possible", "late", "status"])
     for row in rows:
         for person in row.people:
-            writer.writerow([person.name.removeprefix("anon_"), _num(row.total), _num(most), "yes" if row.late else "",
-                             row.status])
+            writer.writerow(safetext.csv_row([person.name.removeprefix("anon_"), _num(row.total), _num(most),
+                                              "yes" if row.late else "", row.status]))
     return out.getvalue()
 
 
@@ -191,7 +194,7 @@ def download_csv(uses: list) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["file", "student", "use"])
     for use in sorted(uses, key=lambda u: u.file):
-        writer.writerow([use.file, use.student, use.use])
+        writer.writerow(safetext.csv_row([use.file, use.student, use.use]))
     return out.getvalue()
 
 
@@ -253,6 +256,10 @@ def junit_xml(rows: list[Row], chapter: str) -> str:
             totals[key] += value
     for key, value in totals.items():
         suites.set(key, str(value))
+    for element in suites.iter():  # a student's name or printed text: nothing XML 1.0 cannot carry
+        element.text = safetext.xml(element.text) if element.text else element.text
+        for attribute, value in element.attrib.items():
+            element.set(attribute, safetext.xml(value))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from grader.batch import claims
 from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
 from grader.batch.renames import version
 from grader.batch.roster import RESERVED, ClassError, Person, Student
@@ -38,9 +39,10 @@ LAYOUTS = ("folders", "canvas", "moodle", "gradescope")
 #: what the grader reads of a submission; other files belong to the student but are not graded
 GRADED_SUFFIXES = (".py", ".ipynb", ".zip")
 SINGLE_SUFFIXES = (".ipynb", ".zip")
-CANVAS = re.compile(r"^(?P<login>[^_/]+?)(?P<late>_LATE)?_(?P<uid>\d+)(?:_(?P<att>\d+))?_(?P<file>[^/]+)$")
-#: Canvas's anonymous grading: ``[LATE_]anon_<anonymous id>_<attachment id>_<file>``
-CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)(?:_(?P<att>\d+))?_(?P<file>[^/]+)$")
+#: Canvas's anonymous grading: ``[LATE_]anon_<anonymous id>_<attachment id>_<file>`` (or ``_text.html``); a
+#: Canvas name's readings are :func:`grader.batch.claims.canvas_readings`
+CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)_(?:(?P<att>\d+)_(?P<file>[^/]+)|"
+                         r"(?P<online>(?:text|link)\.html))$")
 #: Moodle replaces ``_`` in a name by a space (``str_replace('_', ' ', ...)``): the name holds none, so
 #: the first ``_<id>_assignsubmission_`` is Moodle's; the id is absent for a team's default group
 MOODLE_FOLDER = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
@@ -57,7 +59,8 @@ class FileUse:
     #: the student (results folder name) it belongs to; ``""``: nobody's
     student: str
     #: ``graded``, or why not: ``superseded``, ``not_graded``, ``system``, ``link``, ``unsafe``,
-    #: ``unmatched`` (does not follow the layout), ``metadata`` (the platform's own file)
+    #: ``unmatched`` (does not follow the layout), ``metadata`` (the platform's own file), ``ambiguous``
+    #: (a Canvas name that reads as two users'), ``bad_name`` (a name no file system holds)
     use: str
 
 
@@ -108,22 +111,9 @@ def read_class(path: Path, results: Path | None = None, layout: str = "auto", *,
     for student in klass.students:
         if student.key.casefold() in RESERVED and student.problem is None:
             student.problem, student.status = T("batch.row.reserved", name=student.name), "name_clash"
-    _mark_clashes(klass.students)
+    claims.one_row_per_id(klass.students, klass.layout)
+    claims.unique_keys(klass.students)
     return klass
-
-
-def _mark_clashes(students: list[Student]) -> None:
-    """Students whose results folders are equal but for case are not graded: each row names the others."""
-    by_key: dict[str, list[Student]] = {}
-    for student in students:
-        by_key.setdefault(student.key.casefold(), []).append(student)
-    for same in by_key.values():
-        if len(same) < 2:
-            continue
-        names = ", ".join(s.origin or s.name for s in same)
-        for student in same:
-            student.problem = T("batch.row.name_clash", names=names)
-            student.status = "name_clash"
 
 
 # ------------------------------------------------------------------ telling the layout
@@ -155,7 +145,8 @@ def _scores(groups: dict[str, list[Entry]]) -> dict[str, int]:
     names = [name for name, entries in groups.items() if not all(e.hidden for e in entries)]
     return {"gradescope": int(GRADESCOPE_METADATA in groups),
             "moodle": sum(bool(MOODLE_FOLDER.match(n) or MOODLE_FILE.match(n)) for n in names),
-            "canvas": sum(bool(CANVAS.match(n) or CANVAS_ANON.match(n)) and _is_file(groups[n]) for n in names)}
+            "canvas": sum(bool(claims.canvas_readings(n) or CANVAS_ANON.match(n)) and _is_file(groups[n])
+                          for n in names)}
 
 
 def _best(groups: dict[str, list[Entry]], scores: dict[str, int]) -> str:
@@ -195,6 +186,9 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
             student.notes.append(T("batch.note.unsafe", file=inner))
         elif PurePosixPath(inner).suffix.lower() not in GRADED_SUFFIXES:
             uses.append(FileUse(entry.name, student.key, "not_graded"))
+        elif (why := claims.unholdable(inner)) is not None:  # never written: the rest is graded
+            uses.append(FileUse(entry.name, student.key, "bad_name"))
+            student.notes.append(why)
         else:
             base, number = version(inner, layout)
             versions.setdefault(base, []).append((number, entry.mtime, inner, entry))
@@ -280,25 +274,35 @@ def _folders(download: Download, uses: list[FileUse]) -> list[Student]:
 # ------------------------------------------------------------------ Canvas
 def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Student]:
     """Canvas's names: ``login_[LATE_]uid_att_file``, or with anonymous grading ``[LATE_]anon_<id>_att_file``
-    (``ContentZipper#get_filename``). ``anon_<digits>`` is read as anonymous when the download's other
-    names show anonymous grading, else as a student whose name is Anon."""
+    (``ContentZipper#get_filename``). The download is anonymous when every Canvas name in it is
+    (one student's Canvas name ``anon_x`` makes no one else anonymous), and one of them shows it (late,
+    or an id that is no number: a student whose Canvas name is Anon has a number there). A name that
+    reads as more than one user's is nobody's (:func:`grader.batch.claims.canvas_readings`)."""
     top = {name: entries for name, entries in download.top().items() if not _system(name, entries, uses)}
-    anonymous = any((found := CANVAS_ANON.match(name)) and (found["late"] or not found["anon"].isdigit())
-                    for name, entries in top.items() if _is_file(entries))
+    files = [name for name, entries in top.items() if _is_file(entries)]
+    canvas = [name for name in files if claims.canvas_readings(name) or CANVAS_ANON.match(name)]
+    anonymous = bool(canvas) and all(CANVAS_ANON.match(name) for name in canvas) and any(
+        found["late"] or not found["anon"].isdigit() for found in map(CANVAS_ANON.match, canvas))
     by_student: dict[tuple[str, str, str], list[tuple[str, Entry]]] = {}
+    unsure: dict[tuple, list[tuple[str, list[dict], Entry]]] = {}
     late: set[tuple[str, str, str]] = set()
     students = []
     for name, entries in top.items():
         anon = CANVAS_ANON.match(name) if anonymous and _is_file(entries) else None
-        found = anon or (CANVAS.match(name) if _is_file(entries) else None)
-        if found is None:
+        readings = [] if anonymous or not _is_file(entries) else claims.canvas_readings(name)
+        if anon is None and not readings:
             students.append(_unmatched(download, name, entries, "canvas", uses))
             continue
+        if len(readings) > 1:
+            unsure.setdefault(tuple(sorted((r["login"], r["uid"]) for r in readings)), []).append(
+                (name, readings, entries[0]))
+            continue
+        found = anon.groupdict() if anon else readings[0]
         who = ("", "", found["anon"]) if anon else (found["login"], found["uid"], "")
-        by_student.setdefault(who, []).append((found["file"], entries[0]))
+        by_student.setdefault(who, []).append((found["file"] or found["online"], entries[0]))
         if found["late"]:
             late.add(who)
-    for (login, uid, anon), files in by_student.items():
+    for (login, uid, anon), files_of in by_student.items():
         is_late = (login, uid, anon) in late
         if anon:
             student = Student(f"anon_{anon}", download, people=[Person(f"anon_{anon}")], late=is_late,
@@ -306,7 +310,11 @@ def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Stude
         else:
             student = Student(f"{login}_{uid}", download, people=[Person(login, uid)], late=is_late,
                               origin=f"{login}{'_LATE' if is_late else ''}_{uid}_*")
-        students.append(_collect(student, files, uses, "canvas"))
+        students.append(_collect(student, files_of, uses, "canvas"))
+    for found in unsure.values():  # graded for no one: which user's it is, only Canvas knows
+        student = claims.ambiguous_row(download, found[0][0], found[0][1])
+        uses += [FileUse(entry.name, student.key, "ambiguous") for _, _, entry in found]
+        students.append(student)
     if anonymous:
         klass.kind = "anonymous"
     return students
@@ -364,7 +372,7 @@ def _gradescope(download: Download, uses: list[FileUse]) -> list[Student]:
         if info is None or _is_file(entries):
             students.append(_unmatched(download, name, entries, "gradescope", uses))
             continue
-        people = [Person(_field(p, "name"), _field(p, "sid"), _field(p, "email"))
+        people = [Person(*(_text(_field(p, key)) for key in ("name", "sid", "email")))
                   for p in _field(info, "submitters") or [] if isinstance(p, dict)] or [Person(name)]
         label = people[0].name or people[0].id or name
         student = Student(f"{label}_{name.removeprefix('submission_')}", download, people=people,
@@ -391,6 +399,11 @@ def _field(data: dict, key: str):
     """A field of Gradescope's metadata, whose keys are Ruby symbols (``:name``) or plain."""
     value = data.get(f":{key}", data.get(key))
     return value if not isinstance(value, (int, float)) or isinstance(value, bool) else str(value)
+
+
+def _text(value) -> str:
+    """A submitter's field as text (YAML may give none, a number, or a list where text belongs)."""
+    return value.strip() if isinstance(value, str) else ""
 
 
 def describe(klass: Klass) -> Text:

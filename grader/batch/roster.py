@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from grader import safetext
 from grader.batch.download import DownloadError
 from grader.i18n import T, Text, TextError
 from grader.submission import MAX_FILES, MAX_TOTAL_BYTES
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 #: names of the batch's own files in the results folder: no student's folder may take one
 RESERVED = ("grades.csv", "junit.xml", "summary.md", "summary.html", "manifest.json", "canvas.csv", "moodle.csv",
             "download.csv", "canvas-anonymous.csv")
-#: the longest results folder name, in characters (file systems allow 255 bytes)
+#: the longest results folder name, in characters, and in UTF-8 bytes (file systems allow 255 bytes)
 MAX_KEY = 80
+MAX_KEY_BYTES = 200
 
 
 @dataclass
@@ -91,6 +93,8 @@ class Student:
     anonymous: str = ""
 
     def __post_init__(self) -> None:
+        # a name the download gave in bytes that are no UTF-8: shown as those bytes (``\\xff``)
+        self.name, self.origin = safetext.decoded(self.name), safetext.decoded(self.origin)
         self.key = self.key or safe_key(self.name)
 
     @property
@@ -106,11 +110,14 @@ class ClassError(TextError):
 
 def safe_key(name: str) -> str:
     """``name`` as one folder's name on any disk: Unicode composed (NFC), no separator or control
-    character, no leading dot, dash or space, no ``..``, at most :data:`MAX_KEY` characters."""
+    character, no leading dot, dash or space, no ``..``, at most :data:`MAX_KEY` characters and
+    :data:`MAX_KEY_BYTES` bytes."""
     text = unicodedata.normalize("NFC", name)
     text = "".join("_" if ch in '/\\:*?"<>|' or unicodedata.category(ch).startswith("C") else ch for ch in text)
     text = text.strip().lstrip(".-").rstrip(". ")
     text = text[:MAX_KEY].rstrip(". ")
+    while len(text.encode("utf-8")) > MAX_KEY_BYTES:
+        text = text[:-1].rstrip(". ")
     return text or "student"
 
 

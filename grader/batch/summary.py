@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from grader import safetext
 from grader.batch.gradebook import Row
 from grader.i18n import T, Text
 from grader.report import html_parts as html, svg
@@ -144,7 +145,7 @@ def _overview(s: ClassSummary) -> Text:
 
 
 def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return safetext.markdown(text)
 
 
 # ------------------------------------------------------------------ Markdown
@@ -153,7 +154,7 @@ def render_markdown(s: ClassSummary, words: Words) -> str:
     out = [f"> **{words(s.warning)}**", ""] if s.warning else []
     out += [f"# {words(T('batch.summary.title', chapter=s.chapter))}", "",
             words(_overview(s)) + " · " + words(T("ui.seed", seed=s.seed)), ""]
-    out += [f"- {words(note)}" for note in s.notes] + ([""] if s.notes else [])
+    out += [f"- {_md(words(note))}" for note in s.notes] + ([""] if s.notes else [])
     out += [f"## {words(T('batch.summary.histogram'))}", "", "| % | n |", "|---|---:|"]
     bins = [0] * 10
     for p in s.percents:

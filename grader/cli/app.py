@@ -24,9 +24,14 @@ EXIT_OK, EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class UserError(click.ClickException):
-    """A mistake of the user's: one line, exit status 2."""
+    """A mistake of the user's: one line, exit status 2 (a file's name in it: its controls shown, never sent)."""
 
     exit_code = EXIT_USAGE
+
+    def __init__(self, message: str):
+        from grader import safetext
+
+        super().__init__(safetext.terminal(message))
 
 
 class _GradeGroup(click.Group):

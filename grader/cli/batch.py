@@ -83,7 +83,7 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams,
-                           sign_key=_read_key(sign_key, words) if sign_key is not None else None)
+                           sign_key=_read_key(sign_key, words, sandbox) if sign_key is not None else None)
     display = _Display(words, options)
     executor = make_executor(options)
     if executor_name(executor) == "dask":
@@ -172,13 +172,10 @@ class _LogFile(logging.Handler):
         super().close()
 
 
-def _read_key(path: Path, words) -> bytes:
-    from grader.signing import KeyError_, read_key
+def _read_key(path: Path, words, sandbox: str) -> bytes:
+    from grader.cli.keys import read_private_key
 
-    try:
-        return read_key(path)
-    except KeyError_ as exc:
-        raise UserError(words(T("error.key", path=str(path), detail=str(exc)))) from None
+    return read_private_key(path, words, sandbox)
 
 
 class _Display:
@@ -227,8 +224,10 @@ class _Display:
     def row(self, row, done: int, total: int) -> None:
         score = f"{row.total:g}"
         most = row.report.get("max_score", "?") if row.report else "–"
-        line = self.words(T("batch.ui.row", done=done, total=total, name=row.name, score=score, max_score=most,
-                            status=row.status))
+        from grader import safetext
+
+        line = safetext.terminal(self.words(T("batch.ui.row", done=done, total=total, name=row.name, score=score,
+                                              max_score=most, status=row.status)))  # a name's controls shown
         if self.bar is not None:
             self.bar.console.print(line, markup=False, highlight=False)
             self.bar.advance(self.task)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from grader import safetext
 from grader.chapter import ChapterError, load_chapter
 from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
 from grader.copies import REPORT_DIR_NAME
@@ -108,7 +109,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
     if hint is not None:
         _show_hint(path, chapter, hint, report_dir, lang)
         return
-    key = _key(sign_key, catalog, lang) if sign_key else None
+    key = _key(sign_key, catalog, lang, sandbox) if sign_key else None  # never where a student's code reads it
     path, exercises = _one_exercise_file(path, chapter, exercises, catalog, lang)
     try:
         options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
@@ -119,7 +120,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
             return
         live = sys.stderr.isatty() and not as_json
         if live:
-            click.echo(f"grade: {path} …", err=True)
+            click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown
         report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
     except SubmissionError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
@@ -142,12 +143,13 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
         written = write_reports(report, catalog, lang, target, key=key)
     if as_json:
-        click.echo(written.read_text(encoding="utf-8"), nl=False)
+        click.echo(safetext.json(written.read_text(encoding="utf-8")), nl=False)  # a terminal acts on no control
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty(), earlier=earlier), nl=False)
         written_key = "ui.partial_written" if report.partial else "ui.report_written"
-        click.echo(catalog.render(T(written_key, json=pasteable(written), md=pasteable(written.with_suffix(".md")),
-                                    html=pasteable(written.with_suffix(".html"))), lang))
+        where = T(written_key, json=pasteable(written), md=pasteable(written.with_suffix(".md")),
+                  html=pasteable(written.with_suffix(".html")))
+        click.echo(safetext.terminal(catalog.render(where, lang)))
     if open_ and not as_json:
         _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
@@ -250,13 +252,10 @@ def _grade_live(path: Path, options, catalog: Catalog, lang: str):
         return grade(path, options)
 
 
-def _key(path: Path, catalog: Catalog, lang: str) -> bytes:
-    from grader.signing import KeyError_, read_key
+def _key(path: Path, catalog: Catalog, lang: str, sandbox: str | None = None) -> bytes:
+    from grader.cli.keys import read_private_key
 
-    try:
-        return read_key(path)
-    except KeyError_ as exc:
-        raise UserError(catalog.render(T("error.key", path=str(path), detail=str(exc)), lang)) from None
+    return read_private_key(path, lambda text: catalog.render(text, lang), sandbox)
 
 
 @cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")

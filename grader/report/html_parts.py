@@ -3,9 +3,10 @@ network. The report of one submission and an instructor's class summary are buil
 from these pieces (and charts from :mod:`grader.report.svg`)."""
 from __future__ import annotations
 
-import html
 import re
 from typing import Iterable
+
+from grader import safetext
 
 STYLE = """
 :root { --ok: #1a7f37; --bad: #cf222e; --part: #9a6700; --dim: #57606a; --line: #d0d7de; --hint: #0550ae; }
@@ -33,8 +34,8 @@ code { font: .9em ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; ba
 
 
 def escape(text: object) -> str:
-    """Text as HTML (quotes included)."""
-    return html.escape("" if text is None else str(text), quote=True)
+    """Text as HTML (quotes included), controls shown as text (:func:`grader.safetext.html`)."""
+    return safetext.html(text)
 
 
 #: code in a message or a hint, as its author marked it: `jnp.where(x > 0, a, b)`

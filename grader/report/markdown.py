@@ -1,6 +1,7 @@
 """``report.md``: the report as a Markdown page, one table per exercise."""
 from __future__ import annotations
 
+from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
                                   problem_lines)
@@ -8,7 +9,7 @@ from grader.report.data import Report, headline
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return safetext.markdown(text)
 
 
 def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
@@ -36,10 +37,11 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
             out += _checks(ex, words)
         if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
             out += ["", f"<details><summary>{words(T('ui.output'))}</summary>", "", "```text",
-                    ex.output.strip().replace("```", "``\u200b`"), "```", "</details>"]
+                    safetext.markdown_code(ex.output.strip()), "```", "</details>"]
     if report.integrity:
         out += ["", f"## {words(T('ui.integrity'))}", ""]
-        out += [f"- `{i['file']}:{i['line']}` {words(i['message'])}" for i in report.integrity]
+        out += [f"- {safetext.markdown_span(str(i['file']) + ':' + str(i['line']))} {_escape(words(i['message']))}"
+                for i in report.integrity]
     return "\n".join(out) + "\n"
 
 
@@ -53,7 +55,8 @@ def _checks(ex, words) -> list[str]:
         out.append(f"| {ICONS.get(c.status, '')} `{c.id}` {_escape(words(c.title))} | {num(c.points)} / "
                    f"{num(c.max_points)} | {words(T(f'ui.status.{c.status}'))}{final} | {_escape(words(c.message))} |")
     for c in (c for c in ex.checks if c.status in ("failed", "error", "timeout")):
-        out += ["", f"- **{c.id}**: {words(c.message)}", f"  - {words(T('ui.hint'))}: {words(c.hint)}"]
+        out += ["", f"- **{c.id}**: {_escape(words(c.message))}",
+                f"  - {words(T('ui.hint'))}: {_escape(words(c.hint))}"]
         if c.measured:
-            out.append(f"  - {words(T('ui.measured'))}: `{measured_text(c.measured, 600)}`")
+            out.append(f"  - {words(T('ui.measured'))}: {safetext.markdown_span(measured_text(c.measured, 600))}")
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 
+from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report import textwidth
 from grader.report.common import (COLORS, ICONS, copies_note, environment_text, measured_text, next_step, num,
@@ -38,7 +39,7 @@ class _Screen:
         return click.style(text, fg=COLORS.get(status) if status else fg, **styles)
 
     def wrap(self, text: str, indent: str, more: str) -> list[str]:
-        return textwidth.wrap(text, self.width, indent, more)
+        return textwidth.wrap(safetext.terminal(text), self.width, indent, more)  # controls shown, never sent
 
     def labelled(self, label_key: str, text: str, indent: str, more: str, **label_style) -> list[str]:
         """``Label: text`` wrapped, with the label styled on its first line."""
@@ -101,8 +102,9 @@ def _exercise(screen: _Screen, ex: ExerciseResult, widths: tuple[int, int], prob
         lines += screen.labelled("ui.note", screen.words(note), EXERCISE_MORE, EXERCISE_MORE + "  ", bold=True)
     if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
         lines.append(screen.style(f"{EXERCISE_MORE}{screen.words(T('ui.output'))}:", dim=True))
+        printed = safetext.terminal(ex.output.strip()).split("\n")  # a student's controls shown, never sent
         lines += [screen.style(f"{DETAIL_INDENT}| " + textwidth.truncate(line, screen.width - 10), dim=True)
-                  for line in _excerpt(ex.output.strip().splitlines(), screen)]
+                  for line in _excerpt(printed, screen)]
     return lines
 
 

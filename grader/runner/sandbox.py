@@ -86,6 +86,22 @@ def reachable_by_others(path: Path) -> bool:
         return False
 
 
+def exposed_to_jobs(plan_: SandboxPlan, path: Path) -> bool:
+    """Whether a job's code could read the file at ``path`` under ``plan_``: with per-job uids, when
+    others may read it; under the grader's own uid, when the job sees it (the process sandbox: every
+    file; bubblewrap: the folders its view binds, :func:`host_command`)."""
+    path = Path(path).resolve()
+    if plan_.uid_isolation:
+        return reachable_by_others(path)
+    if plan_.kind != "bwrap":
+        return True
+    from grader import store
+
+    seen = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")]
+    seen += [*python_roots(), Path(__file__).resolve().parent.parent, store.root()]
+    return any(path == root.resolve() or root.resolve() in path.parents for root in seen if root.exists())
+
+
 def python_roots() -> list[Path]:
     """Folders the host's interpreter needs: its prefixes, standard library and site-packages.
 
