@@ -282,3 +282,6 @@ class CheckContext:
     #: a course release's preview: the reference's records stand in for its run (no
     #: reference process; a speed-up bar comes from the chapter, see :mod:`grader.preview`)
     preview: bool = False
+    #: the status of a check that failed only because a function is not defined:
+    #: ``not_attempted`` for a notebook (the function's cell was not run), else ``failed``
+    missing: str = "failed"

@@ -34,7 +34,7 @@ from grader.runner.jobs import Limits
 from grader.runner.warm import WarmHosts
 from grader.scheduling import run_all
 from grader.sides import BothSides
-from grader.verdicts import unrunnable
+from grader.verdicts import unrunnable, untouched as untouched_result
 
 log = logging.getLogger("grader")
 
@@ -203,12 +203,16 @@ class Grading:
         code_notes = _code_notes(sub, chapter)
 
         def done(ex: ExerciseSpec, result: ExerciseResult) -> None:
-            result.notes = list(sub.notes.get(ex.id, ())) + code_notes.get(ex.id, []) + result.notes
+            result.notes = code_notes.get(ex.id, []) + result.notes
+            result = sub.annotate(ex.id, result)  # a notebook's notes, and the cells of failed checks
             tally.done(ex, mark_checked(result) if self.records is not None else result)
 
-        runnable = [ex for ex in selected if ex.id not in sub.problems]
+        untouched = sub.replay.untouched if sub.replay is not None else set()
+        runnable = [ex for ex in selected if ex.id not in sub.problems and ex.id not in untouched]
         for ex in selected:
-            if ex.id in sub.problems:
+            if ex.id in untouched:
+                done(ex, untouched_result(ex, T("notebook.untouched", functions=", ".join(ex.functions))))
+            elif ex.id in sub.problems:
                 done(ex, unrunnable(ex, sub.problems[ex.id]))
         interrupted = False
         if runnable:

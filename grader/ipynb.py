@@ -10,15 +10,15 @@ Two kinds of ``.ipynb`` are read:
   has ``grader.history``): one cell per run in the kernel's history, in the order they
   ran, each named as Jupyter shows it, ``cell In [12]``. The kernel holds what those
   runs left behind, so the runs that no longer matter are dropped: a run of a cell that
-  was run again later (when the front end says which cell ran), a run that defines no
-  name (a test, a print), and a run every name of which a later run defines again. A
-  run that raised or did not parse when it ran is not replayed; the report says so.
+  was run again later (when the front end says which cell ran; the report names a
+  dropped run that defined a graded function), a run that defines no name (a test, a
+  print), and a run every name of which a later run defines again. A run that raised
+  or did not parse when it ran is not replayed; the report says so.
 
 A saved notebook whose cells were run is read as the kernel had it: its code cells in
 the order they last ran (their ``In [n]``), a cell never run left out, a cell whose
-saved output is an error not replayed. In both, a cell that imports a module the
-grader's Python does not have (a stray ``import matplotlib.pyplot as plt`` cell) is not
-replayed either: the rest of the notebook still grades.
+saved output is an error (or whose code is not Python even with its magics made
+Python) not replayed. Which of the rest each exercise replays is :mod:`grader.replay`'s.
 
 IPython's magics are not the student's code: :mod:`grader.magics` makes them plain
 Python, line for line. The grader's own statements (``from grader.notebook import check``, ``check("ex02")``)
@@ -27,11 +27,8 @@ are commented out. Every change keeps the cell's lines where they were.
 from __future__ import annotations
 
 import ast
-import importlib.machinery
 import json
-import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +62,14 @@ class Cell:
     #: a run of a cell whose every name a later cell defines again before any use: not
     #: replayed, but still a definition the report mentions (the later one wins)
     superseded: bool = False
+    #: a run of a cell that ran again later, as ``In [rerun_as]``, with other code: not
+    #: replayed (the cell's last run counts), but the report says which run was dropped
+    rerun_as: int | None = None
+
+    @property
+    def graded(self) -> bool:
+        """Whether its code is part of the module graded."""
+        return self.not_run is None and not self.superseded and self.rerun_as is None
 
     @property
     def label(self) -> Text:
@@ -110,25 +115,21 @@ def saved_cells(nb: Any) -> list[Cell]:
         elif failed:
             made.not_run = T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)
         else:
-            made.not_run = _unimportable(made.code)
+            made.not_run = _unreadable(made.code)
         cells.append(made)
     if ran:
         cells.sort(key=lambda c: (code[[n for n, _ in code].index(c.number)][1].get("execution_count") or 0))
     return cells
 
 
-def _unimportable(code: str) -> Text | None:
-    """Why a cell cannot be replayed in the grader: it imports a module the grader's Python lacks
-    (installed, that is: not a file beside the notebook, which the sandbox does not have either)."""
-    tree = parse(code)
-    installed = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
-    for node in ast.walk(tree) if tree is not None else ():
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
-        for name in names:
-            top = name.split(".")[0]
-            if top not in sys.builtin_module_names and importlib.machinery.PathFinder.find_spec(top, installed) is None:
-                return T("notebook.missing_module", module=top)
+def _unreadable(code: str) -> Text | None:
+    """Why a cell's code (magics made Python) cannot be read here: a syntax error, with its line."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        return T("notebook.not_python", line=exc.lineno or "?", message=exc.msg)
+    except ValueError as exc:  # a null byte
+        return T("notebook.not_python", line="?", message=str(exc))
     return None
 
 
@@ -164,9 +165,12 @@ def history_cells(runs: list[Run]) -> list[Cell]:
     not parse) is kept as a cell that is not graded, so that the report can say why a
     name it defines is missing.
     """
-    latest = {run.cell_id: run.count for run in runs if run.cell_id}
-    runs = [run for run in runs if not run.cell_id or latest[run.cell_id] == run.count]
+    latest = {run.cell_id: run for run in runs if run.cell_id}
     grader_names = _grader_names(run.source for run in runs)
+    dropped = [Cell(run.count, run.source, _python(run.source, grader_names), history=True,
+                    rerun_as=latest[run.cell_id].count) for run in runs
+               if run.cell_id and latest[run.cell_id] is not run and latest[run.cell_id].source != run.source]
+    runs = [run for run in runs if not run.cell_id or latest[run.cell_id] is run]
     cells: list[Cell] = []
     replayed: list[tuple[set[str], set[str]]] = []  # (binds, uses) of the replayed runs after this one, in order
     for run in reversed(runs):
@@ -174,7 +178,7 @@ def history_cells(runs: list[Run]) -> list[Cell]:
         tree = parse(code)
         failed = run.error or ("SyntaxError" if tree is None else None)
         why = (T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)) \
-            if failed else _unimportable(code)
+            if failed else None
         if why is not None:
             cells.append(Cell(run.count, run.source, code, history=True, not_run=why))
             continue
@@ -184,7 +188,7 @@ def history_cells(runs: list[Run]) -> list[Cell]:
             replayed.insert(0, (names, _used(tree)))
         elif names and run.cell_id:
             cells.append(Cell(run.count, run.source, code, history=True, superseded=True))
-    return cells[::-1]
+    return sorted(cells + dropped, key=lambda cell: cell.number)
 
 
 def _bound_again(name: str, later: list[tuple[set[str], set[str]]]) -> bool:
@@ -223,7 +227,7 @@ def module_of(cells: list[Cell], name: str, *, history: bool = False) -> tuple[s
     lines: list[str] = []
     line_map: list[tuple[int, int]] = []
     for cell in cells:
-        if cell.not_run is not None or cell.superseded:
+        if not cell.graded:
             continue
         cell_lines = cell.code.splitlines()
         lines += cell_lines
@@ -316,7 +320,7 @@ def _bound(tree: ast.Module) -> set[str]:
 _DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", re.M)
 
 
-def _defined(source: str) -> dict[str, ast.AST | None]:
+def defined_in_cell(source: str) -> dict[str, ast.AST | None]:
     """The names a cell defines at its top level, each with its definition (``None`` when
     the cell does not parse and the name is read off its lines)."""
     tree = parse(without_magics(source))
@@ -339,13 +343,21 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
 
     A graded function (or a helper it uses) defined in more than one cell: the last
     definition is the one graded, as in the kernel. A cell that defines a graded
-    function but failed when it ran: that definition is not graded.
+    function but failed when it ran: that definition is not graded. A run of a cell that
+    defined a graded function, dropped because the same cell ran again with other code.
     """
     where: dict[str, list[Cell]] = {}
     failed: dict[str, list[Cell]] = {}
     final: dict[str, ast.AST | None] = {}
+    notes: dict[str, list[Text]] = {}
     for cell in cells:
-        for name, node in _defined(cell.source).items():
+        if cell.rerun_as is not None:
+            for name in defined_in_cell(cell.source):
+                if name in functions:
+                    notes.setdefault(functions[name], []).append(
+                        T("notebook.rerun", name=name, dropped=cell.label, last=cell_label(cell.rerun_as, True)))
+            continue
+        for name, node in defined_in_cell(cell.source).items():
             (failed if cell.not_run is not None else where).setdefault(name, []).append(cell)
             if cell.not_run is None and not cell.superseded and (name in functions
                                                                   or isinstance(node, ast.FunctionDef)):
@@ -355,7 +367,6 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
         for n in ast.walk(final[name]) if final.get(name) is not None else ():
             if isinstance(n, ast.Name) and n.id != name:
                 used.setdefault(n.id, set()).add(exercise)
-    notes: dict[str, list[Text]] = {}
     for name, defining in where.items():
         labels: list[Text] = []
         for cell in defining:
@@ -369,8 +380,10 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
     for name, failing in failed.items():
         last_good = where.get(name, [])
         cell = failing[-1]
-        if name in functions and not (last_good and last_good[-1].number > cell.number):
-            notes.setdefault(functions[name], []).append(
+        if last_good and last_good[-1].number > cell.number:
+            continue
+        for exercise in [functions[name]] if name in functions else sorted(used.get(name, ())):
+            notes.setdefault(exercise, []).append(
                 T("notebook.not_graded", name=name, cell=cell.label, why=cell.not_run))
     return notes
 
@@ -385,7 +398,7 @@ def defined_names(notebook: bytes) -> set[str]:
     names: set[str] = set()
     for cell in cells if isinstance(cells, list) else []:
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            names |= {name for name, node in _defined(_text(cell.get("source", ""))).items() if node is not None}
+            names |= {name for name, node in defined_in_cell(_text(cell.get("source", ""))).items() if node is not None}
     return names
 
 

@@ -335,7 +335,7 @@ def _graded_cells(session: Path) -> Text:
     """Which runs were graded: how many, the first and last, and where they are saved."""
     from grader.ipynb import read_cells
 
-    cells = [cell for cell in read_cells(session)[0] if cell.not_run is None and not cell.superseded]
+    cells = [cell for cell in read_cells(session)[0] if cell.graded]
     counts = [cell.number for cell in cells] or [0]
     return T("notebook.graded_cells", n=len(cells), first=counts[0], last=counts[-1], path=str(session))
 

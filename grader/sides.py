@@ -109,7 +109,8 @@ class BothSides:
         else:
             student_out, reference_out = self._both_jobs(ex, inputs, budget)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
-                                 locate=self.sub.locate, preview=self.records is not None)
+                                 locate=self.sub.locate, preview=self.records is not None,
+                                 missing="not_attempted" if self.sub.cells is not None else "failed")
         result.duration_s = time.monotonic() - t0
         with self._lock:
             self.runtime_findings += findings

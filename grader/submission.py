@@ -21,10 +21,13 @@ from pathlib import Path, PurePosixPath
 
 from grader import safetext, ziptools
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
+from grader.child.job import NOTEBOOK_MODULES
 from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, described, link_target, locate,
                            renamed_files, top_links)
-from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, module_of,  # noqa: F401
-                              notebook_source, read_cells)
+from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, notebook_source,  # noqa: F401
+                          read_cells)
+from grader.replay import NotebookModules, name_cells, notebook_modules
+from grader.report.data import ExerciseResult
 from grader.i18n import T, Text, TextError
 
 MAX_FILE_BYTES = 2 << 20
@@ -71,6 +74,8 @@ class Submission:
     #: a zip's files whose names this machine cannot hold (too long, bytes of no UTF-8): never written,
     #: name -> why (``too_long``, ``not_utf8``); said in the report, the rest is graded
     unheld: dict[str, str] = field(default_factory=dict)
+    #: for a notebook: what each exercise replays of it (:mod:`grader.replay`)
+    replay: NotebookModules | None = None
 
     def describe(self) -> dict:
         described = {"path": str(self.path), "kind": self.kind, "sha256": self.sha256, "files": self.files}
@@ -79,6 +84,9 @@ class Submission:
         if self.copies:
             described["copies"] = self.copies
             described["functions"] = self.copies_total
+        if self.replay is not None and self.cells is not None:  # which cells any exercise replays
+            described["cells"] = {"replayed": [self.cells.plain(n) for n in self.replay.replayed],
+                                  "not_replayed": [self.cells.plain(n) for n in self.replay.not_replayed]}
         return described
 
     def locate(self, where: str | None) -> str | Text:
@@ -87,6 +95,16 @@ class Submission:
         if self.cells is None:
             return where or "?"
         return self.cells.locate(where)
+
+    def annotate(self, exercise: str, result: ExerciseResult) -> ExerciseResult:
+        """``result`` with what the report says of a notebook's cells: the notes on the exercise
+        first, and a failed check of a graded function names the cell that defined it."""
+        if self.replay is not None and exercise in self.replay.untouched:
+            return result  # not attempted: said once, nothing else
+        result.notes = list(self.notes.get(exercise, ())) + result.notes
+        if self.replay is not None and self.cells is not None:
+            name_cells(result, self.replay.defined_in, self.cells)
+        return result
 
     def integrity_findings(self, chapter: Chapter) -> list[dict]:
         """The static integrity scan (a notebook's code scanned once, under its own name and cells),
@@ -100,12 +118,15 @@ class Submission:
                    else T("integrity.name.not_utf8", file=name)} for name, why in self.unheld.items()]
         if self.cells is None:
             return links + integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
-        findings = integrity.scan(self.module_dir, [chapter.exercises[0].filename])
-        for item in findings:  # (links come first, below)
+        findings, seen = [], set()  # what any exercise replays: each exercise's module, a line once
+        for item in integrity.scan(self.module_dir, [ex.filename for ex in chapter.exercises]):
             cell = self.cells.cell_of(item["line"]) if 0 < item["line"] <= len(self.cells.lines) else None
             item["file"] = f"{self.files[0]} ({self.cells.plain(cell[0])})" if cell else self.files[0]
             if cell:
                 item["line"] = cell[1]
+            if (item["file"], item["line"], item["code"], item["detail"]) not in seen:
+                seen.add((item["file"], item["line"], item["code"], item["detail"]))
+                findings.append(item)
         return links + findings
 
 
@@ -325,13 +346,18 @@ def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path)
         cell_list, history = read_cells(path)
     except NotebookError as exc:
         raise SubmissionError(T("error.bad_notebook", path=str(path), detail=str(exc))) from None
-    source, cells = module_of(cell_list, path.name, history=history)
+    made = notebook_modules(cell_list, path.name, history=history,
+                            functions={ex.id: ex.functions for ex in chapter.exercises},
+                            provided={ex.id: chapter.stubs / ex.filename for ex in chapter.exercises})
+    cells = made.cells
     _empty(target)
     for ex in chapter.exercises:
-        (target / ex.filename).write_text(source, encoding="utf-8")
+        (target / ex.filename).write_text(made.modules.get(ex.id, ""), encoding="utf-8")
+    (target / NOTEBOOK_MODULES).write_text("", encoding="utf-8")  # run statement by statement
     sub = Submission(path=display, kind="notebook", module_dir=target, sha256=_sha256_file(path),
-                     files=[path.name], cells=cells)
-    sub.problems = {ex: _in_cells(t, cells) for ex, t in _static_problems(chapter, target).items()}
+                     files=[path.name], cells=cells, replay=made)
+    sub.problems = {ex: _in_cells(t, cells) for ex, t in _static_problems(chapter, target).items()
+                    if ex not in made.untouched}
     sub.notes = cell_notes(cell_list, {name: ex.id for ex in chapter.exercises for name in ex.functions})
     return sub
 

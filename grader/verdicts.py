@@ -17,6 +17,7 @@ from typing import Any, Callable
 from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Observations,
                            Pass)
 from grader.i18n import T, Text
+from grader.primitives.numeric import summarize
 from grader.report.data import CheckResult, ExerciseResult, exercise_status
 
 log = logging.getLogger("grader")
@@ -37,13 +38,16 @@ class Termination:
 
 
 def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: int,
-          locate: Locate = lambda where: where or "?", preview: bool = False) -> tuple[ExerciseResult, list[dict]]:
+          locate: Locate = lambda where: where or "?", preview: bool = False,
+          missing: str = "failed") -> tuple[ExerciseResult, list[dict]]:
     """The result of exercise ``ex`` from its jobs' outcomes, and any integrity finding.
 
     ``ex`` is the :class:`~grader.chapter.ExerciseSpec` (its checks are the functions
     its module declares); ``reference`` is ``None`` when the exercise needs no
     reference run or the student attempted nothing. ``preview``: ``reference`` comes
     from a release's records (:mod:`grader.preview`; the checks know it from their context).
+    ``missing``: the status of a check that failed only because a function is not defined
+    (``not_attempted`` for a notebook, whose cell of that function was not run).
     """
     memory = out_of_memory(student, ex)
     if memory is not None and not student.names:  # the import ran out of memory, however it ended
@@ -75,17 +79,21 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])
     r = Observations("reference", ref_data)
-    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview), termination)
+    checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview,
+                                               missing=missing), termination)
     if reference is not None and reference.end != "done":
         for check in checks:
             if check.status == "error":
                 check.message = T("release.no_record", seed=seed) if preview \
                     else T("job.reference_failed", how=how_it_ended(reference))
     for check in checks:
-        check.message = _located(check.message, locate)
+        check.message, check.hint = _located(check.message, locate), _located(check.hint, locate)
     status = exercise_status(checks, termination.kind)
     result = ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status=status,
-                            error=termination.reason if termination.kind else None, output=student.output)
+                            error=termination.reason if termination.kind else None, output=student.output,
+                            notes=[_located(T("notebook.skipped", where=str(item.get("where") or "?"),
+                                              type=str(item.get("type") or "?"), message=str(item.get("message", ""))),
+                                            locate) for item in getattr(student, "skipped", ())])
     return result, []
 
 
@@ -97,10 +105,21 @@ def unrunnable(ex: Any, reason: Any, status: str = "error", *, output: str = "")
                           error=reason, unrunnable=True, output=output)
 
 
+def untouched(ex: Any, reason: Any) -> ExerciseResult:
+    """An exercise the student has not started (a notebook none of whose cells of it ran): every
+    check not attempted, for ``reason``, and nothing else to say."""
+    checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
+                          status="not_attempted", message=reason, hint=None, hint_id="none") for c in ex.checks]
+    return ExerciseResult(id=ex.id, title=ex.title, section=ex.section, checks=checks, status="not_attempted")
+
+
 # ------------------------------------------------------------------ the checks
 def run_checks(ex: Any, student: Observations, reference: Observations, ctx: CheckContext,
                termination: Termination) -> list[CheckResult]:
-    """Judge every check of one exercise, in the chapter file's order."""
+    """Judge every check of one exercise, in the chapter file's order. A check that failed only
+    because a function is not defined shows no numbers and no hint about another mistake;
+    its status is ``ctx.missing``."""
+    missing = ctx.missing
     results: dict[str, CheckResult] = {}
     for spec in ex.checks:
         result = CheckResult(id=spec.id, title=spec.title, category=spec.category, points=0.0,
@@ -119,11 +138,21 @@ def run_checks(ex: Any, student: Observations, reference: Observations, ctx: Che
         except Fail as failure:
             result.message, result.measured = failure.message, failure.measured
             result.hint, result.hint_id = spec.resolve_hint(_placed(failure.hint, ex))
+            if _only_missing(failure.message):  # one sentence per function, no numbers, no hint
+                result.status, result.measured, result.hint, result.hint_id = missing, {}, None, "none"
+                if isinstance(failure.message, list):
+                    result.message = summarize(failure.message)
         except NotAttempted as na:
             result.status, result.message = "not_attempted", T("check.not_attempted", function=na.function)
         except Missing:  # the job ended first: the exercise's line says why; no hint about another mistake
-            result.status = termination.kind or "error"
-            result.message = termination.reason or T("check.missing")
+            function = spec.id.split(".")[0]
+            described = student.data.get(NAMES(name=function))
+            if termination.kind is None and isinstance(described, dict) and described.get("missing"):
+                # the job ran to its end: the record is missing because the function is
+                result.status, result.message = missing, T("call.missing", name=function, file=student.module_file)
+            else:
+                result.status = termination.kind or "error"
+                result.message = termination.reason or T("check.missing")
             result.hint, result.hint_id = None, "none"
         except GraderError as exc:
             log.error("grader error in %s/%s: %s", ex.id, spec.id, exc)
@@ -139,6 +168,15 @@ def run_checks(ex: Any, student: Observations, reference: Observations, ctx: Che
                 result.message, result.measured = T("check.passed"), outcome or {}
             result.status, result.points = "passed", spec.points
     return list(results.values())
+
+
+def _only_missing(message: Any) -> bool:
+    """Whether every sentence of a failure's message says that a function is not defined."""
+    if isinstance(message, list):
+        return bool(message) and all(_only_missing(m) for m in message)
+    if isinstance(message, Text) and message.key == "numeric.repeated":
+        return _only_missing(message.args.get("message"))
+    return isinstance(message, Text) and message.key == "call.missing"
 
 
 def _placed(hint: Any, ex: Any) -> Any:

@@ -255,18 +255,62 @@ def test_grade_on_a_saved_notebook_names_the_cell_of_a_function_defined_twice(tm
     assert f"Note: piecewise is defined in more than one cell (notebook cell {first}" in page
 
 
-def test_grade_on_a_saved_notebook_names_the_cell_that_raises_at_its_top_level(tmp_path, ch4, capsys):
+def test_grade_on_a_saved_notebook_names_a_statement_that_raises_and_grades_the_rest(tmp_path, ch4, capsys):
+    """A cell's statement that raises when the grader runs it is skipped and named; it costs only
+    what needs its names (here piecewise, which reads rows), not the cell's other statements
+    (scale) nor the rest of the notebook."""
     from grader.cli import main
 
     nb = build(ch4, solved=True)
     index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "ex02-clip_by_norm")
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell("scale = 2\nrows = 1 / 0\n"))
+    nb.cells.insert(index + 2, nbformat.v4.new_code_cell(
+        "@jax.jit\ndef piecewise(x):\n    return jnp.where(x > 0, x * x, 0.5 * x) * scale / 2 + 0 * rows\n"))
     path = tmp_path / "ch4.ipynb"
     nbformat.write(nb, str(path))
     assert main([str(path), "-k", "ex02", "--seed", str(SEED), "--lang", "en", "--report-dir",
                  str(tmp_path / "r")]) == 0
     out = flat(capsys.readouterr().out)
-    assert (f"importing ch4.ipynb failed: ZeroDivisionError: division by zero (at notebook cell {index + 2}, "
-            f"line 2)") in out
-    report = (tmp_path / "r" / "report.partial.json").read_text(encoding="utf-8")
-    assert f"notebook cell {index + 2}, line 2" in report and "ex02_where.py" not in report
+    assert (f"notebook cell {index + 2}, line 2 raised ZeroDivisionError when the grader ran it (division by "
+            f"zero): that statement is skipped") in out
+    report = json.loads((tmp_path / "r" / "report.partial.json").read_text(encoding="utf-8"))
+    checks = {c["id"]: c for c in report["exercises"][0]["checks"]}
+    traceable = checks["piecewise.traceable"]["message"]
+    assert "NameError" in traceable and "rows" in traceable
+    assert f"notebook cell {index + 3}, line 3" in traceable
+    assert checks["clip_by_norm.values"]["status"] == checks["normalize_if_positive.values"]["status"] == "passed"
+    assert "ex02_where.py" not in json.dumps(report)
+
+
+def test_exercises_whose_cells_never_ran_are_not_attempted_said_once(tmp_path, ch4):
+    """A student who has done only ex02 (the generated notebook, ex02's cells filled and run, the
+    others never run): every other exercise is "not attempted", once, with nothing else: no
+    check runs for it, so no "is not defined", no hint, no numbers, nothing printed."""
+    from conftest import grade_to_dict
+    from grader.report.render import render_terminal
+
+    nb = nbformat.read(str(ROOT / "exercises" / "ch4.ipynb"), as_version=4)
+    solved = {cell.id: cell.source for cell in build(ch4, solved=True).cells}
+    for count, cell_id in enumerate(["ch4-setup", "ex02-imports", "ex02-piecewise", "ex02-normalize_if_positive",
+                                     "ex02-clip_by_norm"], start=1):
+        cell = next(c for c in nb.cells if c.id == cell_id)
+        cell.source, cell.execution_count = solved[cell_id], count
+    path = tmp_path / "ch4.ipynb"
+    nbformat.write(nb, str(path))
+    report = grade_to_dict(path, seed=SEED)
+    assert report["score"] == 10
+    for ex in report["exercises"]:
+        if ex["id"] == "ex02_where":
+            assert ex["status"] == "passed"
+            continue
+        assert ex["status"] == "not_attempted" and not ex["output"] and not ex["notes"], ex
+        assert {(c["status"], c["hint"], json.dumps(c["measured"])) for c in ex["checks"]} == {
+            ("not_attempted", "", "{}")}  # no hint (rendered as "")
+    from grader.grading import GradeOptions, grade
+
+    text = render_terminal(grade(path, GradeOptions(seed=SEED)), ch4.catalog, "en", width=100)
+    for ex in ch4.exercises:
+        if ex.id != "ex02_where":
+            assert len(re.findall(rf"{ex.id} +0/10 +not attempted", text)) == 1, text
+    for words in ("is not defined", "Hint", "Measured", "NotImplementedError", "process ended", "printed"):
+        assert words not in text, (words, text)

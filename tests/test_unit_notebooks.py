@@ -12,6 +12,7 @@ import pytest
 from grader.chapter import load_chapter
 from grader.i18n import T, grader_catalog
 from grader.ipynb import Cell, CellMap, Run, cell_notes, history_cells, module_of, read_cells
+from grader.replay import notebook_modules
 from grader.report.render import render_markdown, render_terminal
 from grader.report.inline import SCOPE, render_inline
 from grader.report.data import CheckResult, ExerciseResult, Report, report_to_dict
@@ -64,9 +65,10 @@ def test_with_cell_ids_only_the_last_run_of_a_cell_counts_and_other_cells_are_re
     runs = [Run(1, "def piecewise(x):\n    return x", "a"), Run(2, "def piecewise(x):\n    return -x", "a"),
             Run(3, "def piecewise(x):\n    return 2 * x", "b")]
     cells = history_cells(runs)
-    assert [(c.number, c.superseded) for c in cells] == [(2, True), (3, False)]
+    # In [1] is kept only to say that it was dropped (the cell ran again as In [2], with other code)
+    assert [(c.number, c.superseded, c.rerun_as) for c in cells] == [(1, False, 2), (2, True, None), (3, False, None)]
     source, _ = module_of(cells, "s.ipynb", history=True)
-    assert "2 * x" in source and "-x" not in source
+    assert "2 * x" in source and "-x" not in source and "return x\n" not in source
 
 
 def test_grader_statements_and_magics_are_commented_out_line_for_line():
@@ -123,11 +125,14 @@ def test_a_saved_notebook_is_read_in_the_order_its_cells_last_ran():
     why = {c.number: words(c.not_run) if c.not_run is not None else None for c in cells}
     assert why[6] == "it was never run (the notebook's other cells were)"
     assert why[5] == "it raised ZeroDivisionError when it ran"
-    assert "matplotlib" in why[7] and "does not have" in why[7]
-    assert why[2] is why[3] is why[4] is None
+    assert why[2] is why[3] is why[4] is why[7] is None  # the plot is read; nothing graded needs it (grader.replay)
     source, _ = module_of(cells, "ch4.ipynb")
     assert source.index("return x * 2") < source.index("return -x")  # the later run wins, as in the kernel
-    assert "1 / 0" not in source and "matplotlib" not in source and "return x\n" not in source
+    assert "1 / 0" not in source and "return x\n" not in source
+    made = notebook_modules(cells, "ch4.ipynb", history=False,
+                            functions={"ex02_where": ("piecewise",)})
+    assert "matplotlib" not in made.modules["ex02_where"] and "return -x" in made.modules["ex02_where"]
+    assert made.not_replayed == [3, 4, 7]  # jnp unused by the last piecewise; the earlier one; the plot
 
 
 def test_a_notebook_never_run_is_read_in_page_order_whole():
@@ -138,13 +143,14 @@ def test_a_notebook_never_run_is_read_in_page_order_whole():
     assert [(c.number, c.not_run) for c in cells] == [(2, None), (3, None)]
 
 
-def test_a_kernels_run_that_imports_a_module_the_grader_lacks_is_not_replayed():
-    runs = [Run(1, "import matplotlib.pyplot as plt"), Run(2, "def piecewise(x):\n    return x"),
-            Run(3, "fig = plt.figure()\nplt.plot([1])")]
-    cells = history_cells(runs)
-    assert [(c.number, c.not_run is not None) for c in cells] == [(1, True), (2, False), (3, False)]
-    source, _ = module_of(cells, "s.ipynb", history=True)
-    assert "import matplotlib" not in source
+def test_a_kernels_run_that_imports_a_module_the_grader_lacks_is_not_replayed_when_nothing_needs_it():
+    runs = [Run(1, "import matplotlib.pyplot as plt\nimport jax.numpy as jnp"),
+            Run(2, "def piecewise(x):\n    return jnp.abs(x)"), Run(3, "fig = plt.figure()\nplt.plot([1])")]
+    made = notebook_modules(history_cells(runs), "s.ipynb", history=True,
+                            functions={"ex02_where": ("piecewise",)})
+    lines = [line for line in made.modules["ex02_where"].splitlines() if line]
+    assert lines == ["import jax.numpy as jnp", "def piecewise(x):", "    return jnp.abs(x)"]
+    assert made.replayed == [1, 2] and made.not_replayed == [3]
 
 
 # ------------------------------------------------------------------ naming the cells

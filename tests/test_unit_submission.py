@@ -1,6 +1,7 @@
 """Unit tests of grader/submission.py: folders, zips, notebooks and the chapter they belong to."""
 from __future__ import annotations
 
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -9,7 +10,7 @@ import nbformat
 import pytest
 
 from grader.chapter import load_chapter
-from grader.i18n import T, grader_catalog
+from grader.i18n import grader_catalog
 from grader.submission import SubmissionError, load, notebook_source, resolve_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,14 +220,17 @@ def test_notebook_loads_with_magics_commented_out(tmp_path, ch4):
     assert sub.kind == "notebook"
     assert sub.problems == {}
     assert sub.files == ["ch4.ipynb"]
-    texts = {(sub.module_dir / ex.filename).read_text(encoding="utf-8") for ex in ch4.exercises}
-    assert len(texts) == 1  # every exercise module holds the whole notebook
-    module = texts.pop()
-    for src in sources:
-        assert src.rstrip("\n") in module
+    modules = {ex.id: (sub.module_dir / ex.filename).read_text(encoding="utf-8") for ex in ch4.exercises}
+    assert len({len(m.splitlines()) for m in modules.values()}) == 1  # one line layout: the notebook's
+    for ex in ch4.exercises:  # each exercise replays the definitions of its own functions, not the others'
+        for function in ex.functions:
+            defines = re.compile(rf"^(def {function}\(|{function} = )", re.M)
+            assert defines.search(modules[ex.id]), (ex.id, function)
+            assert [other.id for other in ch4.exercises if defines.search(modules[other.id])] == [ex.id]
+    module, _ = notebook_source(path)  # the whole notebook, as read
     lines = module.splitlines()
     assert "# %timeit x" in lines and "# !pip list" in lines and "    # %matplotlib inline" in lines
-    assert "x = 3" in lines
+    assert "x = 3" in lines and all("x = 3" not in m for m in modules.values())  # nothing graded needs x
     assert not any(line.lstrip().startswith(("%", "!")) for line in lines)
     assert "%not code" not in module  # markdown cells are not code
 
@@ -241,15 +245,18 @@ def test_notebook_line_map_points_back_to_cells(tmp_path, ch4):
     assert line_map[index] == (magic_cell, 2)
 
 
-def test_notebook_syntax_error_names_the_cell(tmp_path, ch4):
-    path, sources = make_notebook(tmp_path / "ch4.ipynb", ch4, extra_cells=["y = 1\nz = (\n"])
+def test_a_cell_with_a_syntax_error_costs_only_what_it_defines_and_is_named(tmp_path, ch4):
+    """A cell that is not Python is not read: it costs nothing but its own names, and a note on the
+    exercise of a graded function it defines names the cell and the line."""
+    path, sources = make_notebook(tmp_path / "ch4.ipynb", ch4,
+                                  extra_cells=["y = 1\nz = (\n", "def poly(x, coeff):\n    return (coeff *\n"])
     sub = load(path, ch4, tmp_path / "scratch")
-    assert set(sub.problems) == {ex.id for ex in ch4.exercises}
-    text = sub.problems[ch4.exercises[0].id]
-    assert text.key == "job.syntax_error"
-    assert text.args["file"] == T("notebook.cell", number=len(sources) + 3)  # after the markdown and magic cells
-    assert grader_catalog().render(text, "en").startswith(f"notebook cell {len(sources) + 3} has a syntax error")
-    assert text.args["line"] == 2
+    assert sub.problems == {}
+    cell = len(sources) + 4  # after the markdown, the magic and the first broken cell
+    assert [grader_catalog().render(n, "en") for n in sub.notes["ex03_static_args"]] == [
+        f"notebook cell {cell}, where poly is defined, is not graded: it is not Python the grader can read "
+        f"(line 2: '(' was never closed); fix it and run the cell again"]
+    assert set(sub.notes) == {"ex03_static_args"}
 
 
 def test_notebook_in_a_folder_is_found(tmp_path, ch4):

@@ -20,6 +20,7 @@ import os
 import socket
 import sys
 import traceback
+from typing import Any
 
 from grader.wire import Channel
 
@@ -69,6 +70,61 @@ def _import_error(exc: BaseException, module_dir: str) -> dict:
     else:
         info["where"] = student_frame(exc.__traceback__, module_dir)
     return info
+
+
+#: a file beside the modules saying that they are a notebook's (:mod:`grader.replay`): each is run
+#: statement by statement, as :func:`import_notebook` does
+NOTEBOOK_MODULES = ".notebook"
+#: at most this many statements that raised are told to the grader
+MAX_SKIPPED = 20
+
+
+def import_notebook(name: str, module_dir: str) -> tuple[Any, list[dict]]:
+    """Import the module ``name`` made of a notebook's cells, one top-level statement at a time.
+
+    The cells ran in the student's kernel; a statement that raises here (a device assert,
+    an API of another JAX version, a module the grader lacks) is skipped and listed
+    (``where``, ``type``, ``message``), and the next one runs, as the next cell did. As in
+    IPython (``InteractiveShell.init_builtins`` puts ``display`` into the builtins), a
+    cell's ``display(...)`` is a name; here it shows nothing. A ``from __future__`` import
+    holds for the statements after it. ``SystemExit`` and ``KeyboardInterrupt`` stop the
+    import, as in a module.
+    """
+    import __future__
+    import ast
+    import builtins
+    import importlib.util
+
+    from grader.child.trusted import safe_str, student_frame
+
+    if not hasattr(builtins, "display"):
+        builtins.display = _display
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    with open(spec.origin, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), spec.origin)
+    flags, skipped = 0, []
+    for node in tree.body:
+        code = compile(ast.Module(body=[node], type_ignores=[]), spec.origin, "exec", flags=flags, dont_inherit=True)
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            flags |= sum(getattr(__future__, a.name).compiler_flag for a in node.names
+                         if hasattr(__future__, a.name))
+        try:
+            exec(code, module.__dict__)  # noqa: S102 - the student's own statement, in the sandbox
+        except Exception as exc:  # noqa: BLE001 - told, and the next statement runs
+            if len(skipped) < MAX_SKIPPED:
+                skipped.append({"where": student_frame(exc.__traceback__, module_dir) or
+                                f"{os.path.basename(spec.origin)}:{node.lineno}",
+                                "type": type(exc).__name__, "message": safe_str(exc)[:200]})
+    return module, skipped
+
+
+def _display(*objects: Any, **options: Any) -> None:
+    """IPython's ``display``, where nothing is displayed."""
+    return None
 
 
 STACK_FILE = ".stack"
@@ -246,8 +302,12 @@ def run(order: dict, sock: socket.socket) -> None:
     module_dir = os.path.realpath(order["module_dir"])
     sys.dont_write_bytecode = True
     sys.path.insert(0, module_dir)
+    skipped: list[dict] = []
     try:
-        module = importlib.import_module(order["module"])
+        if os.path.exists(os.path.join(module_dir, NOTEBOOK_MODULES)):
+            module, skipped = import_notebook(order["module"], module_dir)
+        else:
+            module = importlib.import_module(order["module"])
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
         channel.send(_import_error(exc, module_dir))
         return
@@ -257,7 +317,7 @@ def run(order: dict, sock: socket.socket) -> None:
             names[name] = describe_callable(getattr(module, name))
         else:
             names[name] = {"missing": True}
-    channel.send({"op": "imported", "names": names})
+    channel.send({"op": "imported", "names": names, "skipped": skipped})
     channel.send({"op": "integrity", "stage": "import", "changed": watch.changes()})
 
     message = channel.recv()

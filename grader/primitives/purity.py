@@ -26,7 +26,7 @@ def _fingerprint(value: Any, depth: int, seen: set[int]) -> str:
     import jax
 
     if isinstance(value, jax.core.Tracer):
-        return "tracer"
+        return f"tracer:{id(value)}"  # which one: a tracer left before a call is not the call's leak
     if value is None or type(value) in (bool, int, float, complex, str, bytes):
         text = repr(value)
         return text if len(text) < 200 else hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
@@ -118,8 +118,17 @@ def diff_globals(before: dict[str, str], after: dict[str, str]) -> dict[str, lis
     }
 
 
-def find_tracers(module: ModuleType) -> list[str]:
-    """Names of module globals that hold a tracer (directly or in a container)."""
+def tracers_left(module: ModuleType) -> dict[str, str]:
+    """The globals of ``module`` that hold a tracer now (taken before the probe's first call), each
+    with its fingerprint, for :func:`find_tracers`'s ``since``."""
+    return {name: _fingerprint(vars(module)[name], 0, set()) for name in find_tracers(module)}
+
+
+def find_tracers(module: ModuleType, since: dict[str, str] | None = None) -> list[str]:
+    """Names of module globals that hold a tracer (directly or in a container); with ``since``
+    (:func:`tracers_left` before the first call), only those the calls changed: a check counts
+    what happens during the calls it makes, not a tracer a notebook's demo left in a global
+    when the module was imported."""
     import jax
 
     found = []
@@ -137,7 +146,7 @@ def find_tracers(module: ModuleType) -> list[str]:
 
     for name, value in list(vars(module).items()):
         try:
-            if holds(value, 0):
+            if holds(value, 0) and (since is None or since.get(name) != _fingerprint(value, 0, set())):
                 found.append(name)
         except Exception:  # noqa: BLE001
             continue

@@ -58,6 +58,24 @@ def environment_text(report: Report) -> Text:
              duration=report.duration_s)
 
 
+def seed_text(report: Report) -> Text:
+    """The seed and how to replay it: ``--seed N`` on the command line, ``check(..., seed=N)`` for
+    the cells a kernel ran (checked from inside a notebook)."""
+    key = "notebook.seed" if report.submission.get("from") == "kernel history" else "ui.seed"
+    return T(key, seed=report.seed)
+
+
+def replay_notes(report: Report, shown: int = 12) -> list[Text]:
+    """For a notebook: the cells graded that no exercise replayed (nothing graded needs them)."""
+    cells = report.submission.get("cells") or {}
+    skipped = [str(c) for c in cells.get("not_replayed") or []]
+    if not skipped:
+        return []
+    listed = ", ".join(skipped[:shown]) + (f" … (+{len(skipped) - shown})" if len(skipped) > shown else "")
+    return [T("notebook.not_replayed", n=len(skipped), total=len(skipped) + len(cells.get("replayed") or []),
+              cells=listed)]
+
+
 def _stubs_folder(chapter_id: str) -> Path:
     """Where the chapter's exercises as handed out live."""
     from grader.chapter import ChapterError, load_chapter

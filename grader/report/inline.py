@@ -12,18 +12,21 @@ from typing import Sequence
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html
-from grader.report.common import ICONS, environment_text, measured_text, next_step, num, problem_lines
+from grader.report.common import (ICONS, environment_text, measured_text, next_step, num, problem_lines,
+                                  replay_notes, seed_text)
 from grader.report.data import ExerciseResult, Report, headline
 
-#: the class of the fragment's ``<div>``; every rule of :data:`STYLE` is under it
+#: the class of the fragment's ``<div>``; every rule of :data:`STYLE` is under it (the table's rules
+#: name it twice: JupyterLab right-aligns an output's cells with ``:not(.jp-RenderedMarkdown)
+#: .jp-RenderedHTMLCommon td``, two classes deep)
 SCOPE = "grade-check"
 STYLE = f"""
 .{SCOPE} {{ font: 14px/1.45 -apple-system, "Segoe UI", "Noto Sans", "Noto Sans CJK SC", "PingFang SC",
   "Microsoft YaHei", sans-serif; color: #1f2328; max-width: 1100px; }}
 .{SCOPE} table {{ border-collapse: collapse; width: 100%; margin: 4px 0 8px; }}
-.{SCOPE} th, .{SCOPE} td {{ border-bottom: 1px solid #d0d7de; padding: 4px 6px; text-align: left;
+.{SCOPE}.{SCOPE} th, .{SCOPE}.{SCOPE} td {{ border-bottom: 1px solid #d0d7de; padding: 4px 6px; text-align: left;
   vertical-align: top; }}
-.{SCOPE} td.num {{ text-align: right; white-space: nowrap; }}
+.{SCOPE}.{SCOPE} td.num {{ text-align: right; white-space: nowrap; }}
 .{SCOPE} .passed {{ color: #1a7f37; }} .{SCOPE} .failed, .{SCOPE} .error, .{SCOPE} .timeout {{ color: #cf222e; }}
 .{SCOPE} .partial {{ color: #9a6700; }} .{SCOPE} .not_attempted, .{SCOPE} .skipped {{ color: #57606a; }}
 .{SCOPE} details {{ border: 1px solid #d0d7de; border-radius: 6px; margin: 6px 0; padding: 2px 10px; }}
@@ -54,16 +57,17 @@ def render_inline(report: Report, catalog: Catalog, lang: str, *, footer: Sequen
                        for note in ex.notes)
         if ex.id in problems:  # could not run: one line (what, where, what to do), not its checks
             body += f'<p class="problem">{html.rich(problems[ex.id])}</p>'
-        else:
+        elif ex.status != "not_attempted":  # not attempted: its line says so, once, as in the terminal
             body += _checks(ex, words)
         if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
             body += html.details(html.escape(words(T("ui.output"))), f"<pre>{html.escape(ex.output.strip())}</pre>")
-        parts.append(html.details(summary, body, open_=ex.status != "passed" or len(report.exercises) == 1))
+        parts.append(html.details(summary, body, open_=bool(body) and (ex.status != "passed"
+                                                                      or len(report.exercises) == 1)))
     step = next_step(report)
     if step is not None:
         parts.append(f'<p class="next {"passed" if step.key == "ui.all_passed" else ""}">'
                      f'{html.escape(words(step))}</p>')
-    meta = [words(environment_text(report)), words(T("ui.seed", seed=report.seed)), *footer]
+    meta = [*map(words, replay_notes(report)), words(environment_text(report)), words(seed_text(report)), *footer]
     parts.append("".join(f'<p class="meta">{html.escape(line)}</p>' for line in meta))
     return fragment("".join(parts))
 

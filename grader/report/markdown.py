@@ -4,7 +4,7 @@ from __future__ import annotations
 from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
-                                  problem_lines)
+                                  problem_lines, replay_notes, seed_text)
 from grader.report.data import Report, headline
 
 
@@ -19,8 +19,8 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     note = copies_note(report)
     if note is not None:
         out += [f"> **{words(note)}**", ""]
-    out.append("> " + words(environment_text(report)) + " · " + words(T("ui.seed", seed=report.seed)))
-    out += [f">\n> {words(note)}" for note in preview_notes(report)]
+    out.append("> " + words(environment_text(report)) + " · " + words(seed_text(report)))
+    out += [f">\n> {words(note)}" for note in [*preview_notes(report), *replay_notes(report)]]
     out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]
     for ex in report.exercises:
         out.append(f"| {ICONS.get(ex.status, '')} `{ex.id}` {_escape(words(ex.title))} | "

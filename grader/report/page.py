@@ -9,7 +9,7 @@ from __future__ import annotations
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
 from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
-                                  problem_lines)
+                                  problem_lines, seed_text)
 from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
 
@@ -19,7 +19,7 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     title = words(headline(report))
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
-            f'{html.escape(words(T("ui.seed", seed=report.seed)))}</p>']
+            f'{html.escape(words(seed_text(report)))}</p>']
     body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in preview_notes(report)]
     copies = copies_note(report)
     if copies is not None:

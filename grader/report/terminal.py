@@ -12,7 +12,7 @@ from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report import textwidth
 from grader.report.common import (COLORS, ICONS, copies_note, environment_text, measured_text, next_step, num,
-                                  preview_notes, problem_lines)
+                                  preview_notes, problem_lines, replay_notes, seed_text)
 from grader.report.data import CheckResult, ExerciseResult, Report, headline
 
 #: where each kind of line starts, and where its continuation lines start
@@ -83,7 +83,7 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
         lines += [screen.style(line, dim=True) for line in
                   screen.wrap(text + (" …" if len(report.integrity) > 5 else ""), "", "  ")]
     notes = report.sandbox.get("notes", []) if report.sandbox.get("kind") != "bwrap" else []
-    for text in [environment_text(report), *notes, T("ui.seed", seed=report.seed)]:
+    for text in [*replay_notes(report), environment_text(report), *notes, seed_text(report)]:
         lines += [screen.style(line, dim=True) for line in screen.wrap(screen.words(text), "", "  ")]
     return "\n".join(lines) + "\n"
 

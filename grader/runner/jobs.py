@@ -75,6 +75,9 @@ class JobOutcome:
     observations: dict[str, Any] = field(default_factory=dict)
     #: how each of the exercise's module-level names looked after the import
     names: dict[str, dict] = field(default_factory=dict)
+    #: a notebook's statements that raised when its module was imported, each skipped
+    #: (``where``, ``type``, ``message``: :func:`grader.child.job.import_notebook`)
+    skipped: list[dict] = field(default_factory=list)
     #: the job's environment (Python, JAX, backend, device), from its first message
     env: dict | None = None
     #: more on the end: an import error's type, message and place; a hang's phase,
@@ -223,6 +226,9 @@ class JobSession:
             self.outcome.detail.update({k: v for k, v in imported.items() if k != "op"})
             return False
         self.outcome.names = imported.get("names", {})
+        skipped = imported.get("skipped")
+        self.outcome.skipped = [item for item in skipped[:20] if isinstance(item, dict)] \
+            if isinstance(skipped, list) else []
         return True
 
     def send_inputs(self, inputs: dict) -> bool:
