@@ -15,12 +15,12 @@ def _escape(text: str) -> str:
 def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     """The report as Markdown, in ``lang``; its first line is the headline (partial runs say so)."""
     words = lambda text: catalog.render(text, lang)  # noqa: E731
-    out = [f"# {words(headline(report))}", ""]
+    out = [f"# {_escape(words(headline(report)))}", ""]  # it names the graded path: the student's text
     note = copies_note(report)
     if note is not None:
-        out += [f"> **{words(note)}**", ""]
+        out += [f"> **{_escape(words(note))}**", ""]
     out.append("> " + words(environment_text(report)) + " · " + words(seed_text(report)))
-    out += [f">\n> {words(note)}" for note in [*preview_notes(report), *replay_notes(report)]]
+    out += [f">\n> {_escape(words(note))}" for note in [*preview_notes(report), *replay_notes(report)]]
     out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]
     for ex in report.exercises:
         out.append(f"| {ICONS.get(ex.status, '')} `{ex.id}` {_escape(words(ex.title))} | "
