@@ -101,3 +101,30 @@ def test_a_worker_that_dies_mid_batch_is_one_line_and_every_student_is_graded(tm
                     "2 of 2 graded to the end"], err
     assert (out / "ada" / "report.partial.json").exists() and (out / "bea" / "report.partial.json").exists()
     assert not [line for line in err.splitlines() if any(word in line for word in DASK_WORDS)]
+
+
+def _worker_says(text: str) -> str:
+    import logging
+
+    logging.getLogger("distributed.worker").error(text)
+    return text
+
+
+def test_what_a_workers_own_process_logs_goes_to_the_file_too(tmp_path, capfd):
+    """A local cluster's workers are processes of their own: under load a worker logs ERROR lines such
+    as "Failed to communicate with scheduler during heartbeat" while the cluster closes, from its own
+    logging (distributed/config.py, initialize_logging, run when the worker process imports Dask). They
+    reached the terminal through the progress before the workers' logging was given the file too."""
+    from distributed import Client, LocalCluster
+
+    from grader.cli.batch import dask_logs
+
+    log = tmp_path / "dask.log"
+    with dask_logs(log, verbose=False, dask=True):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=40) as cluster, Client(cluster) as client:
+            assert client.submit(_worker_says, "a worker's own error line", pure=False).result() \
+                == "a worker's own error line"
+    captured = capfd.readouterr()
+    assert "a worker's own error line" not in captured.out + captured.err
+    assert "distributed.worker ERROR a worker's own error line" in log.read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -137,6 +138,12 @@ def dask_logs(path: Path, *, verbose: bool, dask: bool):
         logger.propagate = verbose
         if logger.level == logging.NOTSET or logger.level > logging.INFO:
             logger.setLevel(logging.INFO)
+    # A local cluster's workers are processes of their own, which import Dask afresh and set up their
+    # logging from Dask's configuration (distributed/config.py, initialize_logging: a "logging" dict
+    # with a "version" is given to logging.config.dictConfig), read from the environment they inherit:
+    # their lines (a heartbeat that failed while the cluster closed) go to the same file.
+    saved = os.environ.get(WORKER_LOGGING)
+    os.environ[WORKER_LOGGING] = repr(_worker_logging(path, verbose))
     try:
         yield
     finally:
@@ -144,6 +151,28 @@ def dask_logs(path: Path, *, verbose: bool, dask: bool):
             logger.removeHandler(handler)
             logger.propagate, logger.level = propagate, level
         handler.close()
+        if saved is None:
+            os.environ.pop(WORKER_LOGGING, None)
+        else:
+            os.environ[WORKER_LOGGING] = saved
+
+
+#: Dask's configuration of its logging, as an environment variable (``distributed.logging``)
+WORKER_LOGGING = "DASK_DISTRIBUTED__LOGGING"
+
+
+def _worker_logging(path: Path, verbose: bool) -> dict:
+    """The logging of a local cluster's worker processes (``logging.config.dictConfig``'s schema): Dask's
+    loggers into ``path``, and standard error too with ``--verbose``."""
+    handlers = {"file": {"class": "logging.FileHandler", "filename": str(path), "formatter": "plain",
+                         "delay": True}}
+    if verbose:
+        handlers["terminal"] = {"class": "logging.StreamHandler", "formatter": "plain"}
+    return {"version": 1, "disable_existing_loggers": False,
+            "formatters": {"plain": {"format": "%(asctime)s %(name)s %(levelname)s %(message)s"}},
+            "handlers": handlers,
+            "loggers": {name: {"handlers": list(handlers), "level": "INFO", "propagate": False}
+                        for name in DASK_LOGGERS}}
 
 
 class _LogFile(logging.Handler):
