@@ -393,3 +393,16 @@ def test_one_escaping_function_per_format():
     document = json.dumps({"a": "x\x1b[2K\x9b\u202e\x7f\n", "b": [1]}, ensure_ascii=False, indent=2)
     assert json.loads(safetext.json(document)) == json.loads(document)
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", safetext.json(document))
+
+
+def test_the_graders_own_log_shows_a_students_controls_as_text():
+    """``--verbose`` logs quote a student's text (a file name, an error): the terminal must not act on it."""
+    import subprocess
+    import sys
+
+    code = ("import logging; from grader.cli.app import setup_logging; setup_logging(True); "
+            "logging.getLogger('grader').info('file %s', 'ex02\\x1b[2K\\x1b[1A\\x1b]0;pwned\\x07.py')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "\x1b" not in run.stderr and "\x07" not in run.stderr
+    assert "grade: file ex02\\x1b[2K\\x1b[1A\\x1b]0;pwned\\x07.py" in run.stderr, run.stderr

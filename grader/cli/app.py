@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from grader import __version__
+from grader import __version__, safetext
 from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
 
 log = logging.getLogger("grader")
@@ -102,8 +102,16 @@ def limit_options(fn):
 
 
 def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="grade: %(message)s",
-                        stream=sys.stderr)
+    """The grader's log on standard error (``--verbose``: INFO too); a line may quote a student's text
+    (a file name, an error), so its controls are shown, never sent (:func:`grader.safetext.terminal`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalFormatter("grade: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+
+
+class _TerminalFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return safetext.terminal(super().format(record))
 
 
 # ------------------------------------------------------------------ entry point
