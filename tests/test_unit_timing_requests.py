@@ -2,6 +2,7 @@
 for again, and a child that misreports on every attempt gets no figures."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -83,3 +84,35 @@ def test_the_time_spent_making_a_donating_candidates_inputs_counts_on_the_grader
     assert ask(without).get("implausible")
     lying = DonatingChild(setup_s=0.5)  # more setup than the request took: not believed either
     assert ask(lying).get("implausible")
+
+
+@pytest.mark.parametrize("error", ["implausible timings", "calibration failed", "the process is gone", "bad request",
+                                   "host_lost", "import_error", "timeout", "crashed", "disk_limit", None])
+def test_the_graders_own_reason_for_no_timing_is_a_sentence_in_both_languages(error):
+    """Why a function could not be timed reaches the student: the grader's own reasons (the figures'
+    ``error``) were English words inside Chinese messages ("无法为 fast_heavy 计时：implausible timings")."""
+    from grader.checks import Fail
+    from grader.i18n import grader_catalog
+    from grader.primitives import timing
+
+    figures = {"speedup": None} if error is None else {"speedup": None, "error": error}
+    with pytest.raises(Fail) as failed:
+        timing.expect_speedup(figures, {"speedup": 3.0}, fraction=0.25, what="fast_heavy")
+    catalog = grader_catalog()
+    en, zh = (catalog.render(failed.value.message, lang) for lang in ("en", "zh"))
+    assert "fast_heavy" in en and "fast_heavy" in zh
+    if error is not None:
+        assert error not in en and error not in zh
+    assert not re.search(r"[A-Za-z]{4,}", zh.replace("fast_heavy", "")), zh  # no English words left in Chinese
+    assert "?" not in en and "?" not in zh
+
+
+def test_a_students_exception_is_quoted_as_it_was_raised():
+    from grader.checks import Fail
+    from grader.i18n import grader_catalog
+    from grader.primitives import timing
+
+    with pytest.raises(Fail) as failed:
+        timing.expect_speedup({"speedup": None, "error": "TypeError: bad operand"}, {"speedup": 3.0},
+                              fraction=0.25, what="layer_norm")
+    assert "TypeError: bad operand" in grader_catalog().render(failed.value.message, "zh")

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
-from grader.i18n import T
+from grader.i18n import T, Text
 from grader.child.trusted import TRUSTED
 
 
@@ -165,6 +165,24 @@ def speedup_stats(samples: dict) -> dict:
     }
 
 
+#: the grader's own reasons why a function could not be timed (``error`` in its figures), said in
+#: the student's language; any other reason is the student's exception, quoted as it was raised
+UNTIMED = {"implausible timings": "speedup.why.implausible", "calibration failed": "speedup.why.calibration",
+           "the process is gone": "speedup.why.gone", "bad request": "speedup.why.gone",
+           "host_lost": "speedup.why.gone", "import_error": "speedup.why.import", "done": "speedup.why.gone",
+           "timeout": "speedup.why.timeout", "not_started": "speedup.why.gone", None: "speedup.why.gone",
+           "cancelled": "speedup.why.gone", "protocol_error": "speedup.why.gone", "crashed": "speedup.why.gone",
+           "probe_error": "speedup.why.gone", "disk_limit": "speedup.why.gone", "abandoned": "speedup.why.gone"}
+
+
+def untimed_reason(figures: dict) -> "Text | str":
+    """Why a function could not be timed, from its figures' ``error``: the grader's own reasons as
+    sentences in both languages, a student's exception as it was raised."""
+    error = figures.get("error")
+    key = UNTIMED.get(error) if error is None or isinstance(error, str) else None
+    return T(key) if key is not None else str(error)
+
+
 def expect_speedup(student: dict, reference: dict, *, fraction: float, what: str) -> dict:
     """The student's gain (speed-up − 1) must reach ``fraction`` of the reference's."""
     measured = {
@@ -174,7 +192,7 @@ def expect_speedup(student: dict, reference: dict, *, fraction: float, what: str
     }
     s, r = student.get("speedup"), reference.get("speedup")
     if s is None:
-        raise Fail(T("speedup.no_measure", what=what, error=student.get("error", "?")), measured)
+        raise Fail(T("speedup.no_measure", what=what, error=untimed_reason(student)), measured)
     if r is None or r <= 1.0:
         raise GraderError(f"the reference shows no speed-up for {what} on this device ({r})")
     bar = 1.0 + fraction * (r - 1.0)
@@ -195,7 +213,7 @@ def expect_speedup_over(student: dict, *, bar: float, what: str) -> dict:
     measured = {"student": student, "bar": bar, "bar_from": "release_speedup_bar"}
     s = student.get("speedup")
     if s is None:
-        raise Fail(T("speedup.no_measure", what=what, error=student.get("error", "?")), measured)
+        raise Fail(T("speedup.no_measure", what=what, error=untimed_reason(student)), measured)
     if s < bar:
         raise Fail(T("release.speedup_below", what=what, student=s, bar=bar, student_ms=student["candidate_s"] * 1e3,
                      baseline_ms=student["baseline_s"] * 1e3), measured)
