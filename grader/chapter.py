@@ -309,13 +309,13 @@ def _exercise(raw: dict, chapter_id: str, sections: dict, error_sections: dict, 
     if len(set(ids)) != len(ids):
         raise ChapterError(f"{where}: two checks share an id")
     for extra in sorted(set(functions) - set(ids)):
-        raise ChapterError(f"check {extra!r} is declared in {folder / (ex_id + '.py')} but {path} has no entry for "
+        raise ChapterError(f"check {extra!r} is declared in {folder / ex_id / '__init__.py'} but {path} has no entry for "
                            f"it: add an [[exercises.checks]] table to {ex_id} with id = \"{extra}\", its category, "
                            f"points, title and hint")
     for c in checks:
         for dep in c.depends:
             if dep not in ids or ids.index(dep) >= ids.index(c.id):
-                raise ChapterError(f"{folder / (ex_id + '.py')}: check {c.id} depends on {dep!r}, which must be an "
+                raise ChapterError(f"{folder / ex_id / '__init__.py'}: check {c.id} depends on {dep!r}, which must be an "
                                    f"earlier check of {ex_id} in {path.name}")
     return ExerciseSpec(
         id=ex_id,
@@ -348,10 +348,11 @@ def _speedup_bars(table: dict, raw: dict, where: str) -> dict[str, float]:
 
 
 def _exercise_module(chapter_id: str, ex_id: str, folder: Path) -> ModuleType:
-    file = folder / f"{ex_id}.py"
+    file = folder / ex_id / "__init__.py"
     if not file.exists():
-        raise ChapterError(f"{file} is missing: every exercise of chapter.toml needs a module of that name "
-                           f"with its inputs(rng), probe(ctx) and checks (grade dev new-chapter makes one to copy)")
+        raise ChapterError(f"{file} is missing: every exercise of chapter.toml needs a folder of that name "
+                           f"whose __init__.py holds its inputs(rng), probe(ctx) and checks (grade dev new-chapter "
+                           f"makes one to copy)")
     try:
         module = importlib.import_module(f"grader.chapters.{chapter_id}.{ex_id}")
     except Exception as exc:  # noqa: BLE001 - an author's module that does not import
@@ -367,13 +368,13 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
     cid = _need(c, "id", f"a check of {ex_id}", path)
     if "depends" in c:
         raise ChapterError(f"{where}: check {cid} has 'depends' in {path.name}; it now sits on the function: "
-                           f"@check(\"{cid}\", depends=(...)) in {folder / (ex_id + '.py')}")
+                           f"@check(\"{cid}\", depends=(...)) in {folder / ex_id / '__init__.py'}")
     unknown = sorted(set(c) - _CHECK_KEYS)
     if unknown:
         raise ChapterError(f"{where}: check {cid} has unknown key(s) {', '.join(unknown)}")
     if cid not in functions:
         raise ChapterError(f"check {cid!r} of {ex_id} is in {path} but not declared: add @check(\"{cid}\") to its "
-                           f"function in {folder / (ex_id + '.py')}")
+                           f"function in {folder / ex_id / '__init__.py'}")
     category = _need(c, "category", f"check {cid}", path)
     if category not in CATEGORIES:
         raise ChapterError(f"{where}: check {cid} has category {category!r}; use one of {', '.join(CATEGORIES)}")

@@ -57,7 +57,7 @@ def test_every_check_has_a_function_and_every_function_a_check(ch4):
     for ex in ch4.exercises:
         assert all(callable(c.function) for c in ex.checks), ex.id
         assert set(declared_checks(ex.code)) == {c.id for c in ex.checks}, ex.id
-        assert ex.code.__file__ == str(ch4.folder / ex.filename)
+        assert ex.code.__file__ == str(ch4.folder / ex.id / "__init__.py")
 
 
 def test_each_exercise_module_holds_its_inputs_probe_and_checks(ch4):
@@ -244,7 +244,8 @@ def write_chapter(tmp_path, monkeypatch):
         folder = tmp_path / "chx"
         folder.mkdir(exist_ok=True)
         (folder / "chapter.toml").write_text(text, encoding="utf-8")
-        (folder / "ex01_a.py").write_text(module or exercise_module(("f.values", ()), ("f.more", ("f.values",))),
+        (folder / "ex01_a").mkdir(exist_ok=True)
+        (folder / "ex01_a" / "__init__.py").write_text(module or exercise_module(("f.values", ()), ("f.more", ("f.values",))),
                                           encoding="utf-8")
         return load_chapter("chx")
 
@@ -299,12 +300,12 @@ def test_dependency_must_be_an_earlier_check(write_chapter, depends):
 
 def test_a_check_in_the_file_but_not_the_module_names_the_fix(write_chapter):
     with pytest.raises(ChapterError, match=r"check 'f\.more' of ex01_a is in .*chapter.toml but not declared: "
-                                           r"add @check\(\"f\.more\"\) to its function in .*ex01_a\.py"):
+                                           r"add @check\(\"f\.more\"\) to its function in .*ex01_a/__init__\.py"):
         write_chapter(chapter_toml(second="f.more"), exercise_module(("f.values", ())))
 
 
 def test_a_check_in_the_module_but_not_the_file_names_the_fix(write_chapter):
-    with pytest.raises(ChapterError, match=r"check 'f\.more' is declared in .*ex01_a\.py but .*chapter.toml has no "
+    with pytest.raises(ChapterError, match=r"check 'f\.more' is declared in .*ex01_a/__init__\.py but .*chapter.toml has no "
                                            r"entry for it: add an \[\[exercises\.checks\]\] table"):
         write_chapter(chapter_toml())
 
@@ -318,7 +319,7 @@ def test_depends_in_the_file_points_to_the_function(write_chapter):
 
 def test_an_exercise_without_its_module_is_named(write_chapter, tmp_path):
     text = chapter_toml(second="f.more").replace('id = "ex01_a"', 'id = "ex02_b"')
-    with pytest.raises(ChapterError, match=r"ex02_b\.py is missing: every exercise of chapter.toml needs a module"):
+    with pytest.raises(ChapterError, match=r"ex02_b/__init__\.py is missing: every exercise of chapter.toml needs a folder"):
         write_chapter(text)
 
 

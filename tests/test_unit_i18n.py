@@ -111,7 +111,7 @@ def test_every_literal_call_passes_the_template_placeholders(catalog):
 
 
 def test_every_chapter_key_named_in_checks_exists(catalog):
-    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").glob("*.py")))
+    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").rglob("*.py")))
     keys = set(re.findall(r'"(ch4\.[a-z0-9_]+\.[a-z0-9_]+)"', source))
     assert len(keys) >= 10
     assert sorted(keys - catalog.keys()) == []
@@ -138,7 +138,7 @@ def test_every_key_like_string_in_the_code_exists(catalog):
 def test_every_chapter_message_is_used():
     with (GRADER / "chapters" / "ch4" / "messages.toml").open("rb") as handle:
         defined = set(tomllib.load(handle))
-    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").glob("*.py")))
+    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").rglob("*.py")))
     assert sorted(k for k in defined if f'"{k}"' not in source) == []
 
 

@@ -46,7 +46,7 @@ class Scaffold:
         return {
             self.folder / "chapter.toml": _chapter_toml(self),
             self.folder / "messages.toml": _template("messages.toml").format(chapter=self.chapter, exercise=self.exercise[:4]),
-            self.folder / f"{self.exercise}.py": _exercise_module(self.chapter, self.exercise),
+            self.folder / self.exercise / "__init__.py": _exercise_module(self.chapter, self.exercise),
             self.solutions / f"{self.exercise}.py": solution,
             self.stubs / f"{self.exercise}.py": make_stub(solution, filename=f"{self.exercise}.py"),
         }
