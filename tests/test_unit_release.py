@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_unit_chapter import chapter_toml, write_chapter  # noqa: F401 - a fixture
+from test_unit_chapter import chapter_toml, exercise_toml, write_chapter  # noqa: F401 - a fixture
 from test_unit_render import catalog, report  # noqa: F401 - fixtures
 
 from grader.authoring.answers import chapter_answers, helper_names
@@ -86,21 +86,37 @@ def test_a_release_chapter_without_solutions_grades_a_preview(tmp_path):
 
 # ------------------------------------------------------------------ the chapter's bar
 def _with_bar(table: str) -> str:
-    return chapter_toml(second="f.more").replace('functions = ["f"]', f'functions = ["f"]\nrelease_speedup_bar = {table}')
+    """chapter.toml with the instructor's bar for ex01_a (a table of chapter.toml, not of the exercise)."""
+    return chapter_toml(toml_tail=f"[release_speedup_bar]\nex01_a = {table}")
 
 
 def test_release_speedup_bar_is_read(write_chapter):  # noqa: F811
-    chapter = write_chapter(_with_bar("{ f = 3 }"))
+    chapter = write_chapter(chapter=_with_bar("{ f = 3 }"))
     assert chapter.exercises[0].release_speedup_bar == {"f": 3.0}
     assert CH4.exercise("ex06_speedup").release_speedup_bar.keys() == {"fast_heavy", "layer_norm"}
 
 
-@pytest.mark.parametrize("table, message", [("{ g = 3 }", "not one of its functions"),
+@pytest.mark.parametrize("table, message", [("{ g = 3 }", r"\[release_speedup_bar\] ex01_a names 'g', which is not "
+                                                          r"one of the exercise's functions"),
                                             ("{ f = 1 }", "a speed-up above 1"),
-                                            ("{ f = true }", "a speed-up above 1")])
+                                            ("{ f = true }", "a speed-up above 1"),
+                                            ("3", "must be a table of speed-ups by function")])
 def test_a_wrong_release_speedup_bar_is_named(write_chapter, table, message):  # noqa: F811
     with pytest.raises(ChapterError, match=message):
-        write_chapter(_with_bar(table))
+        write_chapter(chapter=_with_bar(table))
+
+
+def test_a_release_speedup_bar_of_no_exercise_is_named(write_chapter):  # noqa: F811
+    with pytest.raises(ChapterError, match=r"\[release_speedup_bar\] names 'ex09_x', which is not one of the "
+                                           r"chapter's exercises \(ex01_a\)"):
+        write_chapter(chapter=chapter_toml(toml_tail="[release_speedup_bar]\nex09_x = { f = 3 }"))
+
+
+def test_a_release_speedup_bar_in_the_exercise_points_to_chapter_toml(write_chapter):  # noqa: F811
+    words = exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\nrelease_speedup_bar = { f = 3 }')
+    with pytest.raises(ChapterError, match=r"release_speedup_bar is the instructor's bar, set in chapter\.toml: move "
+                                           r"it there as \[release_speedup_bar\] ex01_a = "):
+        write_chapter(words)
 
 
 # ------------------------------------------------------------------ a preview's report
