@@ -161,6 +161,7 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
     exercises = [read_exercise(folder / ex_id, _words(folder / ex_id), chapter_id, sections, error_sections,
                                bars.get(ex_id, {})) for ex_id in order]
     _no_message_twice(exercises)
+    _no_salt_twice(exercises)
     return Chapter(
         id=chapter_id,
         title=bilingual(need(data, "title", "the chapter", path), f"{path}: title"),
@@ -222,3 +223,14 @@ def _no_message_twice(exercises: list[ExerciseSpec]) -> None:
                                    f"too: give this exercise's messages keys of its own (rename it here and in "
                                    f"T(\"{key}\", ...) of {ex.folder / CODE})")
             seen[key] = ex
+
+
+def _no_salt_twice(exercises: list[ExerciseSpec]) -> None:
+    """Each exercise draws its hidden inputs from a stream of its own (a copied folder keeps its original's salt)."""
+    seen: dict[int, ExerciseSpec] = {}
+    for ex in exercises:
+        first = seen.setdefault(ex.seed_salt, ex)
+        if first is not ex:
+            raise ChapterError(f"{ex.folder / WORDS}: seed_salt = {ex.seed_salt} is {first.id}'s too, so both would "
+                               f"draw the same hidden inputs: give {ex.id} a seed_salt of its own (or none: it then "
+                               f"comes from its id)")

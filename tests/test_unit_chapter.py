@@ -413,6 +413,18 @@ def test_duplicate_exercise_ids_are_refused(write_chapter):
         write_chapter(chapter=chapter_toml(exercises='["ex01_a", "ex01_a"]'))
 
 
+def test_a_copied_exercise_keeping_its_seed_salt_is_named(write_chapter, tmp_path):
+    import shutil
+
+    write_chapter(exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\nseed_salt = 3'))
+    shutil.copytree(tmp_path / "chx" / "ex01_a", tmp_path / "chx" / "ex02_b")
+    (tmp_path / "chx" / "chapter.toml").write_text(chapter_toml(exercises='["ex01_a", "ex02_b"]'), encoding="utf-8")
+    forget_chx()
+    with pytest.raises(ChapterError, match=r"ex02_b/exercise\.toml: seed_salt = 3 is ex01_a's too, so both would draw "
+                                           r"the same hidden inputs: give ex02_b a seed_salt of its own"):
+        load_chapter("chx")
+
+
 # ------------------------------------------------------------------ an exercise's messages
 MESSAGE = '\n[messages."chx.ex01.more"]\nen = "{n} more"\nzh = "多 {n} 个"\n'
 
@@ -447,3 +459,52 @@ def test_a_message_the_grader_defines_names_both_files(write_chapter):
     with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: message 'numeric\.shape' is defined twice "
                                            r"\(also in .*grader/messages/core\.toml\)"):
         chapter.catalog  # noqa: B018 - built on first use
+
+
+# ------------------------------------------------------------------ what grade dev validate names before grading
+def _problems(chapter):
+    from grader.authoring.validate import exercise_problems
+
+    return exercise_problems(chapter)
+
+
+def test_validate_names_an_exercises_missing_solution(write_chapter):
+    problems = _problems(write_chapter())
+    assert len(problems) == 1
+    assert problems[0].endswith("solutions/chx/ex01_a.py is missing: the reference solution of ex01_a (its functions "
+                                "f, with SOLUTION and STUB blocks); then grade dev stubs chx writes its stub")
+
+
+def _solved(chapter):
+    chapter.solutions.mkdir(parents=True, exist_ok=True)
+    (chapter.solutions / "ex01_a.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+    return chapter
+
+
+def test_validate_names_a_message_the_code_uses_but_no_file_defines(write_chapter):
+    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))) + \
+        "\nfrom grader.i18n import T\n\ndef said():\n    return T(\"chx.ex01.gone\", n=1)\n"
+    problems = _problems(_solved(write_chapter(module=module)))
+    assert len(problems) == 1 and "ex01_a/__init__.py:20: " in problems[0]  # the line of T(...)
+    assert "T('chx.ex01.gone') names no message: add [messages.\"chx.ex01.gone\"] with its en and zh texts" in problems[0]
+    assert problems[0].endswith("ex01_a/exercise.toml")
+
+
+def test_validate_names_a_message_the_code_does_not_use(write_chapter):
+    problems = _problems(_solved(write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE))))
+    assert len(problems) == 1
+    assert "ex01_a/exercise.toml: message 'chx.ex01.more' is not used by the exercise's code" in problems[0]
+    assert problems[0].endswith("ex01_a/__init__.py): use it, T(\"chx.ex01.more\", ...), or remove it")
+
+
+def test_validate_names_a_message_whose_languages_fill_other_fields(write_chapter):
+    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))) + "\nKEY = \"chx.ex01.more\"\n"
+    words = exercise_toml(second="f.more", toml_tail=MESSAGE.replace("多 {n} 个", "多 {m} 个"))
+    problems = _problems(_solved(write_chapter(words, module)))
+    assert len(problems) == 1
+    assert problems[0].endswith("ex01_a/exercise.toml: message 'chx.ex01.more' fills ['n'] in English but ['m'] in "
+                                "Chinese: use the same fields in both")
+
+
+def test_validate_finds_nothing_to_edit_in_chapter_4(ch4):
+    assert _problems(ch4) == []

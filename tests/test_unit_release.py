@@ -266,3 +266,44 @@ def test_release_needs_the_reference_solutions(tmp_path):
     with pytest.raises(ReleaseError, match="built from the full course repository"):
         build(dataclasses.replace(CH4, solutions=tmp_path / "none"), tmp_path / "out", seed=1)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ what a wheel ships
+def _shipped(package: Path, pyproject_text: str) -> set[Path]:
+    """The data files a wheel of ``package`` holds, as setuptools picks them: each pattern of
+    ``[tool.setuptools.package-data] grader`` is joined to the package's folder and expanded with
+    ``glob(..., recursive=True)`` (setuptools/command/build_py.py, build_py.find_data_files)."""
+    import glob
+    import tomllib
+
+    patterns = tomllib.loads(pyproject_text)["tool"]["setuptools"]["package-data"]["grader"]
+    return {Path(p) for pattern in patterns for p in glob.glob(str(package / pattern), recursive=True)
+            if Path(p).is_file()}
+
+
+def _data_files(package: Path) -> set[Path]:
+    """Every file of the package that is not Python code (nor Python's own bytecode)."""
+    return {p for p in package.rglob("*") if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts}
+
+
+def test_the_graders_wheel_ships_every_exercise_folders_words():
+    """A chapter's exercises are folders: their exercise.toml files are package data too
+    (a wheel built without them grades nothing: the chapter does not load)."""
+    package = ROOT / "grader"
+    missing = sorted(str(p.relative_to(ROOT)) for p in _data_files(package)
+                     - _shipped(package, (ROOT / "pyproject.toml").read_text(encoding="utf-8")))
+    assert missing == []
+    assert package / "chapters" / "ch4" / "ex03_static_args" / "exercise.toml" in _data_files(package)
+
+
+def test_a_release_ships_its_chapters_folders(tmp_path):
+    """The release's own pyproject.toml ships what copy_package copied: the chapter's file, each
+    exercise's words and the reference's records (tests/test_release.py installs one for real)."""
+    from grader.authoring.release import copy_package, pyproject
+
+    package = copy_package(CH4, tmp_path)
+    (package / "chapters" / "ch4" / FILENAME).write_text("{}", encoding="utf-8")
+    text = pyproject(CH4, kind="release", about="a test", description="a test", jax="0.4.30", jaxlib="0.4.30")
+    wanted = _data_files(package / "chapters") | _data_files(package / "messages")  # (not the authors' tools)
+    assert sorted(str(p.relative_to(tmp_path)) for p in wanted - _shipped(package, text)) == []
+    assert {p.parent.name for p in package.glob("chapters/ch4/*/exercise.toml")} == {ex.id for ex in CH4.exercises}
