@@ -508,3 +508,17 @@ def test_validate_names_a_message_whose_languages_fill_other_fields(write_chapte
 
 def test_validate_finds_nothing_to_edit_in_chapter_4(ch4):
     assert _problems(ch4) == []
+
+
+def test_an_exercises_words_go_through_the_toml_cache(write_chapter):
+    """exercise.toml is parsed once per content, like every TOML file of the grader
+    (grader.i18n.read_toml): kept in this process and, as JSON, in the cache folder."""
+    import hashlib
+
+    from grader import i18n, store
+
+    chapter = write_chapter()
+    for path in (chapter.folder / "chapter.toml", chapter.folder / "ex01_a" / "exercise.toml"):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert digest in i18n._tables, path
+        assert (store.root() / "toml" / f"{digest[:40]}.json").is_file(), path
