@@ -131,7 +131,9 @@ def load_chapter(chapter_id: str) -> Chapter:
     except tomllib.TOMLDecodeError as exc:
         raise ChapterError(f"{path}: {exc}") from None
     chapter_folders.extend([folder.parent])
-    return _parse(data, folder, path)
+    chapter = _parse(data, folder, path)
+    chapter.catalog  # noqa: B018 - a message key two files define is the author's error, said here in one line
+    return chapter
 
 
 # ------------------------------------------------------------------ reading chapter.toml

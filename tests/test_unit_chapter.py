@@ -455,10 +455,25 @@ def test_a_message_two_exercises_define_names_both_and_the_fix(write_chapter, tm
 
 
 def test_a_message_the_grader_defines_names_both_files(write_chapter):
-    chapter = write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE.replace("chx.ex01.more", "numeric.shape")))
+    """Found when the chapter loads (its catalog is built then), not when a report is first put into words."""
     with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: message 'numeric\.shape' is defined twice "
                                            r"\(also in .*grader/messages/core\.toml\)"):
-        chapter.catalog  # noqa: B018 - built on first use
+        write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE.replace("chx.ex01.more", "numeric.shape")))
+
+
+def test_a_message_the_grader_defines_is_one_line_for_grade(write_chapter, tmp_path, capsys):
+    from grader.cli import main
+
+    write_chapter()
+    words = tmp_path / "chx" / "ex01_a" / "exercise.toml"
+    words.write_text(exercise_toml(second="f.more", toml_tail=MESSAGE.replace("chx.ex01.more", "numeric.shape")),
+                     encoding="utf-8")
+    forget_chx()
+    (tmp_path / "exercises" / "chx").mkdir(parents=True)
+    assert main([str(tmp_path / "exercises" / "chx"), "--chapter", "chx", "--lang", "en"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "internal error" not in err and len(err.splitlines()) == 1
+    assert "exercise.toml: message 'numeric.shape' is defined twice" in err
 
 
 # ------------------------------------------------------------------ what grade dev validate names before grading
