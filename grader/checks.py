@@ -1,8 +1,8 @@
 """Hidden checks: small functions of plain data, run in the grader's own process.
 
-An exercise module of a chapter declares each check with :func:`check`, its id and
-what it depends on next to the function; its title, points and hints are in the
-chapter's ``chapter.toml``::
+An exercise's code (``<chapter>/<exercise>/__init__.py``) declares each check with
+:func:`check`, its id and what it depends on next to the function; its title, points
+and hints are in the ``exercise.toml`` beside it::
 
     @check("piecewise.values", depends=("piecewise.traceable",))
     def piecewise_values(s, r, ctx):
@@ -33,9 +33,9 @@ class Fail(Exception):
 
     ``hint`` says what to do about this very mistake:
 
-    * ``None``: the check's own hint (``hint`` of its entry in ``chapter.toml``), for a
+    * ``None``: the check's own hint (``hint`` of its entry in ``exercise.toml``), for a
       check that fails in one way only;
-    * a name: one of the check's named hints (its ``hints`` table in ``chapter.toml``),
+    * a name: one of the check's named hints (its ``hints`` table in ``exercise.toml``),
       chosen by what the records show, e.g. ``"zero_sum_divides"``;
     * a :class:`Text`: a hint of the grader's own, e.g. about an exception that is not
       the mistake the check looks for (:func:`exception_hint`).
@@ -165,12 +165,12 @@ CheckFn = Callable[["Observations", "Observations", "CheckContext"], Any]
 
 
 def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
-    """Declare ``fn`` as the check ``check_id`` of its exercise module.
+    """Declare ``fn`` as the check ``check_id`` of its exercise.
 
     ``depends``: checks of the same exercise that must pass first (else this one is
-    skipped, saying which). The chapter finds the declared checks on the module; the
-    id must have an entry in ``chapter.toml`` (and every entry a function), which
-    :func:`grader.chapter.load_chapter` enforces.
+    skipped, saying which). The chapter finds the declared checks on the exercise's
+    code; the id must have an entry in its ``exercise.toml`` (and every entry a
+    function), which :func:`grader.exercise_folder.read_exercise` enforces.
     """
 
     def declare(fn: CheckFn) -> CheckFn:

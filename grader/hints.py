@@ -2,7 +2,7 @@
 
 A failed check shows a nudge (its hint, or the named hint of the mistake seen). ``grade
 PATH --hint CHECK`` shows the next layer each time it is run, from the check's
-``layers`` in ``chapter.toml``: why it matters under ``jax.jit``, then a worked
+``layers`` in its exercise's ``exercise.toml``: why it matters under ``jax.jit``, then a worked
 explanation of the concept, never the answer. How far a learner has gone is kept in
 ``hints.json`` beside the reports, so the next layer is the next one, run after run.
 """

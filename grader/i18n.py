@@ -9,8 +9,10 @@ Messages live in TOML catalogs, one table per key with both languages side by si
     zh = "{what}：期望形状 {expected}，实际为 {got}"
 
 The grader's own catalog is every file of ``grader/messages/`` (``core.toml``, and one
-per capability, e.g. ``batch.toml``); a chapter adds its own ``messages.toml`` beside
-its ``chapter.toml``. A key defined twice is an error.
+per capability, e.g. ``batch.toml``); a chapter adds each exercise's messages (the
+``[messages."key"]`` tables of its ``exercise.toml``, same form) and, when several of its
+exercises share some, its ``messages.toml`` beside its ``chapter.toml``. A key defined
+twice is an error.
 """
 from __future__ import annotations
 
@@ -70,17 +72,27 @@ class Catalog:
 
     def __init__(self) -> None:
         self._messages: dict[str, dict[str, str]] = {}
+        self._where: dict[str, Path] = {}
 
     def load(self, path: Path) -> "Catalog":
-        table = read_toml(path)
+        """Add the messages of a catalog file (one table per key)."""
+        return self.add(read_toml(path), path)
+
+    def add(self, table: Mapping[str, Mapping[str, str]], path: Path) -> "Catalog":
+        """Add messages by key (``{"en": ..., "zh": ...}`` each), read from the file ``path``."""
         for key, langs in table.items():
             missing = [lang for lang in LANGS if lang not in langs]
             if missing:
                 raise ValueError(f"{path}: message {key!r} has no {', '.join(missing)} text")
             if key in self._messages:
-                raise ValueError(f"{path}: message {key!r} is defined twice")
+                raise ValueError(f"{path}: message {key!r} is defined twice (also in {self._where[key]})")
             self._messages[key] = {lang: langs[lang] for lang in LANGS}
+            self._where[key] = Path(path)
         return self
+
+    def where(self, key: str) -> Path:
+        """The file that defines message ``key``."""
+        return self._where[key]
 
     def keys(self) -> set[str]:
         return set(self._messages)

@@ -94,14 +94,18 @@ _digests: dict[tuple, str] = {}
 
 
 def content_digest(folder: Path) -> str:
-    """A fingerprint of the contents of a folder's Python and TOML files.
+    """A fingerprint of the contents of a folder's Python and TOML files, its subfolders' too (a
+    chapter's exercises are folders of their own), hidden folders and ``__pycache__`` left out.
 
     Read again only when a file's size or time of change differs from the last reading.
     """
+    folder = Path(folder)
     files = []
-    for file in sorted(Path(folder).glob("*")):
+    for file in sorted(folder.rglob("*")):
         try:
-            if file.is_file() and file.suffix in (".py", ".toml"):
+            inner = file.relative_to(folder).parts[:-1]
+            if file.is_file() and file.suffix in (".py", ".toml") and \
+                    not any(part.startswith(".") or part == "__pycache__" for part in inner):
                 stat = file.stat()
                 files.append((file, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
         except OSError:
@@ -111,7 +115,8 @@ def content_digest(folder: Path) -> str:
         return _digests[seen]
     digest = hashlib.sha256()
     for file, *_ in files:
-        digest.update(file.name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
+        name = file.relative_to(folder).as_posix()
+        digest.update(name.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
     if len(_digests) > 64:
         _digests.clear()
     _digests[seen] = digest.hexdigest()

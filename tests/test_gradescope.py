@@ -93,6 +93,9 @@ def test_bundle_holds_the_scripts_the_grader_and_the_reference(bundle):
     names = set(infos)
     assert {"setup.sh", "run_autograder", "pyproject.toml", "README.md", "grader/gradescope.py",
             "grader/chapters/ch4/chapter.toml"} <= names
+    # the chapter's folders: each exercise's code and words
+    assert {f"grader/chapters/ch4/{ex.id}/{name}" for ex in CHAPTER.exercises
+            for name in ("__init__.py", "exercise.toml")} <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
     for script in ("setup.sh", "run_autograder"):
         assert infos[script].external_attr >> 16 & 0o111 == 0o111, script

@@ -32,7 +32,7 @@ def _grade(path: Path, out: Path, *args: str) -> dict:
 
 
 def test_the_scaffold_writes_a_chapter_in_its_own_folder(course, capsys):
-    for path in ("chapters/toy/chapter.toml", "chapters/toy/messages.toml", "chapters/toy/ex01_scale.py",
+    for path in ("chapters/toy/chapter.toml", "chapters/toy/ex01_scale/exercise.toml", "chapters/toy/ex01_scale/__init__.py",
                  "solutions/toy/ex01_scale.py", "exercises/toy/ex01_scale.py"):
         assert (course / path).is_file(), path
     assert "NotImplementedError" in (course / "exercises/toy/ex01_scale.py").read_text(encoding="utf-8")
@@ -60,3 +60,77 @@ def test_a_wrong_answer_fails_its_check(course, tmp_path):
 def test_validate_passes_on_the_new_chapter(course, capsys):
     assert main(["dev", "validate", "toy", "--seed", "4"]) == 0
     assert "✓ toy: valid" in capsys.readouterr().out
+
+
+def test_adding_an_exercise_is_copying_a_folder(tmp_path, monkeypatch, capsys):
+    """An exercise is a folder: copy one, rename it, list it in chapter.toml, then do what
+    grade dev validate says, one line at a time, each naming the file to edit, until valid."""
+    import shutil
+
+    import grader.chapters
+
+    root = tmp_path / "course"
+    monkeypatch.setenv("GRADER_CHAPTERS", str(root / "chapters"))
+    monkeypatch.setattr(grader.chapters, "__path__", list(grader.chapters.__path__))  # the course's folder, undone
+    assert main(["dev", "new-chapter", "twice", "--root", str(root), "--lang", "en"]) == 0
+    chapter = root / "chapters" / "twice"
+    copy = chapter / "ex02_double"
+    shutil.copytree(chapter / "ex01_scale", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    order = chapter / "chapter.toml"
+    order.write_text(order.read_text(encoding="utf-8").replace('exercises = ["ex01_scale"]',
+                                                               'exercises = ["ex01_scale", "ex02_double"]'),
+                     encoding="utf-8")
+    capsys.readouterr()
+
+    def validate() -> str:
+        _forget("grader.chapters.twice")
+        code = main(["dev", "validate", "twice", "--seed", "4", "--lang", "en"])
+        out = capsys.readouterr()
+        return "" if code == 0 and "✓ twice: valid" in out.out else out.err
+
+    # 1. the copy's messages have the original's keys: rename them, in its words and its code
+    said = validate()
+    assert f"{copy / 'exercise.toml'}: message 'twice.ex01.factors' is defined in " \
+           f"{chapter / 'ex01_scale' / 'exercise.toml'} too" in said
+    assert f"rename it here and in T(\"twice.ex01.factors\", ...) of {copy / '__init__.py'}" in said
+    for name in ("exercise.toml", "__init__.py"):
+        path = copy / name
+        path.write_text(path.read_text(encoding="utf-8").replace("twice.ex01.", "twice.ex02."), encoding="utf-8")
+    # 2. its reference solution
+    solution = root / "solutions" / "twice" / "ex02_double.py"
+    assert f"{solution} is missing: the reference solution of ex02_double" in validate()
+    shutil.copy(root / "solutions" / "twice" / "ex01_scale.py", solution)
+    # 3. its stub
+    assert f"{root / 'exercises' / 'twice' / 'ex02_double.py'}: missing (run grade dev stubs)" in validate()
+    assert main(["dev", "stubs", "twice"]) == 0
+    # valid: the copy grades as an exercise of its own
+    assert validate() == ""
+    report = _grade(root / "solutions" / "twice", tmp_path / "r")
+    assert [(e["id"], e["score"]) for e in report["exercises"]] == [("ex01_scale", 10), ("ex02_double", 10)]
+    _forget("grader.chapters.twice")
+
+
+def _forget(package: str) -> None:
+    """A chapter's modules imported by an earlier run in this process (each load imports them anew)."""
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]
+
+
+def test_a_course_chapter_ships_its_folders_in_a_release_and_a_gradescope_bundle(course, tmp_path):
+    """A chapter outside the grader (GRADER_CHAPTERS) goes into a course release and a
+    Gradescope bundle whole: chapter.toml, each exercise's code and words; no solution in the
+    release, the solutions beside the grader in the bundle."""
+    import zipfile
+
+    out = tmp_path / "release"
+    assert main(["dev", "release", "toy", "--out", str(out), "--seed", "5", "--lang", "en"]) == 0
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    chapter = {"grader/chapters/toy/chapter.toml", "grader/chapters/toy/ex01_scale/__init__.py",
+               "grader/chapters/toy/ex01_scale/exercise.toml"}
+    assert chapter | {"grader/chapters/toy/reference-records.json", "exercises/toy/ex01_scale.py"} <= files
+    assert not [f for f in files if "solutions" in f or "chapters/ch4" in f]
+    bundle = tmp_path / "autograder.zip"
+    assert main(["dev", "gradescope", "toy", "--out", str(bundle)]) == 0
+    with zipfile.ZipFile(bundle) as zipped:
+        names = set(zipped.namelist())
+    assert chapter | {"solutions/toy/ex01_scale.py"} <= names

@@ -97,6 +97,8 @@ def test_release_holds_no_solution_code(release):
     assert leaks(pristine, CHAPTER) == []
     files = {p.relative_to(pristine).as_posix() for p in pristine.rglob("*") if p.is_file()}
     assert {"README.md", "pyproject.toml", f"grader/chapters/ch4/{FILENAME}"} <= files
+    assert {f"grader/chapters/ch4/{ex.id}/{name}" for ex in CHAPTER.exercises
+            for name in ("__init__.py", "exercise.toml")} <= files  # the chapter's folders, whole
     assert {f"exercises/ch4/{f.name}" for f in STUBS.glob("*.py")} <= files
     assert not [f for f in files if "solutions" in f or f.endswith((".pyc", ".pkl", ".pickle", ".npy", ".npz"))]
     # the exercises are the stubs, byte for byte

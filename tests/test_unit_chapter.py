@@ -57,7 +57,7 @@ def test_every_check_has_a_function_and_every_function_a_check(ch4):
     for ex in ch4.exercises:
         assert all(callable(c.function) for c in ex.checks), ex.id
         assert set(declared_checks(ex.code)) == {c.id for c in ex.checks}, ex.id
-        assert ex.code.__file__ == str(ch4.folder / ex.filename)
+        assert ex.code.__file__ == str(ch4.folder / ex.id / "__init__.py")
 
 
 def test_each_exercise_module_holds_its_inputs_probe_and_checks(ch4):
@@ -187,7 +187,7 @@ def test_unknown_chapter():
 
 # ------------------------------------------------------------------ malformed chapter files
 CHECK = """
-[[exercises.checks]]
+[[checks]]
 id = "{cid}"
 category = "{category}"
 points = {points}
@@ -196,27 +196,31 @@ hint = {{ en = "h", zh = "提示" }}
 """
 
 
-def chapter_toml(*, title_zh="题", section="1", category="numeric", points="1", second=None,
-                 extra_exercise="", toml_tail=""):
-    checks = CHECK.format(cid="f.values", category=category, points=points, title_zh=title_zh)
-    if second is not None:
-        checks += CHECK.format(cid=second, category="numeric", points="1", title_zh="二")
+def chapter_toml(*, exercises='["ex01_a"]', toml_tail=""):
+    """The chapter's own file: its id, title, paths, sections and the order of its exercises."""
     return f"""
 id = "chx"
 title = {{ en = "Chapter X", zh = "第 X 章" }}
 solutions = "../solutions/chx"
 stubs = "../exercises/chx"
+exercises = {exercises}
 
 [sections]
 1 = {{ en = "section 1", zh = "第一节" }}
+{toml_tail}
+"""
 
-[[exercises]]
-id = "ex01_a"
+
+def exercise_toml(*, title_zh="题", section="1", category="numeric", points="1", second=None, toml_tail=""):
+    """An exercise's words (ex01_a/exercise.toml): its entry, its checks, and ``toml_tail``."""
+    checks = CHECK.format(cid="f.values", category=category, points=points, title_zh=title_zh)
+    if second is not None:
+        checks += CHECK.format(cid=second, category="numeric", points="1", title_zh="二")
+    return f"""
 title = {{ en = "A", zh = "甲" }}
 section = "{section}"
 functions = ["f"]
 {checks}
-{extra_exercise}
 {toml_tail}
 """
 
@@ -230,127 +234,306 @@ def exercise_module(*checks: tuple[str, tuple]) -> str:
     return "\n".join(out)
 
 
-@pytest.fixture
-def write_chapter(tmp_path, monkeypatch):
+def forget_chx():
     import sys
 
+    for name in [n for n in sys.modules if n.startswith("grader.chapters.chx")]:
+        del sys.modules[name]  # every test writes its own chx
+
+
+@pytest.fixture
+def write_chapter(tmp_path, monkeypatch):
+    """Write chapter chx (its chapter.toml and exercise ex01_a's folder) into a course folder and load it."""
     import grader.chapters
 
     monkeypatch.setenv("GRADER_CHAPTERS", str(tmp_path))
 
-    def write(text: str, module: str | None = None):
-        for name in [n for n in sys.modules if n.startswith("grader.chapters.chx")]:
-            del sys.modules[name]  # every test writes its own chx
+    def write(words: str | None = None, module: str | None = None, chapter: str | None = None):
+        forget_chx()
         folder = tmp_path / "chx"
-        folder.mkdir(exist_ok=True)
-        (folder / "chapter.toml").write_text(text, encoding="utf-8")
-        (folder / "ex01_a.py").write_text(module or exercise_module(("f.values", ()), ("f.more", ("f.values",))),
-                                          encoding="utf-8")
+        (folder / "ex01_a").mkdir(parents=True, exist_ok=True)
+        (folder / "chapter.toml").write_text(chapter or chapter_toml(), encoding="utf-8")
+        (folder / "ex01_a" / "exercise.toml").write_text(words or exercise_toml(second="f.more"), encoding="utf-8")
+        (folder / "ex01_a" / "__init__.py").write_text(
+            module or exercise_module(("f.values", ()), ("f.more", ("f.values",))), encoding="utf-8")
         return load_chapter("chx")
 
     yield write
-    for name in [n for n in sys.modules if n.startswith("grader.chapters.chx")]:
-        del sys.modules[name]
+    forget_chx()
     if str(tmp_path) in grader.chapters.__path__:
         grader.chapters.__path__.remove(str(tmp_path))
 
 
 def test_minimal_chapter_loads(write_chapter):
-    chapter = write_chapter(chapter_toml(second="f.more"))
+    chapter = write_chapter()
     assert [c.id for c in chapter.exercises[0].checks] == ["f.values", "f.more"]
     assert chapter.exercises[0].checks[1].depends == ("f.values",)
     assert chapter.exercises[0].title == Bilingual("A", "甲")
     assert chapter.exercises[0].timeout_s == 60.0
+    assert chapter.exercises[0].folder == chapter.folder / "ex01_a"
     assert chapter.solutions == (chapter.folder / "../solutions/chx").resolve()
 
 
 def test_missing_chinese_text_is_named(write_chapter):
-    text = chapter_toml(second="f.more").replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
-    with pytest.raises(ChapterError, match=r"check f\.values title needs both an 'en' and a 'zh'"):
+    text = exercise_toml(second="f.more").replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
+    with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: exercise ex01_a: check f\.values title needs "
+                                           r"both an 'en' and a 'zh'"):
         write_chapter(text)
 
 
 def test_unknown_category_is_named(write_chapter):
     with pytest.raises(ChapterError, match=r"f\.values has category 'speed'"):
-        write_chapter(chapter_toml(category="speed", second="f.more"))
+        write_chapter(exercise_toml(category="speed", second="f.more"))
 
 
 @pytest.mark.parametrize("points", ["0", "-1"])
 def test_non_positive_points_are_refused(write_chapter, points):
     with pytest.raises(ChapterError, match="positive points"):
-        write_chapter(chapter_toml(points=points, second="f.more"))
+        write_chapter(exercise_toml(points=points, second="f.more"))
 
 
 def test_unknown_section_is_named(write_chapter):
-    with pytest.raises(ChapterError, match="section '9'"):
-        write_chapter(chapter_toml(section="9", second="f.more"))
+    with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: exercise ex01_a: section '9' is not among the "
+                                           r"chapter's sections \(chapter\.toml's \[sections\]: 1\)"):
+        write_chapter(exercise_toml(section="9", second="f.more"))
 
 
 def test_duplicate_check_ids_are_refused(write_chapter):
     with pytest.raises(ChapterError, match="share an id"):
-        write_chapter(chapter_toml(second="f.values"), exercise_module(("f.values", ())))
+        write_chapter(exercise_toml(second="f.values"), exercise_module(("f.values", ())))
 
 
 @pytest.mark.parametrize("depends", [("f.later",), ("f.more",), ("nothing",)])
 def test_dependency_must_be_an_earlier_check(write_chapter, depends):
     with pytest.raises(ChapterError, match="must be an earlier check"):
-        write_chapter(chapter_toml(second="f.more"), exercise_module(("f.values", ()), ("f.more", depends)))
+        write_chapter(module=exercise_module(("f.values", ()), ("f.more", depends)))
 
 
 def test_a_check_in_the_file_but_not_the_module_names_the_fix(write_chapter):
-    with pytest.raises(ChapterError, match=r"check 'f\.more' of ex01_a is in .*chapter.toml but not declared: "
-                                           r"add @check\(\"f\.more\"\) to its function in .*ex01_a\.py"):
-        write_chapter(chapter_toml(second="f.more"), exercise_module(("f.values", ())))
+    with pytest.raises(ChapterError, match=r"check 'f\.more' of ex01_a is in .*ex01_a/exercise\.toml but not "
+                                           r"declared: add @check\(\"f\.more\"\) to its function in "
+                                           r".*ex01_a/__init__\.py"):
+        write_chapter(module=exercise_module(("f.values", ())))
 
 
 def test_a_check_in_the_module_but_not_the_file_names_the_fix(write_chapter):
-    with pytest.raises(ChapterError, match=r"check 'f\.more' is declared in .*ex01_a\.py but .*chapter.toml has no "
-                                           r"entry for it: add an \[\[exercises\.checks\]\] table"):
-        write_chapter(chapter_toml())
+    with pytest.raises(ChapterError, match=r"check 'f\.more' is declared in .*ex01_a/__init__\.py but "
+                                           r".*ex01_a/exercise\.toml has no entry for it: add a \[\[checks\]\] table"):
+        write_chapter(exercise_toml())
 
 
 def test_depends_in_the_file_points_to_the_function(write_chapter):
-    text = chapter_toml(second="f.more").replace('hint = { en = "h", zh = "提示" }\n',
-                                                 'hint = { en = "h", zh = "提示" }\ndepends = ["f.values"]\n', 1)
-    with pytest.raises(ChapterError, match=r"it now sits on the function: @check\(\"f\.values\", depends="):
+    text = exercise_toml(second="f.more").replace('hint = { en = "h", zh = "提示" }\n',
+                                                  'hint = { en = "h", zh = "提示" }\ndepends = ["f.values"]\n', 1)
+    with pytest.raises(ChapterError, match=r"it sits on the function: @check\(\"f\.values\", depends="):
         write_chapter(text)
 
 
-def test_an_exercise_without_its_module_is_named(write_chapter, tmp_path):
-    text = chapter_toml(second="f.more").replace('id = "ex01_a"', 'id = "ex02_b"')
-    with pytest.raises(ChapterError, match=r"ex02_b\.py is missing: every exercise of chapter.toml needs a module"):
-        write_chapter(text)
+def test_an_exercise_without_its_code_is_named(write_chapter, tmp_path):
+    write_chapter()
+    (tmp_path / "chx" / "ex01_a" / "__init__.py").unlink()
+    forget_chx()
+    with pytest.raises(ChapterError, match=r"ex01_a/__init__\.py is missing: an exercise's folder holds its code"):
+        load_chapter("chx")
 
 
-def test_a_module_without_a_probe_is_named(write_chapter):
-    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))).replace("def probe(ctx):", "def prob(ctx):")
-    with pytest.raises(ChapterError, match=r"defines no probe\(\)"):
-        write_chapter(chapter_toml(second="f.more"), module)
+def test_a_listed_exercise_without_its_folder_is_named(write_chapter):
+    with pytest.raises(ChapterError, match=r"chapter\.toml lists exercise 'ex02_b', but .*ex02_b/exercise\.toml is "
+                                           r"missing: copy another exercise's folder under this name"):
+        write_chapter(chapter=chapter_toml(exercises='["ex01_a", "ex02_b"]'))
+
+
+def test_an_exercise_folder_the_chapter_does_not_list_is_named(write_chapter):
+    with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml is an exercise that .*chapter\.toml does not "
+                                           r"list: add \"ex01_a\" to its exercises"):
+        write_chapter(chapter=chapter_toml(exercises="[]"))
+
+
+def test_a_flat_exercise_module_says_how_to_move_it(write_chapter, tmp_path):
+    """A chapter of the layout before exercise folders: the error says what to move where."""
+    write_chapter()
+    folder = tmp_path / "chx"
+    (folder / "ex01_a" / "__init__.py").rename(folder / "ex01_a.py")
+    (folder / "ex01_a" / "exercise.toml").unlink()
+    forget_chx()
+    with pytest.raises(ChapterError, match=r"move its module there \(git mv ex01_a\.py ex01_a/__init__\.py\) and "
+                                           r"its words into ex01_a/exercise\.toml"):
+        load_chapter("chx")
+
+
+def test_the_old_exercises_tables_say_what_to_do(write_chapter):
+    old = chapter_toml(exercises="[]") + '\n[[exercises]]\nid = "ex01_a"\ntitle = { en = "A", zh = "甲" }\n'
+    old = old.replace("exercises = []\n", "")
+    with pytest.raises(ChapterError, match=r"\[\[exercises\]\] tables are the old layout: each exercise is now a "
+                                           r"folder"):
+        write_chapter(chapter=old)
+
+
+def test_an_id_in_the_exercise_file_is_refused(write_chapter):
+    with pytest.raises(ChapterError, match=r"an exercise's id is its folder's name \(ex01_a\): remove id"):
+        write_chapter('id = "ex01_a"\n' + exercise_toml(second="f.more"))
 
 
 def test_an_unknown_setting_is_named(write_chapter):
-    text = chapter_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\ntimout_s = 5')
+    text = exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\ntimout_s = 5')
     with pytest.raises(ChapterError, match=r"unknown setting\(s\) timout_s"):
         write_chapter(text)
 
 
+def test_an_unknown_chapter_key_is_named(write_chapter):
+    with pytest.raises(ChapterError, match=r"chapter\.toml: unknown key\(s\) timeout_s .*an exercise's settings "
+                                           r"are in its folder's exercise\.toml"):
+        write_chapter(chapter=chapter_toml(toml_tail="").replace("exercises =", "timeout_s = 5\nexercises ="))
+
+
 def test_missing_key_is_named(write_chapter):
-    text = chapter_toml(second="f.more").replace('functions = ["f"]', "")
+    text = exercise_toml(second="f.more").replace('functions = ["f"]', "")
     with pytest.raises(ChapterError, match="has no 'functions'"):
         write_chapter(text)
 
 
-def test_toml_syntax_error_is_a_chapter_error(write_chapter):
-    with pytest.raises(ChapterError, match="chapter.toml"):
-        write_chapter(chapter_toml(second="f.more") + "\nthis is = = not toml\n")
+@pytest.mark.parametrize("where", ["chapter", "words"])
+def test_toml_syntax_error_is_a_chapter_error(write_chapter, where):
+    bad = "\nthis is = = not toml\n"
+    name = "chapter.toml" if where == "chapter" else r"ex01_a/exercise\.toml"
+    with pytest.raises(ChapterError, match=name):
+        if where == "chapter":
+            write_chapter(chapter=chapter_toml() + bad)
+        else:
+            write_chapter(exercise_toml(second="f.more") + bad)
 
 
 def test_non_numeric_points_are_a_chapter_error(write_chapter):
     with pytest.raises(ChapterError, match="points"):
-        write_chapter(chapter_toml(points='"two"', second="f.more"))
+        write_chapter(exercise_toml(points='"two"', second="f.more"))
 
 
 def test_duplicate_exercise_ids_are_refused(write_chapter):
-    again = chapter_toml(second="f.more").split("[[exercises]]", 1)[1]
-    with pytest.raises(ChapterError):
-        write_chapter(chapter_toml(second="f.more") + "\n[[exercises]]" + again)
+    with pytest.raises(ChapterError, match="listed twice"):
+        write_chapter(chapter=chapter_toml(exercises='["ex01_a", "ex01_a"]'))
+
+
+def test_a_copied_exercise_keeping_its_seed_salt_is_named(write_chapter, tmp_path):
+    import shutil
+
+    write_chapter(exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\nseed_salt = 3'))
+    shutil.copytree(tmp_path / "chx" / "ex01_a", tmp_path / "chx" / "ex02_b")
+    (tmp_path / "chx" / "chapter.toml").write_text(chapter_toml(exercises='["ex01_a", "ex02_b"]'), encoding="utf-8")
+    forget_chx()
+    with pytest.raises(ChapterError, match=r"ex02_b/exercise\.toml: seed_salt = 3 is ex01_a's too, so both would draw "
+                                           r"the same hidden inputs: give ex02_b a seed_salt of its own"):
+        load_chapter("chx")
+
+
+# ------------------------------------------------------------------ an exercise's messages
+MESSAGE = '\n[messages."chx.ex01.more"]\nen = "{n} more"\nzh = "多 {n} 个"\n'
+
+
+def test_an_exercises_messages_join_the_chapters_catalog(write_chapter):
+    chapter = write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE))
+    assert chapter.catalog.template("chx.ex01.more", "zh") == "多 {n} 个"
+    assert "numeric.shape" in chapter.catalog.keys()  # the grader's own
+
+
+def test_a_message_without_chinese_is_named(write_chapter):
+    with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: message 'chx\.ex01\.more' needs an 'en' and a "
+                                           r"'zh' text"):
+        write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE.replace('zh = "多 {n} 个"\n', "")))
+
+
+def test_a_message_two_exercises_define_names_both_and_the_fix(write_chapter, tmp_path):
+    write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE))
+    import shutil
+
+    shutil.copytree(tmp_path / "chx" / "ex01_a", tmp_path / "chx" / "ex02_b")
+    (tmp_path / "chx" / "chapter.toml").write_text(chapter_toml(exercises='["ex01_a", "ex02_b"]'), encoding="utf-8")
+    forget_chx()
+    with pytest.raises(ChapterError, match=r"ex02_b/exercise\.toml: message 'chx\.ex01\.more' is defined in "
+                                           r".*ex01_a/exercise\.toml too: .*rename it here and in "
+                                           r"T\(\"chx\.ex01\.more\", \.\.\.\) of .*ex02_b/__init__\.py"):
+        load_chapter("chx")
+
+
+def test_a_message_the_grader_defines_names_both_files(write_chapter):
+    """Found when the chapter loads (its catalog is built then), not when a report is first put into words."""
+    with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: message 'numeric\.shape' is defined twice "
+                                           r"\(also in .*grader/messages/core\.toml\)"):
+        write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE.replace("chx.ex01.more", "numeric.shape")))
+
+
+def test_a_message_the_grader_defines_is_one_line_for_grade(write_chapter, tmp_path, capsys):
+    from grader.cli import main
+
+    write_chapter()
+    words = tmp_path / "chx" / "ex01_a" / "exercise.toml"
+    words.write_text(exercise_toml(second="f.more", toml_tail=MESSAGE.replace("chx.ex01.more", "numeric.shape")),
+                     encoding="utf-8")
+    forget_chx()
+    (tmp_path / "exercises" / "chx").mkdir(parents=True)
+    assert main([str(tmp_path / "exercises" / "chx"), "--chapter", "chx", "--lang", "en"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "internal error" not in err and len(err.splitlines()) == 1
+    assert "exercise.toml: message 'numeric.shape' is defined twice" in err
+
+
+# ------------------------------------------------------------------ what grade dev validate names before grading
+def _problems(chapter):
+    from grader.authoring.validate import exercise_problems
+
+    return exercise_problems(chapter)
+
+
+def test_validate_names_an_exercises_missing_solution(write_chapter):
+    problems = _problems(write_chapter())
+    assert len(problems) == 1
+    assert problems[0].endswith("solutions/chx/ex01_a.py is missing: the reference solution of ex01_a (its functions "
+                                "f, with SOLUTION and STUB blocks); then grade dev stubs chx writes its stub")
+
+
+def _solved(chapter):
+    chapter.solutions.mkdir(parents=True, exist_ok=True)
+    (chapter.solutions / "ex01_a.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+    return chapter
+
+
+def test_validate_names_a_message_the_code_uses_but_no_file_defines(write_chapter):
+    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))) + \
+        "\nfrom grader.i18n import T\n\ndef said():\n    return T(\"chx.ex01.gone\", n=1)\n"
+    problems = _problems(_solved(write_chapter(module=module)))
+    assert len(problems) == 1 and "ex01_a/__init__.py:20: " in problems[0]  # the line of T(...)
+    assert "T('chx.ex01.gone') names no message: add [messages.\"chx.ex01.gone\"] with its en and zh texts" in problems[0]
+    assert problems[0].endswith("ex01_a/exercise.toml")
+
+
+def test_validate_names_a_message_the_code_does_not_use(write_chapter):
+    problems = _problems(_solved(write_chapter(exercise_toml(second="f.more", toml_tail=MESSAGE))))
+    assert len(problems) == 1
+    assert "ex01_a/exercise.toml: message 'chx.ex01.more' is not used by the exercise's code" in problems[0]
+    assert problems[0].endswith("ex01_a/__init__.py): use it, T(\"chx.ex01.more\", ...), or remove it")
+
+
+def test_validate_names_a_message_whose_languages_fill_other_fields(write_chapter):
+    module = exercise_module(("f.values", ()), ("f.more", ("f.values",))) + "\nKEY = \"chx.ex01.more\"\n"
+    words = exercise_toml(second="f.more", toml_tail=MESSAGE.replace("多 {n} 个", "多 {m} 个"))
+    problems = _problems(_solved(write_chapter(words, module)))
+    assert len(problems) == 1
+    assert problems[0].endswith("ex01_a/exercise.toml: message 'chx.ex01.more' fills ['n'] in English but ['m'] in "
+                                "Chinese: use the same fields in both")
+
+
+def test_validate_finds_nothing_to_edit_in_chapter_4(ch4):
+    assert _problems(ch4) == []
+
+
+def test_an_exercises_words_go_through_the_toml_cache(write_chapter):
+    """exercise.toml is parsed once per content, like every TOML file of the grader
+    (grader.i18n.read_toml): kept in this process and, as JSON, in the cache folder."""
+    import hashlib
+
+    from grader import i18n, store
+
+    chapter = write_chapter()
+    for path in (chapter.folder / "chapter.toml", chapter.folder / "ex01_a" / "exercise.toml"):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert digest in i18n._tables, path
+        assert (store.root() / "toml" / f"{digest[:40]}.json").is_file(), path

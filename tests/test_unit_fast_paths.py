@@ -109,6 +109,24 @@ def test_a_folder_digest_follows_its_files(tmp_path):
     assert outcomes.content_digest(tmp_path) != second
 
 
+def test_a_folder_digest_follows_its_subfolders(tmp_path):
+    """A chapter's exercises are folders: a change to one exercise's code or words is a change
+    of the chapter; a moved file too (the same bytes under another exercise)."""
+    (tmp_path / "ex01_a").mkdir()
+    (tmp_path / "ex01_a" / "__init__.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / "ex01_a" / "exercise.toml").write_text("k = 1\n", encoding="utf-8")
+    first = outcomes.content_digest(tmp_path)
+    (tmp_path / "ex01_a" / "exercise.toml").write_text("k = 2\n", encoding="utf-8")  # same size
+    second = outcomes.content_digest(tmp_path)
+    assert second != first
+    (tmp_path / "ex01_a" / "__init__.py").rename(tmp_path / "__init__.py")
+    assert outcomes.content_digest(tmp_path) != second
+    (tmp_path / "ex01_a" / "__pycache__").mkdir()
+    third = outcomes.content_digest(tmp_path)
+    (tmp_path / "ex01_a" / "__pycache__" / "stale.py").write_text("y = 1\n", encoding="utf-8")
+    assert outcomes.content_digest(tmp_path) == third  # what Python writes for itself is no content
+
+
 def test_an_accelerator_plugin_changes_the_machine(tmp_path, monkeypatch):
     plain = outcomes.machine()
     site = tmp_path / "site"

@@ -14,8 +14,19 @@ from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders
 
 GRADER = Path(__file__).resolve().parent.parent / "grader"
-CATALOG_FILES = sorted((GRADER / "messages").glob("*.toml")) + [GRADER / "chapters" / "ch4" / "messages.toml"]
+CH4 = GRADER / "chapters" / "ch4"
+#: the grader's catalogs, then the chapter's own sentences: its messages.toml if it has one, and
+#: each exercise's [messages."key"] tables (in its folder's exercise.toml)
+CATALOG_FILES = sorted((GRADER / "messages").glob("*.toml")) + sorted(CH4.glob("messages.toml")) \
+    + sorted(CH4.glob("*/exercise.toml"))
 SOURCES = sorted(GRADER.rglob("*.py"))
+
+
+def catalog_table(path: Path) -> dict:
+    """A catalog file's messages by key: a whole messages file, or an exercise's [messages] table."""
+    with path.open("rb") as handle:
+        table = tomllib.load(handle)
+    return table.get("messages", {}) if path.name == "exercise.toml" else table
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +36,8 @@ def catalog() -> Catalog:
 
 def _catalog_entries():
     for path in CATALOG_FILES:
-        with path.open("rb") as handle:
-            for key, langs in tomllib.load(handle).items():
-                yield pytest.param(path.name, key, langs, id=f"{path.parent.name}/{key}")
+        for key, langs in catalog_table(path).items():
+            yield pytest.param(path.name, key, langs, id=f"{path.parent.name}/{key}")
 
 
 # ------------------------------------------------------------------ catalogs
@@ -40,13 +50,12 @@ def test_catalog_entry_has_both_languages_with_same_placeholders(file, key, lang
 
 def test_chinese_texts_are_chinese():
     for path in CATALOG_FILES:
-        with path.open("rb") as handle:
-            for key, langs in tomllib.load(handle).items():
-                if placeholders(langs["zh"]) == {"detail"} and langs["zh"] == "{detail}":
-                    continue  # a pass-through message
-                if re.search(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]", langs["zh"]):
-                    continue
-                pytest.fail(f"{key}: zh text has no Chinese: {langs['zh']!r}")
+        for key, langs in catalog_table(path).items():
+            if placeholders(langs["zh"]) == {"detail"} and langs["zh"] == "{detail}":
+                continue  # a pass-through message
+            if re.search(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]", langs["zh"]):
+                continue
+            pytest.fail(f"{key}: zh text has no Chinese: {langs['zh']!r}")
 
 
 def test_chapter_catalog_holds_grader_and_chapter_messages(catalog):
@@ -111,7 +120,7 @@ def test_every_literal_call_passes_the_template_placeholders(catalog):
 
 
 def test_every_chapter_key_named_in_checks_exists(catalog):
-    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").glob("*.py")))
+    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").rglob("*.py")))
     keys = set(re.findall(r'"(ch4\.[a-z0-9_]+\.[a-z0-9_]+)"', source))
     assert len(keys) >= 10
     assert sorted(keys - catalog.keys()) == []
@@ -135,11 +144,52 @@ def test_every_key_like_string_in_the_code_exists(catalog):
     assert missing == []
 
 
-def test_every_chapter_message_is_used():
-    with (GRADER / "chapters" / "ch4" / "messages.toml").open("rb") as handle:
-        defined = set(tomllib.load(handle))
-    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted((GRADER / "chapters" / "ch4").glob("*.py")))
-    assert sorted(k for k in defined if f'"{k}"' not in source) == []
+def _code(folder: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.py")))
+
+
+@pytest.mark.parametrize("exercise", sorted(p.parent.name for p in CH4.glob("*/exercise.toml")))
+def test_an_exercises_messages_are_its_own(exercise):
+    """Each exercise's sentences live in its folder: every message of its exercise.toml is used by
+    its own code, and every chapter key its code names (``ch4.exNN.*``) is defined there."""
+    folder = CH4 / exercise
+    defined, code = set(catalog_table(folder / "exercise.toml")), _code(folder)
+    assert sorted(k for k in defined if f'"{k}"' not in code) == []
+    named = set(re.findall(r'"(ch4\.[a-z0-9_]+\.[a-z0-9_.]+)"', code))
+    assert sorted(named - defined) == []
+
+
+def test_the_chapters_shared_messages_are_shared():
+    """A message of the chapter's messages.toml (if it has one) serves several exercises, or the
+    chapter's shared modules; one exercise's sentence belongs in that exercise's folder."""
+    shared = CH4 / "messages.toml"
+    if not shared.exists():
+        return
+    users = {p.parent.name: _code(p.parent) for p in CH4.glob("*/exercise.toml")}
+    common = "\n".join(p.read_text(encoding="utf-8") for p in CH4.glob("*.py"))
+    lonely = [k for k in catalog_table(shared) if f'"{k}"' not in common
+              and sum(f'"{k}"' in code for code in users.values()) < 2]
+    assert lonely == []
+
+
+def test_the_graders_catalogs_hold_no_exercises_words():
+    """grader/messages/ is the grader's own: a key that only one exercise's code uses belongs
+    in that exercise's folder (the check's path is then one folder)."""
+    grader_code = "\n".join(p.read_text(encoding="utf-8") for p in SOURCES if CH4 not in p.parents)
+    tests_code = "\n".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("*.py"))
+    exercises = {p.parent.name: _code(p.parent) for p in CH4.glob("*/__init__.py")}
+    only_one = []
+    for path in sorted((GRADER / "messages").glob("*.toml")):
+        for key in catalog_table(path):
+            users = [name for name, code in exercises.items() if f'"{key}"' in code]
+            family = f'f"{key.rsplit(".", 1)[0]}.{{'  # a key the grader computes: T(f"structure.trace.{kind}")
+            if len(users) == 1 and f'"{key}"' not in grader_code and family not in grader_code \
+                    and f'"{key}"' not in tests_code:
+                only_one.append(f"{path.name}: {key} (only {users[0]} uses it)")
+    allowed = {"core.toml: purity.input_mutated (only ex01_jit_forms uses it)",  # the purity family's sentence
+               "core.toml: speedup.passed (only ex06_speedup uses it)",  # beside speedup.below, timing's
+               "release.toml: release.speedup_passed (only ex06_speedup uses it)"}  # the release's own
+    assert sorted(set(only_one) - allowed) == []
 
 
 def test_f_string_keys_have_their_expansions():

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_unit_chapter import chapter_toml, write_chapter  # noqa: F401 - a fixture
+from test_unit_chapter import chapter_toml, exercise_toml, write_chapter  # noqa: F401 - a fixture
 from test_unit_render import catalog, report  # noqa: F401 - fixtures
 
 from grader.authoring.answers import chapter_answers, helper_names
@@ -86,21 +86,37 @@ def test_a_release_chapter_without_solutions_grades_a_preview(tmp_path):
 
 # ------------------------------------------------------------------ the chapter's bar
 def _with_bar(table: str) -> str:
-    return chapter_toml(second="f.more").replace('functions = ["f"]', f'functions = ["f"]\nrelease_speedup_bar = {table}')
+    """chapter.toml with the instructor's bar for ex01_a (a table of chapter.toml, not of the exercise)."""
+    return chapter_toml(toml_tail=f"[release_speedup_bar]\nex01_a = {table}")
 
 
 def test_release_speedup_bar_is_read(write_chapter):  # noqa: F811
-    chapter = write_chapter(_with_bar("{ f = 3 }"))
+    chapter = write_chapter(chapter=_with_bar("{ f = 3 }"))
     assert chapter.exercises[0].release_speedup_bar == {"f": 3.0}
     assert CH4.exercise("ex06_speedup").release_speedup_bar.keys() == {"fast_heavy", "layer_norm"}
 
 
-@pytest.mark.parametrize("table, message", [("{ g = 3 }", "not one of its functions"),
+@pytest.mark.parametrize("table, message", [("{ g = 3 }", r"\[release_speedup_bar\] ex01_a names 'g', which is not "
+                                                          r"one of the exercise's functions"),
                                             ("{ f = 1 }", "a speed-up above 1"),
-                                            ("{ f = true }", "a speed-up above 1")])
+                                            ("{ f = true }", "a speed-up above 1"),
+                                            ("3", "must be a table of speed-ups by function")])
 def test_a_wrong_release_speedup_bar_is_named(write_chapter, table, message):  # noqa: F811
     with pytest.raises(ChapterError, match=message):
-        write_chapter(_with_bar(table))
+        write_chapter(chapter=_with_bar(table))
+
+
+def test_a_release_speedup_bar_of_no_exercise_is_named(write_chapter):  # noqa: F811
+    with pytest.raises(ChapterError, match=r"\[release_speedup_bar\] names 'ex09_x', which is not one of the "
+                                           r"chapter's exercises \(ex01_a\)"):
+        write_chapter(chapter=chapter_toml(toml_tail="[release_speedup_bar]\nex09_x = { f = 3 }"))
+
+
+def test_a_release_speedup_bar_in_the_exercise_points_to_chapter_toml(write_chapter):  # noqa: F811
+    words = exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\nrelease_speedup_bar = { f = 3 }')
+    with pytest.raises(ChapterError, match=r"release_speedup_bar is the instructor's bar, set in chapter\.toml: move "
+                                           r"it there as \[release_speedup_bar\] ex01_a = "):
+        write_chapter(words)
 
 
 # ------------------------------------------------------------------ a preview's report
@@ -250,3 +266,44 @@ def test_release_needs_the_reference_solutions(tmp_path):
     with pytest.raises(ReleaseError, match="built from the full course repository"):
         build(dataclasses.replace(CH4, solutions=tmp_path / "none"), tmp_path / "out", seed=1)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ what a wheel ships
+def _shipped(package: Path, pyproject_text: str) -> set[Path]:
+    """The data files a wheel of ``package`` holds, as setuptools picks them: each pattern of
+    ``[tool.setuptools.package-data] grader`` is joined to the package's folder and expanded with
+    ``glob(..., recursive=True)`` (setuptools/command/build_py.py, build_py.find_data_files)."""
+    import glob
+    import tomllib
+
+    patterns = tomllib.loads(pyproject_text)["tool"]["setuptools"]["package-data"]["grader"]
+    return {Path(p) for pattern in patterns for p in glob.glob(str(package / pattern), recursive=True)
+            if Path(p).is_file()}
+
+
+def _data_files(package: Path) -> set[Path]:
+    """Every file of the package that is not Python code (nor Python's own bytecode)."""
+    return {p for p in package.rglob("*") if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts}
+
+
+def test_the_graders_wheel_ships_every_exercise_folders_words():
+    """A chapter's exercises are folders: their exercise.toml files are package data too
+    (a wheel built without them grades nothing: the chapter does not load)."""
+    package = ROOT / "grader"
+    missing = sorted(str(p.relative_to(ROOT)) for p in _data_files(package)
+                     - _shipped(package, (ROOT / "pyproject.toml").read_text(encoding="utf-8")))
+    assert missing == []
+    assert package / "chapters" / "ch4" / "ex03_static_args" / "exercise.toml" in _data_files(package)
+
+
+def test_a_release_ships_its_chapters_folders(tmp_path):
+    """The release's own pyproject.toml ships what copy_package copied: the chapter's file, each
+    exercise's words and the reference's records (tests/test_release.py installs one for real)."""
+    from grader.authoring.release import copy_package, pyproject
+
+    package = copy_package(CH4, tmp_path)
+    (package / "chapters" / "ch4" / FILENAME).write_text("{}", encoding="utf-8")
+    text = pyproject(CH4, kind="release", about="a test", description="a test", jax="0.4.30", jaxlib="0.4.30")
+    wanted = _data_files(package / "chapters") | _data_files(package / "messages")  # (not the authors' tools)
+    assert sorted(str(p.relative_to(tmp_path)) for p in wanted - _shipped(package, text)) == []
+    assert {p.parent.name for p in package.glob("chapters/ch4/*/exercise.toml")} == {ex.id for ex in CH4.exercises}

@@ -1,10 +1,11 @@
 """A new chapter from nothing: ``grade dev new-chapter ID`` (see ``docs/authoring.md``).
 
-It writes a chapter that grades end to end at once: its ``chapter.toml``, a
-``messages.toml``, one exercise module (hidden inputs, probe, two checks), a
-reference solution with its SOLUTION/STUB blocks, and the stub generated from it. An
-author then renames and rewrites; nothing in the grader's core changes. It never
-writes over a file that exists.
+It writes a chapter that grades end to end at once: its ``chapter.toml``, one exercise
+folder (its code, ``__init__.py``: hidden inputs, probe, two checks; its words,
+``exercise.toml``: title, checks, hints and messages), a reference solution with its
+SOLUTION/STUB blocks, and the stub generated from it. An author then renames and
+rewrites, and adds exercises by copying the folder; nothing in the grader's core
+changes. It never writes over a file that exists.
 """
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ class Scaffold:
         solution = _solution(self.chapter, self.exercise)
         return {
             self.folder / "chapter.toml": _chapter_toml(self),
-            self.folder / "messages.toml": _template("messages.toml").format(chapter=self.chapter, exercise=self.exercise[:4]),
-            self.folder / f"{self.exercise}.py": _exercise_module(self.chapter, self.exercise),
+            self.folder / self.exercise / "__init__.py": _exercise_module(self.chapter, self.exercise),
+            self.folder / self.exercise / "exercise.toml": _template("exercise.toml").format(
+                chapter=self.chapter, exercise=self.exercise, tag=self.exercise[:4]),
             self.solutions / f"{self.exercise}.py": solution,
             self.stubs / f"{self.exercise}.py": make_stub(solution, filename=f"{self.exercise}.py"),
         }

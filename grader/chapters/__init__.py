@@ -1,4 +1,4 @@
-"""The chapters: one folder each, ``<id>/chapter.toml`` beside one module per exercise.
+"""The chapters: one folder each, ``<id>/chapter.toml`` beside one folder per exercise.
 
 A chapter outside this package (a course's own, or one made by ``grade dev
 new-chapter --root DIR``) is found through the ``GRADER_CHAPTERS`` environment variable

@@ -101,9 +101,10 @@ def _chapter(chapter_id: str):
 @click.option("--exercise", default="ex01_scale", show_default=True, help="The first exercise's id.")
 @lang_option
 def dev_new_chapter(chapter: str, root: Path | None, exercise: str, lang: str | None) -> None:
-    """Write a chapter that grades at once: chapter.toml, one exercise module (inputs, probe,
-    checks), its solution and the stub generated from it. Nothing is overwritten.
-    新建一章：chapter.toml、一个练习模块、参考答案及其练习文件。"""
+    """Write a chapter that grades at once: chapter.toml, one exercise folder (its code:
+    inputs, probe, checks; its words: titles, hints, messages), its solution and the stub
+    generated from it. Nothing is overwritten.
+    新建一章：chapter.toml、一个练习文件夹（代码与中英文文字）、参考答案及其练习文件。"""
     from grader.authoring import scaffold
 
     lang = lang or default_lang()

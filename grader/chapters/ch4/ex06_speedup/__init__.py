@@ -4,8 +4,8 @@
 must match the eager versions, keep ``eps`` dynamic, and be faster than the grader's
 own copy of the provided eager code by a fraction of the reference's gain, measured in
 the same run, the two processes timed in turn (:func:`drive`). In a student release's
-preview (no reference process), the gain is judged against the bar the chapter sets
-(``release_speedup_bar``), and the check is marked as decided at final grading.
+preview (no reference process), the gain is judged against the bar the instructor sets
+in the chapter (``[release_speedup_bar]`` of ``chapter.toml``), and the check is marked as decided at final grading.
 
 The grader holds no layer norm of its own (a vectorised one is the exercise's answer):
 the float64 values ``layer_norm`` is compared with are recorded by the reference's
@@ -386,7 +386,8 @@ def _release_bar(ctx: CheckContext, name: str) -> float:
     """The speed-up over the provided eager code that a release's preview asks of ``name``."""
     bar = ctx.exercise.release_speedup_bar.get(name)
     if bar is None:
-        raise GraderError(f"chapter.toml sets no release_speedup_bar for {name} of {ctx.exercise.id}")
+        raise GraderError(f"chapter.toml's [release_speedup_bar] sets no bar for {name}: add "
+                          f"{ctx.exercise.id} = {{ {name} = ... }}")
     return bar
 
 
