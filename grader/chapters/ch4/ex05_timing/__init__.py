@@ -337,12 +337,12 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
     measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "fastest_s": fastest,
                 "slowest_s": slowest, "matrix": truth["n"], "attempts": truth.get("attempts", 1)}
     first = truth.get("first_leaf")
+    if grader and jax_agrees(returned, fastest, slowest):
+        return measured  # within the grader's own calls: it waited for the work (its statistic is the median check's)
     if ratio < JAX_AGREES[0] and first and returned <= 3 * first:  # the time of the quick first output
         raise Fail(T("harness.first_output", what=what, returned=returned, truth=grader, first=first),
                    {**measured, "first_leaf_s": first}, hint="first_output")
-    if not grader or not jax_agrees(returned, fastest, slowest):
-        raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
-    return measured
+    raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
 
 
 @check("speedup.value")
