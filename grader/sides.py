@@ -70,7 +70,8 @@ class BothSides:
         self.records = records
         self.submission_timeout_s = submission_timeout_s
         self.exercise_timeout_s = exercise_timeout_s
-        self.deadline = time.monotonic() + submission_timeout_s
+        self.begun = time.monotonic()
+        self.deadline = self.begun + submission_timeout_s
         self.started = started
         #: each exercise's time on each side (``student_s``, ``reference_s``)
         self.timings: dict[str, Any] = {}
@@ -78,6 +79,8 @@ class BothSides:
         self.envs: list[dict] = []
         #: integrity findings of the runs themselves (an instrument changed, compiles hidden)
         self.runtime_findings: list[dict] = []
+        #: exercises whose reference outcome was known already (cached or shipped): no reference ran
+        self.known: set[str] = set()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ one exercise
@@ -114,8 +117,12 @@ class BothSides:
         result.duration_s = time.monotonic() - t0
         with self._lock:
             self.runtime_findings += findings
-            self.timings[ex.id] = {"student_s": round(student_out.duration_s, 3),
-                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
+            self.timings[ex.id] = {"began_s": round(t0 - self.begun, 3), "ended_s": round(time.monotonic() - self.begun, 3),
+                                   "student_s": round(student_out.duration_s, 3),
+                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None,
+                                   "student_work": student_out.work,
+                                   "reference_work": reference_out.work
+                                   if reference_out and self.records is None and ex.id not in self.known else None}
         return result
 
     def _job(self, host: HostProcess, ex: Any, inputs: dict, timeout_s: float) -> JobOutcome:
@@ -142,6 +149,7 @@ class BothSides:
         key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
         cached = self.references.get(key)
         if cached is not None:
+            self.known.add(ex.id)
             return self._job(self.student, ex, inputs, budget), cached
         student = self.student.exercise_session(ex, budget)
         box: dict[str, JobOutcome] = {}

@@ -211,6 +211,65 @@ def test_one_mlir_context_lowers_the_same_programs():
     assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
 
 
+def test_a_host_makes_its_jobs_first_mlir_context_before_forking_and_stays_one_thread():
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os
+        from grader.child import host, job
+        host.preload_frozen([], [])
+        threads = len(os.listdir("/proc/self/task"))  # forking with a second thread would be unsafe
+        made = list(job._PREMADE)
+        assert len(made) == 1, made
+        from jax._src.interpreters import mlir
+        job._one_mlir_context()
+        assert mlir.make_ir_context() is made[0]  # the job's first lowering uses it: no dialects loaded again
+        import jax, jax.numpy as jnp
+        assert float(jax.jit(lambda x: x * 2)(jnp.ones(3)).sum()) == 6.0
+        print(threads)
+    """)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})  # as a host's scrubbed environment sets it
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
+
+
+def test_a_host_hears_at_once_that_a_job_ended():
+    """The host tells the grader a job ended as it ends (its SIGCHLD wakes it), not at its next poll of
+    the grader's orders (every 50 ms): each grading's jobs end one after another."""
+    done = _child("""
+        import os, socket, statistics, threading, time
+        from grader.child import host
+        from grader.wire import Channel
+
+        ours, theirs = socket.socketpair()
+        grader, control = Channel(ours), Channel(theirs)
+        children, ended, heard = {}, {}, []
+
+        def fork_and_listen():
+            for i in range(20):
+                time.sleep(0.013 * (i % 4))  # at various points of the host's poll
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.read(read, 1)
+                    os._exit(0)
+                children[pid] = f"job{i}"
+                ended[f"job{i}"] = time.monotonic()
+                os.write(write, b"x")  # the child exits now
+                message = grader.recv(timeout=5)
+                heard.append(time.monotonic() - ended[message["job"]])
+                os.close(read), os.close(write)
+            grader.send({"op": "exit"})
+
+        listener = threading.Thread(target=fork_and_listen)
+        listener.start()
+        host.take_orders(control, 2, lambda m, f: None, children,
+                         lambda name, *_: control.send({"op": "exited", "job": name}))
+        listener.join()
+        print(round(statistics.mean(heard) * 1000, 1))
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip()) < 12, f"a job's end was heard {done.stdout.strip()} ms after it (mean)"
+
+
 def test_a_host_freezes_what_it_imported_before_forking():
     done = _child("""
         import gc

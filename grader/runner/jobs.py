@@ -97,6 +97,12 @@ class JobOutcome:
     xla_compiles: int | None = None
     #: when each record reached the grader (seconds after the job started)
     arrivals: dict[str, float] = field(default_factory=dict)
+    #: what the job's process spent, for the report's timings (never for a verdict): its CPU seconds
+    #: once started (``started_cpu_s``: JAX's backend up), once the module was imported
+    #: (``imported_cpu_s``) and at the end of the probe (``cpu_s``), as the job says; JAX's stages in
+    #: seconds (``trace_s``, ``lower_s``, ``compile_s``, of which ``cache_load_s`` loading programs
+    #: from the persistent cache; ``programs``: how many); ``total_cpu_s``: the kernel's count, from the host
+    work: dict = field(default_factory=dict)
 
     def attempted(self) -> bool:
         """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
@@ -213,6 +219,7 @@ class JobSession:
         if hello is None:
             return False
         self.outcome.env = hello.get("env")
+        self._work("started_cpu_s", hello.get("cpu_s"))
         if isinstance(hello.get("memory"), dict):
             self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "limit_bytes")}
         self._set_phase("importing")
@@ -225,6 +232,7 @@ class JobSession:
             self.outcome.end = "import_error"
             self.outcome.detail.update({k: v for k, v in imported.items() if k != "op"})
             return False
+        self._work("imported_cpu_s", imported.get("cpu_s"))
         self.outcome.names = imported.get("names", {})
         skipped = imported.get("skipped")
         self.outcome.skipped = [item for item in skipped[:20] if isinstance(item, dict)] \
@@ -365,8 +373,18 @@ class JobSession:
                 pass
 
     def run_to_end(self) -> None:
-        if self.expect({"done"}) is not None:
+        done = self.expect({"done"})
+        if done is not None:
             self.outcome.end = "done"
+            work = done.get("work")
+            for key, value in (work.items() if isinstance(work, dict) else ()):
+                self._work(key, value)
+
+    def _work(self, key: str, value: Any) -> None:
+        """Keep one of the job's figures of what it spent (a number; anything else is dropped)."""
+        if isinstance(key, str) and len(self.outcome.work) < 16 and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            self.outcome.work[key[:32]] = value
 
     # ------------------------------------------------------------- end
     def _end(self, end: str, detail: dict | None = None) -> None:
@@ -393,6 +411,8 @@ class JobSession:
             exited = host.next_event(self.name, {"exited"}, time.monotonic() + 2.0)
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
+            if isinstance(exited.get("cpu_s"), float):
+                self.outcome.work["total_cpu_s"] = round(exited["cpu_s"], 4)
             if "memory" in self.outcome.detail and isinstance(exited.get("peak_rss_kb"), int):
                 self.outcome.detail["memory"]["peak_kb"] = exited["peak_rss_kb"]
         elif self.outcome.end != "host_lost" and not host.alive():
