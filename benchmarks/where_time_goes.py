@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-from batch_throughput import MODES, fresh_cache, make_class  # noqa: E402
+from batch_throughput import MODES, counted, fresh_cache, make_class, perf_seconds  # noqa: E402
 
 STAGES = ("trace_s", "lower_s", "compile_s", "cache_load_s")
 
@@ -50,29 +50,6 @@ STAGES = ("trace_s", "lower_s", "compile_s", "cache_load_s")
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def counted(argv: list[str]) -> tuple[list[str], Path | None]:
-    """``argv`` under ``perf stat`` where it works (it counts every process started, waited for or not:
-    a killed host's jobs too), and the file it writes its count to; else as it is (the kernel's count
-    of waited-for children is used, which misses what a killed process had not waited for)."""
-    perf = shutil.which("perf")
-    if perf is None:
-        return argv, None
-    out = Path(tempfile.mkstemp(prefix="perf-", suffix=".txt")[1])
-    probe = subprocess.run([perf, "stat", "-e", "task-clock", "-x", ",", "-o", str(out), "true"], capture_output=True)
-    if probe.returncode != 0:
-        return argv, None
-    return [perf, "stat", "-e", "task-clock", "-x", ",", "-o", str(out), "--", *argv], out
-
-
-def perf_seconds(out: Path) -> float:
-    """The task-clock ``perf stat -x ,`` wrote (milliseconds), in seconds."""
-    for line in out.read_text().splitlines():
-        fields = line.split(",")
-        if len(fields) > 2 and fields[2].startswith("task-clock"):
-            return float(fields[0]) / 1000
-    raise ValueError(f"no task-clock in {out}")
 
 
 def run(mode: str, n: int, seed: int, extra: list[str], work: Path) -> tuple[float, float, list[dict]]:

@@ -47,9 +47,15 @@ class Sides:
         return self._both.student.exercise_session(self.exercise, timeout_s)
 
     def reference(self, timeout_s: float) -> JobSession:
-        if self._both.reference is None:  # a driver must use ``recorded`` in a preview
+        """The reference's job: a new one, or on a batch worker the one kept for this exercise and seed
+        (:mod:`grader.runner.kept`)."""
+        host = self._both.reference
+        if host is None:  # a driver must use ``recorded`` in a preview
             raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
-        return self._both.reference.exercise_session(self.exercise, timeout_s)
+        if host.kept is not None:
+            return host.kept.session(self.exercise.id, (self._both.seed, str(host.module_dir)), timeout_s,
+                                     lambda: host.exercise_session(self.exercise, timeout_s))
+        return host.exercise_session(self.exercise, timeout_s)
 
 
 class BothSides:
