@@ -3,6 +3,8 @@
 alternating with theirs, and gets the verdicts ``grade`` gives alone with that seed."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import SOLUTIONS, VARIANTS, make_submission
@@ -109,3 +111,33 @@ def test_a_workers_second_student_is_timed_against_the_kept_reference_with_the_v
     assert statuses["layer_norm.speedup"] == "failed" and statuses["fast_heavy.speedup"] == "passed"
     solutions = {c.id: c.status for ex in graded["solutions"].exercises for c in ex.checks}
     assert set(solutions.values()) == {"passed"}
+
+
+@pytest.mark.slow
+def test_a_class_of_host_callbacks_is_graded_to_the_end_on_one_core_each(tmp_path):
+    """-j 2 on two cores: each worker's jobs have one core. A fast_heavy that calls back to NumPy
+    (jax.pure_callback) read its input while that input was still being copied to the device, and the
+    copy waited for the thread the callback held: on the start commit about half of such students hung
+    until their ex06 timed out. Now every one is graded, each with the variant's verdicts."""
+    import csv
+    import os
+
+    from grader.cli import main
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores: -j 2 gives each worker one of them")
+    klass = tmp_path / "class"
+    klass.mkdir()
+    callback = (VARIANTS / "ex06_speedup" / "fast_heavy_callback.py").read_text(encoding="utf-8")
+    for i in range(6):  # six students, each file their own
+        make_submission(tmp_path / f"s{i}", {"ex06_speedup": f"# student {i}\n{callback}"}).rename(klass / f"s{i}")
+    out = tmp_path / "results"
+    assert main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "-j", "2", "-k", "6", "--seed", "5",
+                 "--exercise-timeout", "40", "--lang", "en"]) == 0
+    with (out / "grades.csv").open(encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["student"] != "(max points)"]
+    assert [(row["status"], row["detail"]) for row in rows] == [("completed", "")] * 6
+    for row in rows:
+        report = json.loads((out / row["student"] / "report.partial.json").read_text(encoding="utf-8"))
+        failed = {c["id"] for ex in report["exercises"] for c in ex["checks"] if c["status"] != "passed"}
+        assert failed == {"fast_heavy.speedup"}, (row["student"], failed)

@@ -310,7 +310,8 @@ def _cpu() -> float:
 
 class _JaxWork:
     """Seconds this job spent in JAX's stages (tracing, lowering, compiling, loading programs from the
-    persistent cache), from JAX's own duration events; for the report's timings, never for a verdict."""
+    persistent cache), from JAX's own duration events, and how many programs it compiled or loaded
+    (``programs``), of which loaded from the cache (``loaded``); for the report's timings, never for a verdict."""
 
     EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
               "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
@@ -319,23 +320,27 @@ class _JaxWork:
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(self.EVENTS.values(), 0.0)
-        self.programs = 0
+        self.programs = self.loaded = 0
         try:
             import jax.monitoring
 
-            jax.monitoring.register_event_duration_secs_listener(self._on_event)
+            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+            jax.monitoring.register_event_listener(self._on_event)
         except (ImportError, AttributeError):
             pass
 
-    def _on_event(self, name: str, duration: float, **_kwargs: Any) -> None:
+    def _on_duration(self, name: str, duration: float, **_kwargs: Any) -> None:
         field = self.EVENTS.get(name)
         if field is not None:
             self.seconds[field] += duration
             self.programs += field == "compile_s"
 
+    def _on_event(self, name: str, **_kwargs: Any) -> None:
+        self.loaded += name == "/jax/compilation_cache/cache_hits"
+
     def summary(self) -> dict:
         try:
-            return {"cpu_s": _cpu(), "programs": int(self.programs),
+            return {"cpu_s": _cpu(), "programs": int(self.programs), "loaded": int(self.loaded),
                     **{k: round(float(v), 4) for k, v in self.seconds.items()}}
         except Exception:  # noqa: BLE001 - figures for the timings only: a job never fails on them
             return {}

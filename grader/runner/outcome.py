@@ -47,7 +47,8 @@ class JobOutcome:
     #: once started (``started_cpu_s``: JAX's backend up), once the module was imported
     #: (``imported_cpu_s``) and at the end of the probe (``cpu_s``), as the job says; JAX's stages in
     #: seconds (``trace_s``, ``lower_s``, ``compile_s``, of which ``cache_load_s`` loading programs
-    #: from the persistent cache; ``programs``: how many); ``total_cpu_s``: the kernel's count, from the host
+    #: from the persistent cache; ``programs``: how many, of which ``loaded`` from the cache);
+    #: ``total_cpu_s``: the kernel's count, from the host; ``kept_uses``: a kept job's (:mod:`grader.runner.kept`)
     work: dict = field(default_factory=dict)
 
     def attempted(self) -> bool:
