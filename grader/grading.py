@@ -225,9 +225,15 @@ class Grading:
             for host in filter(None, hosts):
                 if not host.alive():
                     host.start()
+            expected = store.durations(chapter.id) if self.options.compile_cache else {}
             try:
                 run_all(runnable, both.grade, done, workers=self.options.workers,
-                        cancel=lambda: [host.close() for host in hosts if host is not None])
+                        cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
+                        expected=expected)
+                if self.options.compile_cache:  # the order of the next grading's exercises
+                    store.keep_durations(chapter.id, {ex_id: t["student_s"] for ex_id, t in both.timings.items()
+                                                      if isinstance(t, dict) and ex_id in tally.results
+                                                      and tally.results[ex_id].status != "not_attempted"})
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 both.timings["host_restarts"] = student.restarts
                 both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)  # this process's, all threads

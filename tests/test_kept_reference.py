@@ -25,6 +25,9 @@ class _Session:
         self.channel = object()
         self.timeout_s = self.deadline = 0.0
 
+    def renew(self, timeout_s):
+        self.timeout_s = timeout_s
+
     def start(self):
         self.log.append("start")
         return True

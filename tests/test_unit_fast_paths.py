@@ -376,3 +376,37 @@ def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_p
     assert [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in one.exercises] == \
            [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in two.exercises]
     assert two.score == two.max_score
+
+
+# ------------------------------------------------------------------ the order exercises run in
+def test_the_exercise_that_took_longest_last_time_starts_first_and_timed_ones_prepare_meanwhile(tmp_path,
+                                                                                                 monkeypatch):
+    from types import SimpleNamespace
+
+    from grader.scheduling import run_all
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
+    store.keep_durations("chx", {"waits": 1.4, "computes": 0.3})
+    store.keep_durations("chx", {"waits": 1.0})  # folded in: half the old, half the new
+    assert store.durations("chx") == {"waits": 1.2, "computes": 0.3} and store.durations("other") == {}
+    exercises = [SimpleNamespace(id=name, timed=timed, timeout_s=limit)
+                 for name, timed, limit in (("computes", False, 120), ("waits", False, 90), ("other", False, 60),
+                                            ("timed", True, 120))]
+    events = []
+    run_all(exercises, lambda ex: events.append(("grade", ex.id)), lambda ex, result: None, workers=1,
+            cancel=lambda: None, prepare=lambda ex: events.append(("prepare", ex.id)),
+            expected=store.durations("chx"))
+    graded = [name for what, name in events if what == "grade"]
+    assert graded == ["waits", "computes", "other", "timed"]  # then by limit; the timed one last, alone
+    assert events.index(("prepare", "timed")) < events.index(("grade", "other"))  # prepared meanwhile
+
+
+def test_a_timed_exercise_prepares_while_the_others_run_and_is_timed_after_them():
+    from grader.grading import GradeOptions, grade
+
+    report = grade(SOLUTIONS, GradeOptions(exercises=("ex05", "ex06"), seed=5))
+    t = report.timings
+    assert report.score == report.max_score
+    forked = t["ex06_speedup"]["ended_s"] - t["ex06_speedup"]["student_s"]  # when its student's job started
+    assert forked < t["ex05_timing"]["ended_s"], t  # its jobs prepared while ex05 ran
+    assert t["ex06_speedup"]["began_s"] >= t["ex05_timing"]["ended_s"] - 0.01, t  # its timing, alone after

@@ -59,8 +59,11 @@ class KeptSession:
         """Another grading's use: its own deadline."""
         self.uses += 1
         self._began = time.monotonic()
-        self.session.timeout_s = timeout_s
-        self.session.deadline = self._began + timeout_s
+        self.session.renew(timeout_s)
+
+    def extend(self, timeout_s: float) -> None:
+        """The same grading's use, from now on (its driver takes it, started early): a deadline from now."""
+        self.session.renew(timeout_s)
 
     def start(self) -> bool:
         if self._started is None:
@@ -137,3 +140,65 @@ class KeptJobs:
             jobs, self._jobs = list(self._jobs.values()), {}
         for kept in jobs:
             kept.end()
+
+
+class Prestarted:
+    """A job started before its exercise's driver runs (:class:`EarlyStart`), seen by the driver as a
+    session it starts itself: :meth:`start` and :meth:`send_inputs` give what they gave then. Anything
+    else is the job's (or the kept job's) own."""
+
+    def __init__(self, session: "JobSession | KeptSession"):
+        self.session = session
+        self.started = self.sent = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def begin(self, inputs: dict) -> bool:
+        self.started = bool(self.session.start())
+        self.sent = self.started and bool(self.session.send_inputs(inputs))
+        return self.sent
+
+    def renew(self, timeout_s: float) -> None:
+        getattr(self.session, "extend", self.session.renew)(timeout_s)
+
+    def start(self) -> bool:
+        return self.started
+
+    def send_inputs(self, inputs: dict) -> bool:
+        return self.sent
+
+
+class EarlyStart:
+    """A timed exercise's jobs, started while the other exercises are graded (:meth:`grader.sides.BothSides.prestart`).
+
+    Its thread starts the student's job (which imports, records, compiles and warms up, then
+    waits for timing requests), reads what it records until it attempted something or is
+    ready (``ready_key``), and then, if it attempted something, starts the reference's
+    (``reference()``: a new job, or a batch worker's kept one), as any exercise's reference
+    starts. The driver, run alone later, takes both (:meth:`take`), their deadlines counted
+    from then: the time spent waiting for the other exercises costs the exercise nothing.
+    """
+
+    def __init__(self, student: JobSession, inputs: dict, reference: Callable[[], Any] | None, ready_key: str):
+        self.student = Prestarted(student)
+        self.reference: Prestarted | None = None
+        self._thread = threading.Thread(target=self._run, args=(inputs, reference, ready_key), daemon=True,
+                                        name=f"early-{student.exercise}")
+        self._thread.start()
+
+    def _run(self, inputs: dict, reference: Callable[[], Any] | None, ready_key: str) -> None:
+        if not self.student.begin(inputs) or reference is None:
+            return
+        session = self.student.session
+        while not session.attempted.is_set() and ready_key not in session.outcome.observations:
+            if session.expect({"obs"}) is None:
+                return  # it ended: the driver sees how
+        if session.attempted.is_set():
+            self.reference = Prestarted(reference())
+            self.reference.begin(inputs)
+
+    def take(self) -> "EarlyStart":
+        """Wait until both jobs are started (the driver drives them from now on)."""
+        self._thread.join()
+        return self
