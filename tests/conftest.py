@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # the grader's caches for this test session alone (what it compiles and the reference's outcomes);
 # subprocesses the tests start inherit it
 os.environ.setdefault("GRADER_CACHE_DIR", tempfile.mkdtemp(prefix="grader-test-cache-"))
+# a first `grade` on a machine builds the chapter's programs first (grader.batch.warmup.build_once):
+# not in the tests, whose caches are new (tests/test_first_build.py turns it on)
+os.environ.setdefault("GRADER_BUILD", "0")
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"

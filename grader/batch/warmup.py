@@ -82,3 +82,54 @@ def _adopt(source: Path, target: Path) -> int:
         except OSError:
             tmp.unlink(missing_ok=True)
     return added
+
+
+#: ``GRADER_BUILD=0`` turns the first run's build off (the test suite's default, and for anyone who wants it)
+BUILD_ENV = "GRADER_BUILD"
+
+
+def built_marker(chapter: Chapter) -> Path:
+    """Where a machine notes that ``chapter``'s programs were built (or could not be): in the cache of this
+    JAX version, keyed by the reference's code (new solutions are built again)."""
+    from grader.outcomes import content_digest
+
+    return store.root() / "built" / f"{chapter.id}-{content_digest(chapter.solutions)[:16]}.json"
+
+
+def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | None:
+    """Before the first grading of ``chapter`` on this machine, :func:`build` its programs (``say(T)``
+    is told before and after), so that the first grading of a student's work costs what a second one
+    does; ``None`` (and nothing said) when they were built already, when the chapter has no reference
+    solutions here (a released chapter grades from its records) or with ``GRADER_BUILD=0``. A build
+    that fails is noted as tried (its reason logged) and not tried again: gradings then compile as they
+    did before."""
+    import json
+    import logging
+
+    from grader.i18n import T
+
+    if os.environ.get(BUILD_ENV, "1") == "0" or not chapter.solutions.is_dir():
+        return None
+    try:
+        marker = built_marker(chapter)
+        if marker.exists():
+            return None
+        marker.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only cache: nothing can be kept, nothing built
+        return None
+    if say:
+        say(T("build.first", chapter=chapter.id))
+    try:
+        built = build(chapter, sandbox=sandbox)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the grading itself goes on and says what is wrong
+        logging.getLogger("grader").warning("the first run's build failed: %s", exc)
+        built = {"failed": str(exc)[:300]}
+    try:
+        marker.write_text(json.dumps(built), encoding="utf-8")
+    except OSError:
+        pass
+    if say and "failed" not in built:
+        say(T("build.done", **built))
+    return built

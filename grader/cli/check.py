@@ -115,6 +115,7 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
         options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
                                submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
                                limits=Limits(memory_bytes=memory_mb << 20))
+        _build_once(path, chapter, sandbox, catalog, lang)
         if watch:
             _watch(path, options, report_dir or _default_report_dir(path), lang)
             return
@@ -183,6 +184,19 @@ def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str,
                                          expected=", ".join(ex.filename for ex in chapter.exercises[:2]),
                                          folder=pasteable(path.parent)), lang))
     return path.parent, (*exercises, exercise.id)
+
+
+def _build_once(path: Path, chapter: str | None, sandbox: str, catalog: Catalog, lang: str) -> None:
+    """The first grading of a chapter on a machine builds the programs every grading needs first
+    (:func:`grader.batch.warmup.build_once`), saying so on standard error."""
+    from grader import submission as submissions
+    from grader.batch.warmup import build_once
+
+    try:
+        found = submissions.resolve_chapter(path, chapter)
+    except Exception:  # noqa: BLE001 - the grading names what is wrong with the path
+        return
+    build_once(found, sandbox=sandbox, say=lambda text: click.echo(catalog.render(text, lang), err=True))
 
 
 def _watch(path: Path, options, report_dir: Path, lang: str) -> None:

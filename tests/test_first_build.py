@@ -1,0 +1,39 @@
+"""The first `grade` of a chapter on a machine builds the programs every grading needs, once
+(grader.batch.warmup.build_once), so that a student's first real grading costs what a second does."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, STUBS
+
+
+def _grade(tmp_path, env_extra, *args):
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), **env_extra}
+    env.pop("GRADER_BUILD", None) if "GRADER_BUILD" not in env_extra else None
+    return subprocess.run([sys.executable, "-m", "grader", str(STUBS), "--report-dir", str(tmp_path / "out"), "--lang", "en", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_first_grading_on_a_machine_builds_the_programs_once(tmp_path):
+    first = _grade(tmp_path, {})
+    assert first.returncode in (0, 1), first.stderr[-2000:]
+    assert "First grading of ch4 on this machine" in first.stderr
+    assert "Built " in first.stderr
+    markers = list((tmp_path / "cache").glob("jaxlib-*/built/ch4-*.json"))
+    assert len(markers) == 1
+    built = json.loads(markers[0].read_text())
+    assert built["score"] == built["max_score"] and built["programs"] > 20, built
+    programs = list((tmp_path / "cache").glob("jaxlib-*/xla/reference/*-cache"))
+    assert len(programs) == built["programs"]
+    assert "0 / 80" in first.stdout  # the stubs' grading itself, after the build
+    second = _grade(tmp_path, {})
+    assert "First grading" not in second.stderr and "Built " not in second.stderr
+
+
+def test_no_build_when_turned_off(tmp_path):
+    run = _grade(tmp_path, {"GRADER_BUILD": "0"})
+    assert "First grading" not in run.stderr
+    assert not list((tmp_path / "cache").glob("jaxlib-*/built/*"))
