@@ -89,6 +89,8 @@ def fresh_cache(folder: Path) -> Path:
         shutil.copytree(reference, target)
     else:
         target.mkdir(parents=True)
+    if (store.root() / "built").is_dir():  # noted as built: a single grade does not build them again
+        shutil.copytree(store.root() / "built", folder / store.root().name / "built")
     return folder
 
 

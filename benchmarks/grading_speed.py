@@ -18,7 +18,10 @@ Python process that imports JAX and compiles one function):
   Gradescope autograder's ``setup.sh`` builds them, and ``grade dev build``): each round
   starts from a copy of such a cache. The second has a fresh seed; the solutions' also
   replayed with the same seed;
-* the grader's very first grading on a machine, nothing built (an empty cache);
+* the grader's very first grading on a machine, nothing built (an empty cache, and
+  ``GRADER_BUILD=0``: what a first grading cost before the first run built the programs);
+* the first run on a machine as a student makes it (the README's set-up grades the
+  stubs): the build of the programs (:func:`grader.batch.warmup.build_once`) included;
 * with ``--otter``: ``otter run`` on ``../shared/anchors/otter`` (an otter-grader
   assignment equivalent to ex01–ex03; ``--otter-dir``), with ``--otter-bin``: otter-grader
   is not among the grader's dependencies, install it in an environment of its own, with
@@ -97,7 +100,7 @@ def built_copy(built: Path, target: Path) -> Path:
     """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML), and nothing graded."""
     shutil.rmtree(target, ignore_errors=True)
     for sub in built.iterdir():  # jaxlib-X
-        for part in ("xla/reference", "toml"):
+        for part in ("xla/reference", "toml", "built"):
             if (sub / part).exists():
                 shutil.copytree(sub / part, target / sub.name / part)
     return target
@@ -107,7 +110,8 @@ FIRST_SOLUTIONS = "first grading: solutions, never graded (programs built)"
 SECOND_SOLUTIONS = "second grading: solutions, unchanged, fresh seed"
 FIRST_OWN = "first grading: a student's own work, never graded (programs built)"
 SECOND_OWN = "second grading: a student's own work, unchanged, fresh seed"
-NOTHING_BUILT = "the grader's very first grading: solutions, nothing built"
+NOTHING_BUILT = "the grader's very first grading: solutions, nothing built (GRADER_BUILD=0)"
+FIRST_RUN = "the first run on a machine: the stubs, the build included"
 OTTER = "otter run (ex01-ex03 equivalent)"
 ALL, FIRST3 = "grade solutions/ch4 (all)", "grade solutions/ch4 -k ex01 -k ex02 -k ex03"
 
@@ -139,6 +143,7 @@ def main() -> int:
         FIRST_OWN: (_grade(own, *report), "built"),
         SECOND_OWN: (_grade(own, *report), "own"),
         NOTHING_BUILT: (_grade(solutions, *report), "cold"),
+        FIRST_RUN: (_grade(str(ROOT / "exercises/ch4"), *report), "first"),
     }
     if args.otter:
         folder = args.otter_dir or otter_folder()
@@ -149,7 +154,7 @@ def main() -> int:
         else:
             print(f"otter-grader or its assignment not found ({args.otter_bin}, {folder}): see this script's "
                   "help for how to install it, or pass --otter-bin and --otter-dir", file=sys.stderr)
-    base = {k: v for k, v in os.environ.items() if k != "GRADER_CACHE_DIR"}
+    base = {k: v for k, v in os.environ.items() if k not in ("GRADER_CACHE_DIR", "GRADER_BUILD")}
     env = {"none": base, "warm": {**base, "GRADER_CACHE_DIR": str(warm_cache)},
            "own": {**base, "GRADER_CACHE_DIR": str(own_cache)}}
     # the programs built once, as setup.sh builds them; the warm caches start from them and one grading
@@ -162,11 +167,12 @@ def main() -> int:
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for round_ in range(args.runs):
         for name, (argv, cache) in commands.items():
-            if cache in ("cold", "built"):
+            if cache in ("cold", "built", "first"):
                 fresh = work / f"cache-{cache}-{round_}"
                 if cache == "built":
                     built_copy(built, fresh)
-                times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(fresh)}, cwd=work))
+                extra = {"GRADER_BUILD": "0"} if cache == "cold" else {}
+                times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(fresh), **extra}, cwd=work))
                 shutil.rmtree(fresh, ignore_errors=True)
             else:
                 times[name].append(_timed(argv, env=env[cache], cwd=work))

@@ -59,8 +59,20 @@ def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str =
             if own is not None:
                 shutil.rmtree(own, ignore_errors=True)
     programs = sum(1 for entry in target.iterdir() if entry.name.endswith("-cache"))
-    return {"programs": programs, "added": added, "score": report.score, "max_score": report.max_score,
-            "seconds": round(time.monotonic() - started, 1)}
+    built = {"programs": programs, "added": added, "score": report.score, "max_score": report.max_score,
+             "seconds": round(time.monotonic() - started, 1)}
+    _note(built_marker(chapter, reference_dir), built)  # a first grading need not build them again
+    return built
+
+
+def _note(marker: Path, built: dict) -> None:
+    import json
+
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(built), encoding="utf-8")
+    except OSError:  # a read-only cache: a later first grading builds again
+        pass
 
 
 def _adopt(source: Path, target: Path) -> int:
@@ -88,12 +100,13 @@ def _adopt(source: Path, target: Path) -> int:
 BUILD_ENV = "GRADER_BUILD"
 
 
-def built_marker(chapter: Chapter) -> Path:
+def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     """Where a machine notes that ``chapter``'s programs were built (or could not be): in the cache of this
     JAX version, keyed by the reference's code (new solutions are built again)."""
     from grader.outcomes import content_digest
 
-    return store.root() / "built" / f"{chapter.id}-{content_digest(chapter.solutions)[:16]}.json"
+    digest = content_digest(Path(reference_dir or chapter.solutions))[:16]
+    return store.root() / "built" / f"{chapter.id}-{digest}.json"
 
 
 def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | None:
@@ -103,7 +116,6 @@ def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | N
     solutions here (a released chapter grades from its records) or with ``GRADER_BUILD=0``. A build
     that fails is noted as tried (its reason logged) and not tried again: gradings then compile as they
     did before."""
-    import json
     import logging
 
     from grader.i18n import T
@@ -126,10 +138,7 @@ def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | N
     except Exception as exc:  # noqa: BLE001 - the grading itself goes on and says what is wrong
         logging.getLogger("grader").warning("the first run's build failed: %s", exc)
         built = {"failed": str(exc)[:300]}
-    try:
-        marker.write_text(json.dumps(built), encoding="utf-8")
-    except OSError:
-        pass
+        _note(marker, built)  # not tried at every grading
     if say and "failed" not in built:
         say(T("build.done", **built))
     return built
