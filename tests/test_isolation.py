@@ -69,12 +69,19 @@ def test_the_other_exercises_are_unaffected(report):
     assert report["ex08_aot_debug"]["status"] == "passed"
 
 
-def test_a_killed_host_is_restarted_for_the_other_exercises(tmp_path):
+def test_a_killed_host_is_restarted_for_the_other_exercises(tmp_path, monkeypatch):
     """Without a sandbox a job can kill its host (same uid): the next job gets a new host.
 
     The killer itself still reports to the grader over its own socket, so its honest
     work is graded; it gains nothing, and costs the others nothing."""
     from conftest import grade_to_dict
+
+    from grader import store
+
+    # one at a time, the killer first (the longest in recent gradings starts first, grader.scheduling):
+    # were it last, no job would come after it to need a new host
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    store.keep_durations("ch4", {"ex01_jit_forms": 99.0, "ex03_static_args": 1.0, "ex04_cache_keys": 1.0})
 
     kill_host = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + (
         SOLUTIONS / "ex01_jit_forms.py").read_text(encoding="utf-8")
