@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import wire
+from grader.protocol import FromJob, ToJob, message
 from grader.runner.jobs import JobOutcome
 
 log = logging.getLogger("grader")
@@ -150,9 +151,10 @@ def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
             if session.start() and session.send_inputs(inputs):
                 if ex.timed:
                     deadline = time.monotonic() + ex.timeout_s * 2
-                    while READY not in session.outcome.observations and session.expect({"obs"}, deadline=deadline):
+                    while READY not in session.outcome.observations and \
+                            session.expect({FromJob.RECORD}, deadline=deadline):
                         pass
-                    session.send({"op": "stop"})
+                    session.send(message(ToJob.STOP))
                 session.run_to_end()
         finally:
             outcome = session.finish()

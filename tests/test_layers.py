@@ -18,7 +18,7 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 #: the layers, lowest first: (what the layer is, its modules); an exact name wins over a pattern
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format)", [
-        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext", "grader.ziptools",
+        "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext", "grader.ziptools",
         "grader.chapters",
         "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
         "grader.runner",

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
 from grader.child.trusted import TRUSTED
+from grader.protocol import FromJob, ToJob, message, word_of
 
 
 # =================================================================== child side
@@ -119,14 +120,14 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
     ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
     while True:
         request = ctx.request()
-        op = request.get("op")
-        if op == "stop":
+        word = word_of(request, ToJob)
+        if word == ToJob.STOP:
             return
-        if op == "ping":
-            ctx.reply({"op": "pong"})
+        if word == ToJob.PING:
+            ctx.reply(message(FromJob.PONG))
             continue
-        if op != "time" or request.get("case") not in cases:
-            ctx.reply({"op": "timed", "error": "bad request"})
+        if word != ToJob.TIME or request.get("case") not in cases:
+            ctx.reply(message(FromJob.TIMED, error="bad request"))
             continue
         baseline, candidate, args, fresh = cases[request["case"]]
         try:
@@ -134,9 +135,9 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
                                   batch_baseline=int(request["batch_baseline"]),
                                   batch_candidate=int(request["batch_candidate"]), fresh=fresh)
         except BaseException as exc:  # noqa: BLE001 - the student's function failed while timed
-            ctx.reply({"op": "timed", "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            ctx.reply(message(FromJob.TIMED, error=f"{type(exc).__name__}: {str(exc)[:200]}"))
             continue
-        ctx.reply({"op": "timed", **result})
+        ctx.reply(message(FromJob.TIMED, **result))
 
 
 # =================================================================== grader side
@@ -238,10 +239,10 @@ def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int
 
 def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:
     start = time.monotonic()
-    if not session.send({"op": "time", "case": case, "reps": reps, "batch_baseline": batches[0],
-                         "batch_candidate": batches[1]}):
+    if not session.send(message(ToJob.TIME, case=case, reps=reps, batch_baseline=batches[0],
+                                batch_candidate=batches[1])):
         return {"error": "the process is gone"}
-    reply = session.expect({"timed"}, deadline=deadline)
+    reply = session.expect({FromJob.TIMED}, deadline=deadline)
     wall = time.monotonic() - start
     if reply is None:
         return {"error": session.outcome.end}

@@ -22,6 +22,7 @@ from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys,
                            exception_hint, raised_text)
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure, timing
+from grader.protocol import FromJob, ToJob, message
 
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
@@ -212,7 +213,7 @@ def drive(sides, inputs: dict, budget: float):
         for name, session in sessions.items():
             if ready.get(name) is None:
                 session.abandon()  # not needed, or broken: killed at once
-            elif session.send({"op": "stop"}):
+            elif session.send(message(ToJob.STOP)):
                 session.run_to_end()
     finally:
         outcomes = {name: session.finish() for name, session in sessions.items()}
@@ -227,7 +228,7 @@ def drive(sides, inputs: dict, budget: float):
 
 def _await_record(session, key: str, deadline: float):
     while key not in session.outcome.observations:
-        if session.expect({"obs"}, deadline=deadline) is None:
+        if session.expect({FromJob.RECORD}, deadline=deadline) is None:
             return None
     return session.outcome.observations[key]
 
