@@ -110,6 +110,12 @@ class Chapter:
         """The folder that holds this chapter's folder (for the child's import path)."""
         return self.folder.parent
 
+    @property
+    def import_folders(self) -> list[Path]:
+        """The folders a child process adds to ``grader.chapters``' path so that this chapter's
+        modules import there (:func:`grader.chapters.extend`): none for a built-in chapter."""
+        return [] if self.search_folder == chapter_folders.BUILT_IN else [self.search_folder]
+
 
 def available_chapters() -> list[str]:
     found: list[str] = []

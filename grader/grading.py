@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from grader import chapters as chapter_folders, store, submission as submissions
+from grader import store, submission as submissions
 from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
@@ -249,8 +249,7 @@ class Grading:
             module_dir = self.scratch / "submission" / "modules"  # where submissions.load puts the modules
             module_dir.mkdir(parents=True)
             common = {"modules": chapter.child_modules, "limits": self.options.limits,
-                      "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
-                      else [chapter.search_folder]}
+                      "chapter_folders": chapter.import_folders}
             if self.warm is not None:  # a batch worker's: the reference's host is shared, the student's forked
                 self.warm.start()
                 self.hosts = (self.warm.student_host(module_dir, self.uids, self.options.limits),

@@ -293,7 +293,8 @@ def main(argv: list[str]) -> int:
 
 def _grade_order(order: dict) -> Checked:
     from grader.chapter import available_chapters, load_chapter
-    from grader.grading import GradeOptions, Interrupted, grade
+    from grader.grading import Interrupted, grade
+    from grader.options import LimitOptions
     from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
     from grader.report.data import report_to_dict
@@ -305,8 +306,9 @@ def _grade_order(order: dict) -> Checked:
     chapter = order.get("chapter")
     if chapter is None and notebook and Path(notebook).stem in available_chapters():
         chapter = Path(notebook).stem
-    options = GradeOptions(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
-                           submission_timeout_s=float(order.get("timeout_s") or 900.0), on_progress=_progress)
+    limits = LimitOptions(timeout_s=float(order.get("timeout_s") or LimitOptions.timeout_s))
+    options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
+                                   on_progress=_progress)
     interrupted = None
     try:
         report = grade(session, options)

@@ -192,7 +192,6 @@ def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = No
     exercise alone); only the records the checks read are kept (:func:`read_by_checks`).
     Raises :class:`RecordsError` when a job of the reference fails.
     """
-    from grader import chapters as chapter_folders
     from grader.runner import sandbox as sandboxes
     from grader.runner.hosts import HostProcess
     from grader.runner.jobs import Limits
@@ -203,8 +202,7 @@ def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = No
     scratch = Path(tempfile.mkdtemp(prefix="grade-records-", dir=scratch_root))
     host = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
                        plan=sandboxes.SandboxPlan("process", False), limits=Limits(), modules=chapter.child_modules,
-                       chapter_folders=[] if chapter.search_folder == chapter_folders.BUILT_IN
-                       else [chapter.search_folder])
+                       chapter_folders=chapter.import_folders)
     records = Records(chapter=chapter.id, seed=seed)
     wanted = [ex for ex in chapter.exercises if ex.needs_reference]
     try:

@@ -13,9 +13,11 @@ import click
 
 from grader import safetext
 from grader.chapter import ChapterError, load_chapter
-from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, gather, lang_option, limit_options, setup_logging
+from grader.cli.keys import signing_key
 from grader.copies import REPORT_DIR_NAME
 from grader.i18n import Catalog, T, default_lang, grader_catalog
+from grader.options import LimitOptions
 from grader.report.common import pasteable
 
 
@@ -57,6 +59,38 @@ class BarType(click.ParamType):
         return Bar(number, percent)
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What ``grade PATH`` grades of the submission, and on which hidden inputs."""
+
+    #: the chapter's id; ``None``: told from the submission
+    chapter: str | None
+    #: the exercises (``-k``); empty: all
+    exercises: tuple[str, ...]
+    #: the copy to grade in a folder or zip that holds the chapter twice (``--inside``)
+    inside: str | None
+    #: the hidden inputs' seed (``--seed``); ``None``: a fresh one
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where ``grade PATH`` writes its report, and what it prints."""
+
+    #: the reports' folder (``--report-dir``); ``None``: the default beside the submission
+    report_dir: Path | None
+    #: the language (``--lang``); ``None``: from the locale
+    lang: str | None
+    #: print the JSON report instead of the table (``--json``)
+    as_json: bool
+    #: exit with status 1 below this score (``--fail-under``)
+    fail_under: Bar | None
+    #: the key file that signs the JSON report (``--sign-key``)
+    sign_key: Path | None
+    #: open the HTML report when done (``--open``)
+    open_: bool
+
+
 @cli.command("check", short_help="Grade one submission (the same as grade PATH).")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
@@ -86,11 +120,9 @@ class BarType(click.ParamType):
               help="Show the next layer of a check's hint (e.g. ex02/piecewise.values), without grading: "
                    "why it matters under jit, then a worked explanation of the concept.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
-def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: str | None,
-              exercises: tuple[str, ...],
-              seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
-              timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
-              open_: bool, watch: bool, hint: str | None, verbose: bool) -> None:
+@gather(what=Selection, limits=LimitOptions, output=Output)
+def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output, watch: bool, hint: str | None,
+              verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
@@ -98,27 +130,26 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
     report is left as it is. So does the report of a run stopped with Ctrl-C before
     its end.
     """
-    from grader.grading import GradeOptions, Interrupted, grade
-    from grader.report.render import render_terminal, write_reports
-    from grader.runner.jobs import Limits
+    from grader.grading import Interrupted, grade
+    from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
-    lang = lang or default_lang()
+    lang = output.lang or default_lang()
     catalog = grader_catalog()
     setup_logging(verbose)
+    report_dir = output.report_dir
     if hint is not None:
-        _show_hint(path, chapter, hint, report_dir, lang)
+        _show_hint(path, what.chapter, hint, report_dir, lang)
         return
-    key = _key(sign_key, catalog, lang, sandbox) if sign_key else None  # never where a student's code reads it
-    path, exercises = _one_exercise_file(path, chapter, exercises, catalog, lang)
+    # never where a student's code reads it
+    key = signing_key(output.sign_key, lang, limits.sandbox) if output.sign_key else None
+    path, exercises = _one_exercise_file(path, what.chapter, what.exercises, catalog, lang)
     try:
-        options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
-                               submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
-                               limits=Limits(memory_bytes=memory_mb << 20))
+        options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed)
         if watch:
             _watch(path, options, report_dir or _default_report_dir(path), lang)
             return
-        live = sys.stderr.isatty() and not as_json
+        live = sys.stderr.isatty() and not output.as_json
         if live:
             click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown
         report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
@@ -142,7 +173,21 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
                 from None
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
         written = write_reports(report, catalog, lang, target, key=key)
-    if as_json:
+    _say_written(report, written, catalog, lang, output, earlier, key)
+    if output.fail_under is not None and report.score < output.fail_under.points(report.max_score) - 1e-9:
+        below = T("ui.below_bar", score=f"{report.score:g}", max_score=f"{report.max_score:g}",
+                  bar=output.fail_under.describe(report.max_score))
+        click.echo(f"grade: {catalog.render(below, lang)}", err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+
+
+def _say_written(report, written: Path, catalog: Catalog, lang: str, output: Output, earlier: dict | None,
+                 key: bytes | None) -> None:
+    """The report on standard output (its table, or its JSON), where it was written, whether it is signed;
+    the HTML report opened in the browser with ``--open``."""
+    from grader.report.render import render_terminal
+
+    if output.as_json:
         click.echo(safetext.json(written.read_text(encoding="utf-8")), nl=False)  # a terminal acts on no control
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty(), earlier=earlier), nl=False)
@@ -150,19 +195,14 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
         where = T(written_key, json=pasteable(written), md=pasteable(written.with_suffix(".md")),
                   html=pasteable(written.with_suffix(".html")))
         click.echo(safetext.terminal(catalog.render(where, lang)))
-    if open_ and not as_json:
+    if output.open_ and not output.as_json:
         _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
         from grader.signing import ALGORITHM, key_id
 
         click.echo(catalog.render(T("ui.signed", algorithm=ALGORITHM, key_id=key_id(key), path=str(written),
-                                    key_file=str(sign_key)), lang),
-                   err=as_json)
-    if fail_under is not None and report.score < fail_under.points(report.max_score) - 1e-9:
-        below = T("ui.below_bar", score=f"{report.score:g}", max_score=f"{report.max_score:g}",
-                  bar=fail_under.describe(report.max_score))
-        click.echo(f"grade: {catalog.render(below, lang)}", err=True)
-        sys.exit(EXIT_FAIL_UNDER)
+                                    key_file=str(output.sign_key)), lang),
+                   err=output.as_json)
 
 
 def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str, ...], catalog: Catalog,
@@ -252,12 +292,6 @@ def _grade_live(path: Path, options, catalog: Catalog, lang: str):
         return grade(path, options)
 
 
-def _key(path: Path, catalog: Catalog, lang: str, sandbox: str | None = None) -> bytes:
-    from grader.cli.keys import read_private_key
-
-    return read_private_key(path, lambda text: catalog.render(text, lang), sandbox)
-
-
 @cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
@@ -282,7 +316,7 @@ def verify_cmd(report: Path, key_path: Path | None, lang: str | None) -> None:
         return
     if key_path is None:
         raise UserError(catalog.render(T("error.key_needed", path=str(report)), lang))
-    key = _key(key_path, catalog, lang)
+    key = signing_key(key_path, lang)
     try:
         data = json.loads(report.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("schema") != "grade-report/1":
@@ -315,7 +349,7 @@ def _verify_results(out: Path, key_path: Path | None, catalog, lang: str) -> Non
     from grader.batch.manifest import MANIFEST, batch_key, verify
     from grader.signing import key_id
 
-    key = _key(key_path, catalog, lang) if key_path is not None else None
+    key = signing_key(key_path, lang) if key_path is not None else None
     problems = verify(out, batch_key(out, key))
     for problem in problems:
         click.echo(catalog.render(problem, lang), err=True)
