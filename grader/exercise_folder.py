@@ -28,7 +28,7 @@ import numpy as np
 
 from grader.checks import declared_checks
 from grader.i18n import LANGS, Bilingual
-from grader.report.data import CATEGORIES
+from grader.results import CATEGORIES
 
 #: the file of an exercise's words, in its folder
 WORDS = "exercise.toml"
@@ -46,7 +46,7 @@ class CheckSpec:
 
     #: the check's id in its exercise (``piecewise.values``)
     id: str
-    #: one of :data:`grader.report.data.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
+    #: one of :data:`grader.results.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
     #: ``speedup``, ``harness`` or ``structure``
     category: str
     #: what the check is worth (positive)

@@ -149,7 +149,7 @@ def summary(report, catalog: Catalog, lang: str, note: Text | None = None) -> st
     """The text above the tests: the score, a line per exercise (its title, or what stopped it when it
     could not run), the device, versions and sandbox, and what the sandbox lacked."""
     from grader.report.common import ICONS, environment_text, num
-    from grader.report.data import headline
+    from grader.results import headline
 
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     lines = [words(headline(report)), ""]

@@ -1,6 +1,6 @@
 """Grading one submission: the unit of work.
 
-:func:`grade` takes a path and options and returns a :class:`~grader.report.data.Report`;
+:func:`grade` takes a path and options and returns a :class:`~grader.results.Report`;
 it never raises for anything the student's code does. A :class:`Grading` reads the
 submission, starts two hosts (the student's, sandboxed, and the trusted reference's; or
 takes a batch worker's warm ones), has each exercise graded on both sides
@@ -27,7 +27,7 @@ from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.preview import Records, mark_checked, preview_records
-from grader.report.data import ExerciseResult, Report, mark_selection
+from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import Limits

@@ -297,7 +297,7 @@ def _grade_order(order: dict) -> Checked:
     from grader.options import LimitOptions
     from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
-    from grader.report.data import report_to_dict
+    from grader.results import report_to_dict
     from grader.submission import SubmissionError
 
     lang = order["lang"]

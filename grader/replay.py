@@ -216,7 +216,7 @@ def notebook_modules(cells: list[Cell], name: str, *, history: bool, functions: 
 
 
 def name_cells(result: Any, defined_in: dict[str, int], cells: CellMap) -> None:
-    """Each failed check of ``result`` (an :class:`~grader.report.data.ExerciseResult`) whose
+    """Each failed check of ``result`` (an :class:`~grader.results.ExerciseResult`) whose
     message names no cell says which cell defined the graded functions it is about: those its
     message names, else the one its id starts with (``piecewise.values``)."""
     for check in result.checks:

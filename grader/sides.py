@@ -21,7 +21,7 @@ from typing import Any, Callable
 from grader.checks import GraderError
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
-from grader.report.data import ExerciseResult
+from grader.results import ExerciseResult
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, JobSession, run_job
 from grader.verdicts import judge, unrunnable

@@ -2,7 +2,7 @@
 
 :func:`judge` takes what the student's job and the reference's job recorded (their
 :class:`~grader.runner.jobs.JobOutcome`) and returns an
-:class:`~grader.report.data.ExerciseResult` with every check's verdict, plus what the
+:class:`~grader.results.ExerciseResult` with every check's verdict, plus what the
 instructor should know about the student's process (tampering). It starts nothing and
 keeps nothing: the grading run schedules the jobs and collects the results.
 """
@@ -18,7 +18,7 @@ from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Mis
                            Pass)
 from grader.i18n import T, Text
 from grader.primitives.numeric import summarize
-from grader.report.data import CheckResult, ExerciseResult, exercise_status
+from grader.results import CheckResult, ExerciseResult, exercise_status
 
 log = logging.getLogger("grader")
 

@@ -6,7 +6,7 @@ import pytest
 
 from grader.chapter import ChapterError, UnknownExercise, available_chapters, load_chapter
 from grader.i18n import Bilingual
-from grader.report.data import CATEGORIES
+from grader.results import CATEGORIES
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from grader.checks import (CheckContext, Fail, GraderError, Keys, Missing, NotAt
                            declared_checks, raised_text)
 from grader.verdicts import Termination, run_checks
 from grader.i18n import Bilingual, T, Text
-from grader.report.data import CheckResult, exercise_status
+from grader.results import CheckResult, exercise_status
 
 EX = "ex99_demo"
 

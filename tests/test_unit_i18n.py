@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.report import data as results
+from grader import results
 from grader.child import probe, trusted  # noqa: F401
 from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders

@@ -20,7 +20,7 @@ from grader.authoring.release import ReleaseError, leaks, readme_command
 from grader.chapter import ChapterError, load_chapter
 from grader.preview import FILENAME, Records, RecordsError, inputs_digest, release_records
 from grader.report.render import render_markdown, render_terminal
-from grader.report.data import report_to_dict
+from grader.results import report_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 CH4 = load_chapter("ch4")
