@@ -8,10 +8,10 @@ and hints are in the ``exercise.toml`` beside it::
     def piecewise_values(s, r, ctx):
         return numeric.compare_calls(s, r, cases, dtype="float32")
 
-``s`` and ``r`` are :class:`Observations`: what the probes recorded in the student's
+``s`` and ``r`` are :class:`Records`: what the probes recorded in the student's
 and in the reference's child process, under the keys of the exercise's :class:`Keys`.
 A check returns the numbers behind a pass (a dict, or a :class:`Pass` with a
-message), or raises :class:`Fail`. Reading an observation raises
+message), or raises :class:`Fail`. Reading a record raises
 :class:`NotAttempted` when the student's function raised ``NotImplementedError``, and
 :class:`Missing` when the child ended before recording it; :mod:`grader.verdicts` turns
 these into statuses. An exception from the check itself is the grader's error, never
@@ -57,7 +57,7 @@ class NotAttempted(Exception):
 
 
 class Missing(Exception):
-    """An observation never arrived: the child ended (crash, exit, timeout) first."""
+    """A record never arrived: the child ended (crash, exit, timeout) first."""
 
     def __init__(self, key: str):
         super().__init__(key)
@@ -76,9 +76,9 @@ class Pass:
     measured: dict = field(default_factory=dict)
 
 
-# ----------------------------------------------------------------- observations
+# ----------------------------------------------------------------- records
 @dataclass
-class Observations:
+class Records:
     """What one child process recorded for one exercise, by key."""
 
     #: ``student`` or ``reference``
@@ -161,7 +161,7 @@ def exception_hint(record: dict) -> Text:
 
 
 # ----------------------------------------------------------------- declaring checks
-CheckFn = Callable[["Observations", "Observations", "CheckContext"], Any]
+CheckFn = Callable[["Records", "Records", "CheckContext"], Any]
 
 
 def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
@@ -271,7 +271,7 @@ TIMING = "grader/timing"
 
 @dataclass
 class CheckContext:
-    """What a check may know besides the observations: the exercise, the hidden inputs, the seed."""
+    """What a check may know besides the records: the exercise, the hidden inputs, the seed."""
 
     #: the exercise's :class:`grader.chapter.ExerciseSpec` (its settings, e.g. ``speedup_fraction``)
     exercise: Any

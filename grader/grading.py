@@ -26,7 +26,7 @@ from grader import store, submission as submissions
 from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
-from grader.preview import Records, mark_checked, preview_records
+from grader.preview import ReferenceRecords, mark_checked, preview_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
@@ -73,10 +73,10 @@ class GradeOptions:
     on_progress: Callable[["Progress"], None] | None = None
     #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.store`)
     compile_cache: bool = True
-    #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
+    #: the reference's records for a public seed (:class:`grader.preview.ReferenceRecords`): grade a
     #: preview with them instead of running the reference; ``None``: those of a course
     #: release's chapter when it has no solutions (:func:`release_records`), else none
-    preview: "Records | None" = None
+    preview: "ReferenceRecords | None" = None
     #: hosts kept from one grading to the next by a batch worker (:class:`grader.runner.warm.WarmHosts`):
     #: the reference's host is theirs, the student's is forked from their template; ``None``: this
     #: grading starts its own

@@ -7,7 +7,7 @@ on the hidden inputs of one public seed, stored as data in the chapter's folder
 (``reference-records.json``: JSON, arrays as :mod:`grader.wire` writes them, never
 pickle and never code). Grading with these records is a *preview*:
 
-* it always uses the public seed (:attr:`Records.seed`); another seed has no records;
+* it always uses the public seed (:attr:`ReferenceRecords.seed`); another seed has no records;
 * each exercise's record is keyed by that seed and a digest of its hidden inputs, as
   the release's own ``inputs(rng)`` draws them, so a record is used only for exactly
   the inputs it was made on;
@@ -64,7 +64,7 @@ def inputs_digest(inputs: dict) -> str:
 
 
 @dataclass
-class Records:
+class ReferenceRecords:
     """The reference's records of a chapter for one public seed."""
 
     #: the chapter's id
@@ -98,7 +98,7 @@ class Records:
         return json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
-    def load(cls, path: Path) -> "Records":
+    def load(cls, path: Path) -> "ReferenceRecords":
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -109,19 +109,19 @@ class Records:
                    exercises=data.get("exercises") or {})
 
 
-def release_records(chapter: Any) -> Records | None:
+def release_records(chapter: Any) -> ReferenceRecords | None:
     """The records a course release ships in its chapter folder, when the solutions are not
     there (a student's copy of the release); else ``None``. Raises :class:`RecordsError`."""
     path = Path(chapter.folder) / FILENAME
     if Path(chapter.solutions).is_dir() or not path.exists():
         return None
-    records = Records.load(path)
+    records = ReferenceRecords.load(path)
     if records.chapter != chapter.id:
         raise RecordsError(f"{path} holds the records of chapter {records.chapter}, not {chapter.id}")
     return records
 
 
-def preview_records(chapter: Any, options: Any) -> Records | None:
+def preview_records(chapter: Any, options: Any) -> ReferenceRecords | None:
     """The records a grading with ``options`` (:class:`grader.grading.GradeOptions`) previews
     with: ``options.preview``, or a course release's own; ``None``: grade with the reference.
     Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
@@ -173,19 +173,19 @@ def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set
     rest (compile windows naming the reference's helpers, what it printed) is not data a
     check needs.
     """
-    from grader.checks import ARRIVALS, NAMES, CheckContext, Observations
+    from grader.checks import ARRIVALS, NAMES, CheckContext, Records
     from grader.verdicts import Termination, run_checks
 
     data = {**outcome.observations, ARRIVALS: dict(outcome.arrivals)}
     data.update({NAMES(name=name): {**described, "file": ex.filename} for name, described in outcome.names.items()})
-    reference = Observations("reference", dict(outcome.observations))
-    run_checks(ex, Observations("student", data, module_file=ex.filename), reference,
+    reference = Records("reference", dict(outcome.observations))
+    run_checks(ex, Records("student", data, module_file=ex.filename), reference,
                CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=True), Termination())
     return reference.read
 
 
 def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = None,
-                     scratch_root: Path | None = None) -> Records:
+                     scratch_root: Path | None = None) -> ReferenceRecords:
     """Run the reference's job of every exercise that needs one on the inputs of ``seed``.
 
     The jobs run as in any grading (same host, same probe, two at a time, a timed
@@ -203,7 +203,7 @@ def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = No
     host = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
                        plan=sandboxes.SandboxPlan("process", False), limits=Limits(), modules=chapter.child_modules,
                        chapter_folders=chapter.import_folders)
-    records = Records(chapter=chapter.id, seed=seed)
+    records = ReferenceRecords(chapter=chapter.id, seed=seed)
     wanted = [ex for ex in chapter.exercises if ex.needs_reference]
     try:
         host.start()

@@ -55,7 +55,7 @@ class Sides:
 class BothSides:
     """The two sides of one grading run (see the module).
 
-    ``records``: a preview's reference records (:class:`grader.preview.Records`), else
+    ``records``: a preview's reference records (:class:`grader.preview.ReferenceRecords`), else
     ``None``; ``started(exercise_id)`` is told when an exercise starts.
     """
 

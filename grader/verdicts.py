@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Observations,
+from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Records,
                            Pass)
 from grader.i18n import T, Text
 from grader.primitives.numeric import summarize
@@ -70,7 +70,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     data[ARRIVALS] = dict(student.arrivals)
     for name, described in student.names.items():
         data[NAMES(name=name)] = {**described, "file": ex.filename}
-    s = Observations("student", data, module_file=ex.filename)
+    s = Records("student", data, module_file=ex.filename)
     ref_data: dict = {}
     if reference is not None:
         if reference.end == "done":
@@ -78,7 +78,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
         else:
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])
-    r = Observations("reference", ref_data)
+    r = Records("reference", ref_data)
     checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview,
                                                missing=missing), termination)
     if reference is not None and reference.end != "done":
@@ -114,7 +114,7 @@ def untouched(ex: Any, reason: Any) -> ExerciseResult:
 
 
 # ------------------------------------------------------------------ the checks
-def run_checks(ex: Any, student: Observations, reference: Observations, ctx: CheckContext,
+def run_checks(ex: Any, student: Records, reference: Records, ctx: CheckContext,
                termination: Termination) -> list[CheckResult]:
     """Judge every check of one exercise, in the chapter file's order. A check that failed only
     because a function is not defined shows no numbers and no hint about another mistake;

@@ -189,22 +189,22 @@ _DEFINED = re.compile(r"never seen function:\s*\n\s*(?P<name>\S+) id=\d+ defined
 
 
 # ---------------------------------------------------------------- grader side
-def count(observation: dict) -> int:
-    value = observation.get("count")
+def count(record: dict) -> int:
+    value = record.get("count")
     if type(value) is not int or value < 0:
         raise Fail(T("compile.implausible", value=repr(value)))
     return value
 
 
-def expect(observation: dict, *, what: Any, exactly: int | None = None, at_most: int | None = None) -> dict:
+def expect(record: dict, *, what: Any, exactly: int | None = None, at_most: int | None = None) -> dict:
     """Judge one window: the count must equal ``exactly`` or stay within ``at_most``.
 
     A failure says why the calls compiled again, from JAX's own explanations.
     """
-    seen = count(observation)
-    names = observation.get("names", {})
+    seen = count(record)
+    names = record.get("names", {})
     measured = {"compiles": seen, "compiled": names}
-    reasons = explain(observation.get("why") or [])
+    reasons = explain(record.get("why") or [])
     if reasons:
         measured["why"] = [r.args.get("call") for r in reasons]
     bad = None

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from grader.checks import Fail, Observations
+from grader.checks import Fail, Records
 from grader.i18n import T
 
 FLOAT32 = {"rtol": 1e-5, "atol": 1e-6}
@@ -143,7 +143,7 @@ def _kind(failure: Fail) -> str:
 _KIND_HINTS = {"type": "hint.return_type", "shape": "hint.shape", "dtype": "hint.dtype"}
 
 
-def compare_calls(student: Observations, reference: Observations, cases: Iterable[tuple[str, str]], *,
+def compare_calls(student: Records, reference: Records, cases: Iterable[tuple[str, str]], *,
                   expected: Callable[[str], Any] | None = None,
                   diagnose: Callable[[list[CaseFailure]], Any] | None = None, **tolerance: Any) -> dict:
     """Compare many recorded calls (``(key, label)`` pairs) with the expected values.

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from grader.chapters.ch4.common import F32, attempted, put, returned
-from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Observations, Pass, check,
+from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Records, Pass, check,
                            exception_hint, raised_text)
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure, timing
@@ -274,7 +274,7 @@ def _time_function(student, reference, cases: list[str], deadline: float, fracti
 
 
 # =========================================================================== checks (grader)
-def _jitted(s: Observations, name: str) -> dict:
+def _jitted(s: Records, name: str) -> dict:
     attempted(s, KEYS.value(name=name, i=0))
     try:
         return structure.expect_jitted(s.value(NAMES(name=name)), name=name)
@@ -287,12 +287,12 @@ def _jitted(s: Observations, name: str) -> dict:
 
 
 @check("fast_heavy.jitted")
-def fast_heavy_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def fast_heavy_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _jitted(s, "fast_heavy")
 
 
 @check("fast_heavy.values")
-def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def fast_heavy_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     """Against the eager heavy, run by the grader's copy in the reference's process."""
     cases = [(KEYS.value(name="fast_heavy", i=i), f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)")
              for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"])]
@@ -311,12 +311,12 @@ def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 
 @check("layer_norm.jitted")
-def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _jitted(s, "layer_norm")
 
 
 @check("layer_norm.values")
-def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     """Against the float64 layer norm recorded in the reference's process (:data:`FLOAT64_REFERENCE`)."""
     cases = ctx.inputs["ln_values"]
     labels = [(KEYS.value(name="layer_norm", i=i), f"layer_norm(x: f32[{c['args'][0].shape[0]},"
@@ -334,14 +334,14 @@ def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 
 @check("layer_norm.compiles", depends=("layer_norm.jitted",))
-def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     eps = ctx.inputs["ln_eps"]
     returned(s, *(KEYS.window_call(i=i) for i in range(len(eps))))
     return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex06.eps", values=", ".join(f"{e:g}" for e in eps)),
                            exactly=1)
 
 
-def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
+def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
     results = s.value(TIMING)
     result = results.get(name)
     warmed = s.value(KEYS.warmed(name=name)) if s.has(KEYS.warmed(name=name)) else {}
@@ -393,10 +393,10 @@ def _release_bar(ctx: CheckContext, name: str) -> float:
 
 
 @check("fast_heavy.speedup", depends=("fast_heavy.jitted", "fast_heavy.values"))
-def fast_heavy_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+def fast_heavy_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
     return _speedup(s, ctx, "fast_heavy")
 
 
 @check("layer_norm.speedup", depends=("layer_norm.jitted", "layer_norm.values"))
-def layer_norm_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+def layer_norm_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
     return _speedup(s, ctx, "layer_norm")
