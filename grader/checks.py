@@ -35,7 +35,7 @@ class Fail(Exception):
 
     * ``None``: the check's own hint (``hint`` of its entry in ``exercise.toml``), for a
       check that fails in one way only;
-    * a name: one of the check's named hints (its ``hints`` table in ``exercise.toml``),
+    * a name: one of the check's named hints (its ``[checks.named_hints]`` in ``exercise.toml``),
       chosen by what the records show, e.g. ``"zero_sum_divides"``;
     * a :class:`Text`: a hint of the grader's own, e.g. about an exception that is not
       the mistake the check looks for (:func:`exception_hint`).

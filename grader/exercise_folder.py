@@ -8,8 +8,8 @@ order by its chapter's ``chapter.toml`` (see :mod:`grader.chapter`). It holds
   checks (declared with :func:`grader.checks.check`) and, for a timed exercise, its driver
   (``drive(sides, inputs, budget)``);
 * its words, ``exercise.toml``, in English and Chinese: its title, section, functions and
-  settings; a ``[[checks]]`` table per check (category, points, title, hint, named
-  ``hints`` and further ``layers``); its own feedback sentences, ``[messages."key"]``.
+  settings; a ``[[checks]]`` table per check (category, points, title, hint, its
+  ``hint_layers`` and ``[checks.named_hints]``); its own feedback sentences, ``[messages."key"]``.
 
 :func:`read_exercise` holds the two to each other: a check in one and not the other is
 an error naming the file, the id and the fix. Copying such a folder under another name
@@ -57,12 +57,12 @@ class CheckSpec:
     hint: Bilingual
     #: checks of the same exercise that must pass first (from ``@check(..., depends=...)``)
     depends: tuple[str, ...] = ()
-    #: named hints for the different mistakes the check tells apart (``Fail(hint=name)``)
-    hints: dict[str, Bilingual] = field(default_factory=dict)
+    #: hints for the different mistakes the check tells apart, by name (``Fail(hint=name)``)
+    named_hints: dict[str, Bilingual] = field(default_factory=dict)
     #: the hint's further layers, shown one at a time by ``grade ... --hint CHECK``: after the
     #: nudge (``hint`` or a named hint), why it matters under ``jax.jit``, then a worked
     #: explanation of the concept (never the answer's code)
-    layers: tuple[Bilingual, ...] = ()
+    hint_layers: tuple[Bilingual, ...] = ()
     #: the function that judges, ``(student, reference, ctx) -> measured`` (raises ``Fail``)
     function: Callable | None = None
 
@@ -76,9 +76,9 @@ class CheckSpec:
         if hint is None:
             return self.hint, "check"
         if isinstance(hint, str):
-            if hint not in self.hints:
-                raise KeyError(f"check {self.id} has no hint named {hint!r} in its exercise.toml")
-            return self.hints[hint], f"check:{hint}"
+            if hint not in self.named_hints:
+                raise KeyError(f"check {self.id} has no hint named {hint!r} in its exercise.toml's named_hints")
+            return self.named_hints[hint], f"check:{hint}"
         return hint, getattr(hint, "key", "text")
 
 
@@ -174,7 +174,9 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
              "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
-_CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints", "layers"}
+_CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
+#: a check's keys of an earlier layout, and what they are now
+_RENAMED = {"hints": "[checks.named_hints]", "layers": "hint_layers"}
 
 
 def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, error_sections: dict,
@@ -293,6 +295,8 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
     if "depends" in c:
         raise ChapterError(f"{where}: check {cid} has 'depends' in {path.name}; it sits on the function: "
                            f"@check(\"{cid}\", depends=(...)) in {folder / CODE}")
+    for old in sorted(set(c) & set(_RENAMED)):
+        raise ChapterError(f"{where}: check {cid} has {old!r}, which is now {_RENAMED[old]}: rename it there")
     unknown = sorted(set(c) - _CHECK_KEYS)
     if unknown:
         raise ChapterError(f"{where}: check {cid} has unknown key(s) {', '.join(unknown)}")
@@ -313,9 +317,9 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
         title=bilingual(need(c, "title", f"check {cid}", path), f"{where}: check {cid} title"),
         hint=bilingual(need(c, "hint", f"check {cid}", path), f"{where}: check {cid} hint"),
         depends=tuple(function.check_depends),
-        hints={str(name): bilingual(text, f"{where}: check {cid} hint {name!r}")
-               for name, text in c.get("hints", {}).items()},
-        layers=tuple(bilingual(text, f"{where}: check {cid} hint layer {i + 2}")
-                     for i, text in enumerate(c.get("layers", ()))),
+        named_hints={str(name): bilingual(text, f"{where}: check {cid} hint {name!r}")
+                     for name, text in c.get("named_hints", {}).items()},
+        hint_layers=tuple(bilingual(text, f"{where}: check {cid} hint layer {i + 2}")
+                          for i, text in enumerate(c.get("hint_layers", ()))),
         function=function,
     )

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
         "grader.grading", "grader.options"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
-        "grader.report.*", "grader.hints", "grader.watch", "grader.notebook"]),
+        "grader.report.*", "grader.hint_layers", "grader.watch", "grader.notebook"]),
     ("many gradings and releases: a class, Gradescope, course authoring", [
         "grader.batch.*", "grader.gradescope", "grader.authoring.*"]),
     ("the command line", ["grader.cli", "grader.cli.*", "grader.__main__"]),

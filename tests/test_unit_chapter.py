@@ -1,6 +1,8 @@
 """Unit tests of grader/chapter.py and of chapter 4's metadata, registry and hidden inputs."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -372,6 +374,21 @@ def test_the_old_exercises_tables_say_what_to_do(write_chapter):
 def test_an_id_in_the_exercise_file_is_refused(write_chapter):
     with pytest.raises(ChapterError, match=r"an exercise's id is its folder's name \(ex01_a\): remove id"):
         write_chapter('id = "ex01_a"\n' + exercise_toml(second="f.more"))
+
+
+def test_a_checks_hint_layers_and_named_hints_are_read(write_chapter):
+    tail = 'hint_layers = [{ en = "two", zh = "二" }]\n[checks.named_hints]\nwrong = { en = "w", zh = "错" }'
+    check = write_chapter(exercise_toml(second="f.more", toml_tail=tail)).exercises[0].checks[1]
+    assert [layer.en for layer in check.hint_layers] == ["two"] and check.named_hints["wrong"].zh == "错"
+
+
+@pytest.mark.parametrize("old, new", [("layers = [{ en = \"x\", zh = \"甲\" }]", "hint_layers"),
+                                      ("[checks.hints]\nwrong = { en = \"x\", zh = \"甲\" }", "[checks.named_hints]")])
+def test_a_checks_keys_of_the_earlier_layout_name_their_new_names(write_chapter, old, new):
+    """``layers`` and ``[checks.hints]`` are ``hint_layers`` and ``[checks.named_hints]`` now (one word for one
+    thing: the grader's layers are its code's): an author's chapter written before says which to rename."""
+    with pytest.raises(ChapterError, match=rf"check f.more has '\w+', which is now {re.escape(new)}: rename it"):
+        write_chapter(exercise_toml(second="f.more", toml_tail=old))
 
 
 def test_an_unknown_setting_is_named(write_chapter):

@@ -244,7 +244,7 @@ def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
 
 def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path | None, lang: str) -> None:
     """``grade PATH --hint CHECK``: the next layer of that check's hint, and how many are left."""
-    from grader.hints import HintError, next_layer
+    from grader.hint_layers import HintError, next_layer
     from grader.submission import SubmissionError, resolve_chapter
 
     catalog = grader_catalog()
@@ -256,11 +256,11 @@ def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path
     except HintError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
     words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
-    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("layers.not_graded"))
-    click.echo(words(T("layers.header", number=layer.number, total=layer.total, check=layer.key,
+    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("hint_layers.not_graded"))
+    click.echo(words(T("hint_layers.header", number=layer.number, total=layer.total, check=layer.key,
                        title=layer.check.title, status=status)))
     click.echo(words(layer.text))
-    closing = "layers.last" if layer.number >= layer.total else "layers.more"
+    closing = "hint_layers.last" if layer.number >= layer.total else "hint_layers.more"
     click.echo(words(T(closing, path=str(path), check=wanted)))
 
 
