@@ -22,9 +22,13 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.i18n import T, Text
+
+if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
 
 
 # ----------------------------------------------------------------- check outcomes
@@ -161,7 +165,7 @@ def exception_hint(record: dict) -> Text:
 
 
 # ----------------------------------------------------------------- declaring checks
-CheckFn = Callable[["Records", "Records", "CheckContext"], Any]
+CheckFn = Callable[["Records", "Records", "CheckContext"], "dict | Pass | None"]
 
 
 def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
@@ -181,7 +185,7 @@ def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn]
     return declare
 
 
-def declared_checks(module: Any) -> dict[str, CheckFn]:
+def declared_checks(module: ModuleType) -> dict[str, CheckFn]:
     """The checks a module declares with :func:`check`, by id (in the order they are defined)."""
     found: dict[str, CheckFn] = {}
     for value in vars(module).values():
@@ -274,7 +278,7 @@ class CheckContext:
     """What a check may know besides the records: the exercise, the hidden inputs, the seed."""
 
     #: the exercise's :class:`grader.chapter.ExerciseSpec` (its settings, e.g. ``speedup_fraction``)
-    exercise: Any
+    exercise: ExerciseSpec
     #: the hidden inputs both sides received
     inputs: dict
     #: the run's seed

@@ -25,7 +25,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from grader.chapter import Chapter
 from grader.i18n import T, TextError
@@ -204,7 +203,7 @@ def _definitions(tree: ast.Module, names: set[str]) -> dict[str, ast.AST]:
     return found
 
 
-def _is_stub(node: Any) -> bool:
+def _is_stub(node: ast.AST | None) -> bool:
     """A ``def`` (decorated or not) whose body, after its docstring, only raises ``NotImplementedError``."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False

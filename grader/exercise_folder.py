@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from grader.checks import declared_checks
-from grader.i18n import LANGS, Bilingual
+from grader.checks import CheckFn, declared_checks
+from grader.i18n import LANGS, Bilingual, Text
 from grader.results import CATEGORIES
 
 #: the file of an exercise's words, in its folder
@@ -64,9 +64,9 @@ class CheckSpec:
     #: explanation of the concept (never the answer's code)
     hint_layers: tuple[Bilingual, ...] = ()
     #: the function that judges, ``(student, reference, ctx) -> measured`` (raises ``Fail``)
-    function: Callable | None = None
+    function: CheckFn | None = None
 
-    def resolve_hint(self, hint: Any) -> tuple[Any, str]:
+    def resolve_hint(self, hint: str | Text | None) -> tuple[Bilingual | Text, str]:
         """The hint to show for ``Fail(hint=...)``, and its id for the report (``hint_id``).
 
         ``None`` is the check's own hint (id ``check``); a name, one of its named hints

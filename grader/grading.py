@@ -224,7 +224,7 @@ class Grading:
                 if not host.alive():
                     host.start()
             try:
-                run_all(runnable, both.grade, done, workers=self.options.workers,
+                run_all(runnable, both.grade, done, at_once=self.options.workers,
                         cancel=lambda: [host.close() for host in hosts if host is not None])
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 both.timings["host_restarts"] = student.restarts

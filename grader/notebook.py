@@ -24,10 +24,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grader.i18n import LANGS, T, Text, default_lang, grader_catalog
+from grader.i18n import LANGS, Catalog, T, Text, default_lang, grader_catalog
 from grader.ipynb import Run
+
+if TYPE_CHECKING:
+    from grader.grading import Progress
 
 #: the folder (in the kernel's working folder) the graded runs and the reports go to
 REPORT_DIR_NAME = ".grade"
@@ -185,7 +188,7 @@ def _notebook_name() -> str | None:
 class _Status:
     """One line under the cell while grading runs (how many exercises are done), then nothing."""
 
-    def __init__(self, catalog: Any, lang: str, what: str):
+    def __init__(self, catalog: Catalog, lang: str, what: str):
         self.catalog, self.lang, self.what = catalog, lang, what
         self.handle = None
 
@@ -342,7 +345,7 @@ def _graded_cells(session: Path) -> Text:
     return T("notebook.graded_cells", n=len(cells), first=counts[0], last=counts[-1], path=str(session))
 
 
-def _progress(event: Any) -> None:
+def _progress(event: Progress) -> None:
     """An exercise graded: one JSON line on standard error, for the kernel's status line."""
     if event.state == "done":
         print(json.dumps({"progress": {"done": event.done, "total": event.total, "exercise": event.exercise}}),

@@ -30,11 +30,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader import wire
 from grader.protocol import FromJob, ToJob, message
 from grader.runner.jobs import JobOutcome
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter, ExerciseSpec
+    from grader.grading import GradeOptions
+    from grader.results import ExerciseResult
+    from grader.runner.hosts import HostProcess
 
 log = logging.getLogger("grader")
 SCHEMA = "grade-records/1"
@@ -49,7 +55,7 @@ class RecordsError(Exception):
     """A records file that cannot be used; the message says why and what to do."""
 
 
-def mark_checked(result: Any) -> Any:
+def mark_checked(result: ExerciseResult) -> ExerciseResult:
     """Mark each check of a preview's exercise result as judged now, or decided at final
     grading (:data:`FINAL_CATEGORIES`); returns ``result``."""
     for check in result.checks:
@@ -109,7 +115,7 @@ class ReferenceRecords:
                    exercises=data.get("exercises") or {})
 
 
-def release_records(chapter: Any) -> ReferenceRecords | None:
+def release_records(chapter: Chapter) -> ReferenceRecords | None:
     """The records a course release ships in its chapter folder, when the solutions are not
     there (a student's copy of the release); else ``None``. Raises :class:`RecordsError`."""
     path = Path(chapter.folder) / FILENAME
@@ -121,7 +127,7 @@ def release_records(chapter: Any) -> ReferenceRecords | None:
     return records
 
 
-def preview_records(chapter: Any, options: Any) -> ReferenceRecords | None:
+def preview_records(chapter: Chapter, options: GradeOptions) -> ReferenceRecords | None:
     """The records a grading with ``options`` (:class:`grader.grading.GradeOptions`) previews
     with: ``options.preview``, or a course release's own; ``None``: grade with the reference.
     Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
@@ -137,7 +143,7 @@ def preview_records(chapter: Any, options: Any) -> ReferenceRecords | None:
     return records
 
 
-def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
+def _reference_run(host: HostProcess, ex: ExerciseSpec, seed: int) -> tuple[JobOutcome, dict]:
     """One reference job on the inputs of ``seed`` (tried twice: the reference is trusted, so
     a failure is transient or a bug), and those inputs. A timed exercise's probe serves a
     driver once its records are made: it is told to stop then."""
@@ -163,7 +169,7 @@ def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
     return outcome, inputs
 
 
-def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set[str]:
+def read_by_checks(ex: ExerciseSpec, outcome: JobOutcome, inputs: dict, seed: int) -> set[str]:
     """The keys of the reference's records that the exercise's checks read.
 
     The reference is judged against itself, in a preview's context: every check passes
@@ -184,7 +190,7 @@ def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set
     return reference.read
 
 
-def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = None,
+def record_reference(chapter: Chapter, seed: int, *, reference_dir: Path | None = None,
                      scratch_root: Path | None = None) -> ReferenceRecords:
     """Run the reference's job of every exercise that needs one on the inputs of ``seed``.
 

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
+    from grader.results import ExerciseResult
 
 
-def run_all(exercises: list[Any], grade: Callable[[Any], Any], done: Callable[[Any, Any], None], *,
-            workers: int | None, cancel: Callable[[], None]) -> None:
+def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], ExerciseResult],
+            done: Callable[[ExerciseSpec, ExerciseResult], None], *, at_once: int | None,
+            cancel: Callable[[], None]) -> None:
     """Grade each of ``exercises`` (``grade(ex)``) and hand each result to ``done(ex, result)`` as it
-    comes, in the order above; ``workers``: how many at once (``None``: the cores, and one more)."""
-    pool = ThreadPoolExecutor(max_workers=workers or (os.cpu_count() or 1) + 1)
+    comes, in the order above; ``at_once``: how many untimed ones at once (``None``: the cores, and
+    one more)."""
+    pool = ThreadPoolExecutor(max_workers=at_once or (os.cpu_count() or 1) + 1)
     try:
         plain = sorted((ex for ex in exercises if not ex.timed), key=lambda ex: -ex.timeout_s)
         timed = [ex for ex in exercises if ex.timed]

@@ -16,7 +16,7 @@ import os
 import platform
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.checks import GraderError
 from grader.i18n import T
@@ -25,6 +25,11 @@ from grader.results import ExerciseResult
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, JobSession, run_job
 from grader.verdicts import judge, unrunnable
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter, ExerciseSpec
+    from grader.preview import ReferenceRecords
+    from grader.submission import Submission
 
 log = logging.getLogger("grader")
 
@@ -37,7 +42,7 @@ class Sides:
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 
-    def __init__(self, both: "BothSides", ex: Any, inputs: dict):
+    def __init__(self, both: BothSides, ex: ExerciseSpec, inputs: dict):
         self._both = both
         self.exercise = ex
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
@@ -59,9 +64,9 @@ class BothSides:
     ``None``; ``started(exercise_id)`` is told when an exercise starts.
     """
 
-    def __init__(self, chapter: Any, sub: Any, seed: int, hosts: tuple[HostProcess, HostProcess | None],
+    def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
-                 records: Any = None, started: Callable[[str], None] | None = None):
+                 records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None):
         self.chapter = chapter
         self.sub = sub
         self.seed = seed
@@ -81,7 +86,7 @@ class BothSides:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ one exercise
-    def grade(self, ex: Any) -> ExerciseResult:
+    def grade(self, ex: ExerciseSpec) -> ExerciseResult:
         """One exercise, whatever happens: a grader bug here costs this exercise only."""
         try:
             return self._grade(ex)
@@ -89,11 +94,11 @@ class BothSides:
             log.exception("grading %s failed", ex.id)
             return unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"))
 
-    def _budget(self, ex: Any) -> float:
+    def _budget(self, ex: ExerciseSpec) -> float:
         cap = self.exercise_timeout_s
         return min(min(ex.timeout_s, cap) if cap else ex.timeout_s, self.deadline - time.monotonic())
 
-    def _grade(self, ex: Any) -> ExerciseResult:
+    def _grade(self, ex: ExerciseSpec) -> ExerciseResult:
         t0 = time.monotonic()
         if self.started is not None:
             self.started(ex.id)
@@ -118,7 +123,7 @@ class BothSides:
                                    "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
         return result
 
-    def _job(self, host: HostProcess, ex: Any, inputs: dict, timeout_s: float) -> JobOutcome:
+    def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(host.exercise_session(ex, timeout_s), inputs)
         self._note_environment(outcome)
         return outcome
@@ -128,7 +133,7 @@ class BothSides:
             with self._lock:
                 self.envs.append({"side": outcome.side, **outcome.env})
 
-    def _both_jobs(self, ex: Any, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+    def _both_jobs(self, ex: ExerciseSpec, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
         """The student's job and the reference's, side by side (unless the reference's outcome is known).
 
         The reference's starts as soon as the student's shows it attempted something (a

@@ -5,7 +5,10 @@ may import its own layer's modules and any lower layer's; an import of a higher 
 and any circle of imports (even within a layer, even inside a function), fails the
 test, which names the modules. Every module of ``grader/`` must be placed in a layer, so
 a new module is placed on purpose. The imports are the code's own, read from its
-syntax tree: every ``import`` and ``from ... import`` statement, wherever it stands.
+syntax tree: every ``import`` and ``from ... import`` statement, wherever it stands,
+except under ``if TYPE_CHECKING:``: a type named in annotations only is never imported
+when the grader runs, so a signature may name a higher layer's type (go-to-definition
+works) and the layers stay one-way.
 """
 from __future__ import annotations
 
@@ -56,11 +59,25 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """The grader's modules that ``name`` imports, anywhere in it."""
+def _for_types_only(tree: ast.AST) -> set[int]:
+    """The ids of the statements under ``if TYPE_CHECKING:`` (never run)."""
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (getattr(node.test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            hidden.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return hidden
+
+
+def _imports(name: str, path: Path, source: str | None = None) -> set[str]:
+    """The grader's modules that ``name`` imports, anywhere in it (not for types only)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
+    types_only = _for_types_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in types_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -181,6 +198,13 @@ def test_a_split_package_is_seen():
         assert "grader.report" in packages_split(MODULES)
     finally:
         placed.remove("grader.report.textwidth")
+
+
+def test_an_import_for_types_only_is_not_one_and_any_other_is():
+    """An import under ``if TYPE_CHECKING:`` never runs; one in a function, or after such a block, does."""
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from grader.cli import app\n"
+              "def f():\n    from grader.grading import grade\nimport grader.i18n\n")
+    assert _imports("grader.wire", MODULES["grader.wire"], source) == {"grader.grading", "grader.i18n"}
 
 
 def test_no_private_name_is_imported_across_modules():

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,11 @@ from grader.copies import REPORT_DIR_NAME
 from grader.i18n import Catalog, T, default_lang, grader_catalog
 from grader.options import LimitOptions
 from grader.report.common import pasteable
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter
+    from grader.grading import GradeOptions
+    from grader.results import Report
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,7 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
         sys.exit(EXIT_FAIL_UNDER)
 
 
-def _say_written(report, written: Path, catalog: Catalog, lang: str, output: Output, earlier: dict | None,
+def _say_written(report: Report, written: Path, catalog: Catalog, lang: str, output: Output, earlier: dict | None,
                  key: bytes | None) -> None:
     """The report on standard output (its table, or its JSON), where it was written, whether it is signed;
     the HTML report opened in the browser with ``--open``."""
@@ -225,7 +231,7 @@ def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str,
     return path.parent, (*exercises, exercise.id)
 
 
-def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
+def _watch(path: Path, options: GradeOptions, report_dir: Path, lang: str) -> None:
     """``grade PATH --watch``: grade, then grade again on every save, until Ctrl-C."""
     catalog = grader_catalog()
     try:
@@ -276,12 +282,12 @@ def _open_in_browser(page: Path, catalog: Catalog, lang: str) -> None:
         click.echo(catalog.render(T("ui.open_failed", path=str(page)), lang), err=True)
 
 
-def _chapter_of(report):
+def _chapter_of(report: Report) -> Chapter:
     """The report's chapter."""
     return load_chapter(report.chapter)
 
 
-def _grade_live(path: Path, options, catalog: Catalog, lang: str):
+def _grade_live(path: Path, options: GradeOptions, catalog: Catalog, lang: str) -> Report:
     """Grade with a status line on the terminal saying what is graded now."""
     from grader.grading import grade
     from grader.report.live import LiveStatus
@@ -341,7 +347,7 @@ def verify_cmd(report: Path, key_path: Path | None, lang: str | None) -> None:
         click.echo(catalog.render(T("verify.valid", **fields), lang))
 
 
-def _verify_results(out: Path, key_path: Path | None, catalog, lang: str) -> None:
+def _verify_results(out: Path, key_path: Path | None, catalog: Catalog, lang: str) -> None:
     """``grade verify RESULTS/``: a line for each file not as the batch wrote it (exit 1), else one
     line saying all are."""
     import json

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import re
 import threading
-from typing import Any, Iterator
+from typing import Callable, Iterator
 
 from grader.checks import Fail
 from grader.i18n import T, Text
@@ -93,7 +93,7 @@ class CompileCounter:
                 if len(window.why) < MAX_EXPLANATIONS:
                     window.why.append({"call": window.calls, "params": window.params, "text": text[:1500]})
 
-    def note_call(self, fn: Any = None) -> None:
+    def note_call(self, fn: Callable | None = None) -> None:
         """The probe is about to call ``fn``: later misses belong to this call (and name its parameters)."""
         params = _parameters(fn) if self._windows else []
         with self._lock:
@@ -157,7 +157,7 @@ def _explaining(counter: CompileCounter) -> Iterator[None]:
 COUNTER = CompileCounter()
 
 
-def _parameters(fn: Any) -> list[str]:
+def _parameters(fn: Callable | None) -> list[str]:
     """The parameter names of the Python function under a jit, for explanations that give positions."""
     import inspect
 
@@ -196,7 +196,7 @@ def count(record: dict) -> int:
     return value
 
 
-def expect(record: dict, *, what: Any, exactly: int | None = None, at_most: int | None = None) -> dict:
+def expect(record: dict, *, what: str | Text, exactly: int | None = None, at_most: int | None = None) -> dict:
     """Judge one window: the count must equal ``exactly`` or stay within ``at_most``.
 
     A failure says why the calls compiled again, from JAX's own explanations.

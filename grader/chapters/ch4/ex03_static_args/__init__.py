@@ -6,13 +6,11 @@ each twice (a continuous hyper-parameter stays dynamic).
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from grader.chapters.ch4.common import F32, put, require_jitted, returned, shown
 from grader.checks import CheckContext, Fail, Keys, Records, check
-from grader.i18n import T
+from grader.i18n import T, Text
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
@@ -137,7 +135,7 @@ def activate_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     return measured
 
 
-def _compiles(s: Records, ctx: CheckContext, name: str, exactly: int, what: Any, *,
+def _compiles(s: Records, ctx: CheckContext, name: str, exactly: int, what: str | Text, *,
               too_few: bool = False) -> dict:
     """A compile count; ``too_few``: fewer compiles than expected has a hint of its own."""
     n_calls = len(_compile_calls(ctx.inputs, None, None)[name])
