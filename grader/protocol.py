@@ -32,102 +32,69 @@ class ProtocolError(Exception):
 class ToWorker(StrEnum):
     """``grade batch`` to a batch worker process, one JSON line each on its standard input."""
 
-    #: the class's reference outcomes, shipped as data once per worker and seed: ``reference``
-    REFERENCE = "reference"
-    #: start the hosts of this chapter and sandbox now, before the first student comes (no ``submission``)
-    WARM = "warm"
-    #: grade one packed student (``submission``, ``name``, ``seed``, ``exercises``, ``options``, ...)
-    GRADE = "grade"
+    REFERENCE = "reference"  #: the class's reference outcomes, shipped as data once per worker and seed: ``reference``
+    WARM = "warm"  #: start the hosts for this chapter and sandbox now, before a student comes
+    GRADE = "grade"  #: grade one packed student (``submission``, ``name``, ``seed``, ``exercises``, ``options``, ...)
 
 
 class ToTemplate(StrEnum):
     """The grader to a host template (:class:`grader.runner.hosts.HostTemplate`), on its control socket."""
 
-    #: fork a host named ``host``, whose control socket travels with the message
-    SPAWN = "spawn"
-    #: kill the host ``host`` and its jobs
-    KILL = "kill"
-    #: end, with every host forked
-    EXIT = "exit"
+    SPAWN = "spawn"  #: fork a host named ``host``, whose control socket travels with the message
+    KILL = "kill"  #: kill the host ``host`` and its jobs
+    EXIT = "exit"  #: end, with every host forked
 
 
 class FromTemplate(StrEnum):
     """A host template to the grader."""
 
-    #: imported and listening: ``versions``, ``pid``, ``template``
-    READY = "ready"
-    #: forked the host ``host`` (its ``pid``)
-    SPAWNED = "spawned"
-    #: the host ``host`` has ended
-    HOST_EXITED = "host_exited"
+    READY = "ready"  #: imported and listening: ``versions``, ``pid``, ``template``
+    SPAWNED = "spawned"  #: forked the host ``host`` (its ``pid``)
+    HOST_EXITED = "host_exited"  #: the host ``host`` has ended
 
 
 class ToHost(StrEnum):
     """The grader to a host (:class:`grader.runner.hosts.HostProcess`), on its control socket."""
 
-    #: fork the job ``job`` of ``exercise`` (its socket and output file travel with the message)
-    FORK = "fork"
-    #: write where the job ``job`` is now (it ran past its limit)
-    DUMP = "dump"
-    #: kill the job ``job``
-    KILL = "kill"
-    #: end, killing every job
-    EXIT = "exit"
+    FORK = "fork"  #: fork the job ``job`` of ``exercise`` (its socket and output file travel with the message)
+    DUMP = "dump"  #: write where the job ``job`` is now (it ran past its limit)
+    KILL = "kill"  #: kill the job ``job``
+    EXIT = "exit"  #: end, killing every job
 
 
 class FromHost(StrEnum):
     """A host to the grader."""
 
-    #: imported and listening: ``versions``, ``pid``
-    READY = "ready"
-    #: a host the template forked could not be isolated (``error``): it never serves
-    FAILED = "failed"
-    #: the job ``job`` is forked (its ``pid``)
-    STARTED = "started"
-    #: the job ``job`` has ended (its ``status``, its peak memory)
-    EXITED = "exited"
+    READY = "ready"  #: imported and listening: ``versions``, ``pid``
+    FAILED = "failed"  #: a host the template forked could not be isolated (``error``): it never serves
+    STARTED = "started"  #: the job ``job`` is forked (its ``pid``)
+    EXITED = "exited"  #: the job ``job`` has ended (its ``status``, its peak memory)
 
 
 class ToJob(StrEnum):
     """The grader to a job, on the job's socket."""
 
-    #: the hidden inputs, only after the student's module is imported: ``inputs``
-    INPUTS = "inputs"
-    #: the answer to a ``mark``: what the job does next starts after the grader's stamp
-    GO = "go"
-    #: a timed exercise's probe: time ``case`` (``reps``, ``batch_baseline``, ``batch_candidate``)
-    TIME = "time"
-    #: a timed exercise's probe: answer ``pong`` (is it in step?)
-    PING = "ping"
-    #: a timed exercise's probe: stop serving, end the job
-    STOP = "stop"
+    INPUTS = "inputs"  #: the hidden inputs, only after the student's module is imported: ``inputs``
+    GO = "go"  #: the answer to a ``mark``: what the job does next starts after the grader's stamp
+    TIME = "time"  #: a timed exercise's probe: time ``case`` (``reps``, ``batch_baseline``, ``batch_candidate``)
+    PING = "ping"  #: a timed exercise's probe: answer ``pong`` (is it in step?)
+    STOP = "stop"  #: a timed exercise's probe: stop serving, end the job
 
 
 class FromJob(StrEnum):
     """A job to the grader."""
 
-    #: JAX's backend started, the limits set: ``env``, ``memory``
-    HELLO = "hello"
-    #: the student's module imported: ``names`` (how each module-level name looked), ``skipped``
-    IMPORTED = "imported"
-    #: the student's module raised on import: ``type``, ``message``, ``where``, ...
-    IMPORT_ERROR = "import_error"
-    #: the grader's instruments as the job found them after a ``stage``: ``changed``, ``compiles_total``
-    INTEGRITY = "integrity"
-    #: one record of the probe's: ``key``, ``value``
-    RECORD = "obs"
-    #: a moment on the grader's clock under ``key``: the job waits for ``go``
-    MARK = "mark"
-    #: the probe calls the student's ``function`` now (for a live display)
-    CALLING = "calling"
-    #: the probe itself failed (the grader's bug): ``type``, ``traceback``
-    PROBE_ERROR = "probe_error"
-    #: the probe ended
-    DONE = "done"
-    #: a timed exercise's probe: the figures of a ``time`` request, or its ``error``
-    TIMED = "timed"
-    #: a timed exercise's probe: the answer to ``ping``
-    PONG = "pong"
+    HELLO = "hello"  #: JAX's backend started, the limits set: ``env``, ``memory``
+    IMPORTED = "imported"  #: the student's module imported: ``names`` (how each module-level name looked), ``skipped``
+    IMPORT_ERROR = "import_error"  #: the student's module raised on import: ``type``, ``message``, ``where``, ...
+    INTEGRITY = "integrity"  #: the instruments as found after a ``stage``: ``changed``, ``compiles_total``
+    RECORD = "obs"  #: one record of the probe's: ``key``, ``value``
+    MARK = "mark"  #: a moment on the grader's clock under ``key``: the job waits for ``go``
+    CALLING = "calling"  #: the probe calls the student's ``function`` now (for a live display)
+    PROBE_ERROR = "probe_error"  #: the probe itself failed (the grader's bug): ``type``, ``traceback``
+    DONE = "done"  #: the probe ended
+    TIMED = "timed"  #: a timed exercise's probe: the figures of a ``time`` request, or its ``error``
+    PONG = "pong"  #: a timed exercise's probe: the answer to ``ping``
 
 
 Word = TypeVar("Word", bound=StrEnum)
