@@ -15,10 +15,14 @@ Each mode pays what a new class costs: the reference's outcomes for the seed are
 computed again (each mode gets a cache folder of its own holding the programs the
 reference compiled before, as a grader used before has them, but none of its outcomes).
 
-Besides the throughput it prints the machine's load average, whether every student's
-verdicts (score and each check's status) were the same in every mode (the repeat-grading
-stability a faster batch must keep), and, for each mode, the speed-ups ex06 measured
-(the median over the class of the student's and the reference's, with the spread):
+Besides the throughput it prints each mode's core-seconds a student (the CPU time of every
+process the batch started, from ``perf stat`` where it runs: on a shared machine a steadier
+figure than the wall clock), the machine's load average, whether every student's verdicts
+(score and each check's status) were the same in every mode (the repeat-grading stability a
+faster batch must keep) and the same as grading that student alone with ``grade`` and the
+batch's seed (each student once more, one after another; ``--no-single`` skips it), and,
+for each mode, the speed-ups ex06 measured (the median over the class of the student's
+and the reference's, with the spread):
 ``j2-unpinned`` runs -j 2 without core slots (``GRADER_NO_PIN=1``) for comparison.
 A mode ending in ``-1cpu`` runs the whole batch (the command, its workers and every
 grading) on one CPU of this machine (``sched_setaffinity`` before it starts, which the
@@ -96,19 +100,72 @@ def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> 
     args = [sys.executable, "-m", "grader", "batch", str(klass), "--chapter", "ch4", "--out", str(out),
             "--seed", str(seed), "--force", "--lang", "en", *MODES[mode], *extra]
     cpus = sorted(os.sched_getaffinity(0))[:1] if mode.endswith("-1cpu") else sorted(os.sched_getaffinity(0))
-    start = time.perf_counter()
+    args, perf_out = counted(args)
+    start, before = time.perf_counter(), _children_cpu()
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env,
                           preexec_fn=lambda: os.sched_setaffinity(0, cpus))
     wall = time.perf_counter() - start
+    cpu = perf_seconds(perf_out) if perf_out else _children_cpu() - before
     if proc.returncode != 0:
         raise SystemExit(f"{mode}: grade batch failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if r["student"] != "(max points)"]
     names = [r["student"] for r in rows]
-    return {"mode": mode, "cpus": len(cpus), "wall_s": wall, "n": len(rows), "per_min": 60 * len(rows) / wall,
+    return {"mode": mode, "cpus": len(cpus), "wall_s": wall, "cpu_s": cpu, "n": len(rows), "per_min": 60 * len(rows) / wall,
             "scores": [float(r["total"]) for r in rows], "statuses": [r["status"] for r in rows],
             "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names),
             "messages": {name: _messages(out, name) for name in names}}
+
+
+def counted(argv: list[str]) -> tuple[list[str], Path | None]:
+    """``argv`` under ``perf stat`` where it works (it counts the CPU time of every process started,
+    waited for or not: a killed host's jobs too), and the file it writes its count to; else as it is
+    (then the kernel's count of waited-for children is used, which misses what a killed process had
+    not waited for)."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return argv, None
+    out = Path(tempfile.mkstemp(prefix="perf-", suffix=".txt")[1])
+    probe = subprocess.run([perf, "stat", "-e", "task-clock", "-x", ",", "-o", str(out), "true"], capture_output=True)
+    if probe.returncode != 0:
+        return argv, None
+    return [perf, "stat", "-e", "task-clock", "-x", ",", "-o", str(out), "--", *argv], out
+
+
+def perf_seconds(out: Path) -> float:
+    """The task-clock ``perf stat -x ,`` wrote (milliseconds), in seconds."""
+    for line in out.read_text().splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2].startswith("task-clock"):
+            out.unlink(missing_ok=True)
+            return float(fields[0]) / 1000
+    raise ValueError(f"no task-clock in {out}")
+
+
+def single_gradings(klass: Path, out: Path, seed: int, extra: list[str]) -> dict:
+    """Each student graded alone with ``grade`` (the student's one command), with the batch's seed: the
+    verdicts a batch must give, and the core-seconds each took (the whole process tree's)."""
+    env = dict(os.environ)
+    env["GRADER_CACHE_DIR"] = str(fresh_cache(out.parent / "cache-single"))
+    verdicts, messages, cpu = {}, {}, []
+    start = time.perf_counter()
+    for student in sorted(p for p in klass.iterdir() if p.is_dir()):
+        argv, perf_out = counted([sys.executable, "-m", "grader", str(student), "--chapter", "ch4", "--seed",
+                                  str(seed), "--lang", "en", "--report-dir", str(out / student.name), *extra])
+        before = _children_cpu()
+        subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cpu.append(perf_seconds(perf_out) if perf_out else _children_cpu() - before)
+        verdicts[student.name] = _verdicts(out, student.name)
+        messages[student.name] = _messages(out, student.name)
+    return {"mode": "grade, one by one", "verdicts": verdicts, "messages": messages,
+            "wall_s": time.perf_counter() - start, "cpu_s": cpu}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _report(out: Path, name: str) -> dict | None:
@@ -177,6 +234,8 @@ def main() -> None:
     parser.add_argument("--modes", default="j1,j2,dask2", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("-k", "--exercise", action="append", default=[], help="grade only these exercises")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-single", action="store_true",
+                        help="do not grade each student alone with grade (the verdicts every mode must give)")
     args = parser.parse_args()
     extra = [item for k in args.exercise for item in ("-k", k)]
     load_before = os.getloadavg()
@@ -189,19 +248,27 @@ def main() -> None:
             print(f"{mode}: {result['n']} submissions in {result['wall_s']:.0f} s = {result['per_min']:.2f} per "
                   f"minute; scores {min(result['scores']):g}–{max(result['scores']):g}; load "
                   f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
+        single = None if args.no_single else single_gradings(klass, Path(tmp) / "out-single", args.seed, extra)
         shutil.rmtree(klass, ignore_errors=True)
     load_after = os.getloadavg()
     print(f"\nN = {args.n} distinct submissions, {os.cpu_count()} CPUs, load average before {load_before[0]:.2f} "
           f"(5 min {load_before[1]:.2f}), after {load_after[0]:.2f} (5 min {load_after[1]:.2f})\n")
-    print("| mode | CPUs | wall (s) | submissions / min | scores | not completed |")
-    print("|---|---:|---:|---:|---|---:|")
+    print("| mode | CPUs | wall (s) | submissions / min | core-seconds a student | scores | not completed |")
+    print("|---|---:|---:|---:|---:|---|---:|")
     for r in results:
-        print(f"| {r['mode']} | {r['cpus']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {min(r['scores']):g}–{max(r['scores']):g} "
-              f"| {sum(s != 'completed' for s in r['statuses'])} |")
+        print(f"| {r['mode']} | {r['cpus']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {r['cpu_s'] / r['n']:.2f} | "
+              f"{min(r['scores']):g}–{max(r['scores']):g} | {sum(s != 'completed' for s in r['statuses'])} |")
     differences = _differences(results)
     print(f"\nevery student's verdicts the same in every mode: {'yes' if not differences else 'no'}")
     for line in differences:
         print(f"- {line}")
+    if single is not None:
+        alone = _differences([single, *results])
+        print(f"every student's verdicts the same as a single `grade` of that submission with seed {args.seed}: "
+              f"{'yes' if not alone else 'no'} ({len(single['verdicts'])} gradings, "
+              f"{statistics.median(single['cpu_s']):.2f} core-seconds each (median))")
+        for line in alone:
+            print(f"- {line}")
     checks = sorted({c for r in results for c in r["speedups"]})
     if checks:
         print("\n| mode | check | student speed-up, median (range) | reference speed-up | passed |")

@@ -3,15 +3,30 @@
 
 Every measurement is a whole command, timed from outside, side by side in one run:
 the rounds alternate between the commands, and each figure is the median of
-``--runs`` rounds (min–max beside it). Printed for each, its ratio to the floor (a
-bare Python process that imports JAX and compiles one function):
+``--runs`` rounds (min–max beside it), in wall seconds and in core-seconds (the CPU
+time of every process the command started, from ``perf stat`` where it runs: on a
+shared machine the steadier figure). Printed for each, its ratio to the floor (a bare
+Python process that imports JAX and compiles one function):
 
 * ``grade solutions/ch4`` (all eight exercises), ``-k ex02``, ``-k ex01 -k ex02 -k ex03``;
 * ``grade exercises/ch4`` (the stubs);
-* the first grading of a submission (cold: an empty cache) and a second one of the same,
-  unchanged submission (with a fresh seed, and as a replay of the same seed);
+* a first grading and a second one of the same, unchanged submission, for two
+  submissions: the reference solutions, and a student's own correct work (each
+  exercise a correct alternative of ``tests/variants``: functions written otherwise, so
+  their programs are the student's own, compiled at the first grading). A first grading
+  is that of a submission never graded, on a grader whose programs are built (as a
+  Gradescope autograder's ``setup.sh`` builds them, and ``grade dev build``): each round
+  starts from a copy of such a cache. The second has a fresh seed; the solutions' also
+  replayed with the same seed;
+* the grader's very first grading on a machine, nothing built (an empty cache);
 * with ``--otter``: ``otter run`` on ``../shared/anchors/otter`` (an otter-grader
-  assignment equivalent to ex01–ex03), when otter-grader is installed (``--otter-bin``).
+  assignment equivalent to ex01–ex03; ``--otter-dir``), with ``--otter-bin``: otter-grader
+  is not among the grader's dependencies, install it in an environment of its own, with
+  the grader's jax, jaxlib, ml_dtypes and numpy (compare like with like)::
+
+      python3 -m venv /tmp/otter-venv
+      /tmp/otter-venv/bin/pip install 'otter-grader[grading]==7.0.0' jax==0.10.2 jaxlib==0.10.2 \\
+          ml_dtypes==0.6.0 numpy==2.4.6
 
     python benchmarks/grading_speed.py --runs 5 [--otter [--otter-bin PATH]] [--sandbox process]
 """
@@ -28,21 +43,35 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OTTER = ROOT.parent / "shared" / "anchors" / "otter"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from batch_throughput import counted, perf_seconds  # noqa: E402
+
 FLOOR = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()"
+VARIANTS = ROOT / "tests" / "variants" / "ch4"
+
+
+def otter_folder() -> Path | None:
+    """``shared/anchors/otter`` beside this checkout or a folder above it (a worktree's ``../shared``)."""
+    for folder in ROOT.parents:
+        if (folder / "shared" / "anchors" / "otter" / "autograder.zip").is_file():
+            return folder / "shared" / "anchors" / "otter"
+    return None
 
 
 def _grade(*args: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main())", *args]
 
 
-def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> float:
+def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> tuple[float, float]:
+    """Wall seconds and core-seconds of one command."""
+    argv, perf_out = counted(argv)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[-6:])} failed ({done.returncode}): {done.stderr[-500:]}")
-    return took
+    return took, perf_seconds(perf_out) if perf_out else float("nan")
 
 
 def _versions(python: str) -> str:
@@ -53,75 +82,121 @@ def _versions(python: str) -> str:
     return done.stdout.strip() or f"unknown ({done.stderr.strip()[-200:]})"
 
 
+def own_work(folder: Path) -> Path:
+    """A student's own correct work: every exercise the first correct alternative of ``tests/variants``."""
+    target = folder / "own" / "ch4"
+    shutil.copytree(ROOT / "solutions" / "ch4", target)
+    for exercise in sorted(p for p in VARIANTS.iterdir() if p.is_dir()):
+        alternative = next(iter(sorted(exercise.glob("alt_*.py"))), None)
+        if alternative is not None:
+            shutil.copy(alternative, target / f"{exercise.name}.py")
+    return target
+
+
+def built_copy(built: Path, target: Path) -> Path:
+    """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML), and nothing graded."""
+    shutil.rmtree(target, ignore_errors=True)
+    for sub in built.iterdir():  # jaxlib-X
+        for part in ("xla/reference", "toml"):
+            if (sub / part).exists():
+                shutil.copytree(sub / part, target / sub.name / part)
+    return target
+
+
+FIRST_SOLUTIONS = "first grading: solutions, never graded (programs built)"
+SECOND_SOLUTIONS = "second grading: solutions, unchanged, fresh seed"
+FIRST_OWN = "first grading: a student's own work, never graded (programs built)"
+SECOND_OWN = "second grading: a student's own work, unchanged, fresh seed"
+NOTHING_BUILT = "the grader's very first grading: solutions, nothing built"
+OTTER = "otter run (ex01-ex03 equivalent)"
+ALL, FIRST3 = "grade solutions/ch4 (all)", "grade solutions/ch4 -k ex01 -k ex02 -k ex03"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "process"])
     parser.add_argument("--otter", action="store_true", help="also time otter-grader's `otter run`")
     parser.add_argument("--otter-bin", default=shutil.which("otter") or "otter")
+    parser.add_argument("--otter-dir", type=Path, default=None,
+                        help="the otter-grader assignment (default: shared/anchors/otter beside this checkout)")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="grade-bench-"))
-    warm_cache = work / "cache-warm"
+    warm_cache, built, own_cache = work / "cache-warm", work / "cache-built", work / "cache-own"
+    solutions, own = str(ROOT / "solutions" / "ch4"), str(own_work(work))
     report = ["--report-dir", str(work / "report"), "--sandbox", args.sandbox]
     commands: dict[str, tuple[list[str], str]] = {
         "floor: python, import jax, compile one function": ([sys.executable, "-c", FLOOR], "none"),
-        "grade solutions/ch4 (all)": (_grade(str(ROOT / "solutions/ch4"), *report), "warm"),
-        "grade solutions/ch4 -k ex02": (_grade(str(ROOT / "solutions/ch4"), "-k", "2", *report), "warm"),
-        "grade solutions/ch4 -k ex01 -k ex02 -k ex03":
-            (_grade(str(ROOT / "solutions/ch4"), "-k", "1", "-k", "2", "-k", "3", *report), "warm"),
+        ALL: (_grade(solutions, *report), "warm"),
+        "grade solutions/ch4 -k ex02": (_grade(solutions, "-k", "2", *report), "warm"),
+        FIRST3: (_grade(solutions, "-k", "1", "-k", "2", "-k", "3", *report), "warm"),
         "grade exercises/ch4 (the stubs)": (_grade(str(ROOT / "exercises/ch4"), *report), "warm"),
-        "first grading of a submission (empty cache)": (_grade(str(ROOT / "solutions/ch4"), *report), "cold"),
-        "second grading, unchanged, fresh seed": (_grade(str(ROOT / "solutions/ch4"), *report), "warm"),
-        "second grading, unchanged, same seed": (_grade(str(ROOT / "solutions/ch4"), "--seed", "4242", *report),
-                                                 "warm"),
+        FIRST_SOLUTIONS: (_grade(solutions, *report), "built"),
+        SECOND_SOLUTIONS: (_grade(solutions, *report), "warm"),
+        "second grading: solutions, unchanged, same seed": (_grade(solutions, "--seed", "4242", *report), "warm"),
+        FIRST_OWN: (_grade(own, *report), "built"),
+        SECOND_OWN: (_grade(own, *report), "own"),
+        NOTHING_BUILT: (_grade(solutions, *report), "cold"),
     }
     if args.otter:
-        if shutil.which(args.otter_bin) or Path(args.otter_bin).exists():
+        folder = args.otter_dir or otter_folder()
+        if folder is not None and (shutil.which(args.otter_bin) or Path(args.otter_bin).exists()):
             for name in ("autograder.zip", "submission.ipynb"):
-                shutil.copy(OTTER / name, work / name)
-            commands["otter run (ex01-ex03 equivalent)"] = (
-                [args.otter_bin, "run", "-a", "autograder.zip", "submission.ipynb"], "none")
+                shutil.copy(folder / name, work / name)
+            commands[OTTER] = ([args.otter_bin, "run", "-a", "autograder.zip", "submission.ipynb"], "none")
         else:
-            print(f"otter-grader not found ({args.otter_bin}): install otter-grader[grading]==7.0.0 "
-                  "with the grader's jax, jaxlib and ml_dtypes, or pass --otter-bin", file=sys.stderr)
+            print(f"otter-grader or its assignment not found ({args.otter_bin}, {folder}): see this script's "
+                  "help for how to install it, or pass --otter-bin and --otter-dir", file=sys.stderr)
     base = {k: v for k, v in os.environ.items() if k != "GRADER_CACHE_DIR"}
-    env = {"none": base, "warm": {**base, "GRADER_CACHE_DIR": str(warm_cache)}}
-    # The warm cache starts with one grading of the same seed as "same seed" below.
-    _timed(_grade(str(ROOT / "solutions/ch4"), "--seed", "4242", *report), env=env["warm"])
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    env = {"none": base, "warm": {**base, "GRADER_CACHE_DIR": str(warm_cache)},
+           "own": {**base, "GRADER_CACHE_DIR": str(own_cache)}}
+    # the programs built once, as setup.sh builds them; the warm caches start from them and one grading
+    subprocess.run(_grade("dev", "build", "--sandbox", args.sandbox), env={**base, "GRADER_CACHE_DIR": str(built)},
+                   check=True, stdout=subprocess.DEVNULL)
+    for cache, path, seed in ((warm_cache, solutions, "4242"), (own_cache, own, "4243")):
+        built_copy(built, cache)
+        subprocess.run(_grade(path, "--seed", seed, *report), env={**base, "GRADER_CACHE_DIR": str(cache)}, check=True,
+                       stdout=subprocess.DEVNULL)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for round_ in range(args.runs):
         for name, (argv, cache) in commands.items():
-            if cache == "cold":
-                cold = work / f"cache-cold-{round_}"
-                times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(cold)}, cwd=work))
-                shutil.rmtree(cold, ignore_errors=True)
+            if cache in ("cold", "built"):
+                fresh = work / f"cache-{cache}-{round_}"
+                if cache == "built":
+                    built_copy(built, fresh)
+                times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(fresh)}, cwd=work))
+                shutil.rmtree(fresh, ignore_errors=True)
             else:
                 times[name].append(_timed(argv, env=env[cache], cwd=work))
         print(f"round {round_ + 1} of {args.runs} done", file=sys.stderr)
 
-    floor = statistics.median(times[next(iter(commands))])
+    medians = {name: statistics.median(w for w, _ in values) for name, values in times.items()}
+    cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
+    floor = medians[next(iter(commands))]
     width = max(len(name) for name in commands)
-    print(f"\n{'command'.ljust(width)}  median (min–max)      × floor")
+    print(f"\n| {'command'.ljust(width)} | wall, median (min–max) | core-seconds | × floor |")
+    print(f"|{'-' * (width + 2)}|---:|---:|---:|")
     for name, values in times.items():
-        median = statistics.median(values)
-        print(f"{name.ljust(width)}  {median:5.2f} s ({min(values):.2f}–{max(values):.2f})  {median / floor:5.2f}")
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    otter = medians.get("otter run (ex01-ex03 equivalent)")
-    first = medians["first grading of a submission (empty cache)"]
-    print("\nratios measured side by side in this run:")
-    print(f"  second grading (fresh seed) / first: {medians['second grading, unchanged, fresh seed'] / first:.2f}")
-    print(f"  second grading (same seed) / first:  {medians['second grading, unchanged, same seed'] / first:.2f}")
-    if otter:
-        print(f"  grade -k ex01 -k ex02 -k ex03 / otter run: "
-              f"{medians['grade solutions/ch4 -k ex01 -k ex02 -k ex03'] / otter:.2f}")
-        print(f"  grade (all eight) / otter run: {medians['grade solutions/ch4 (all)'] / otter:.2f}")
+        walls = [w for w, _ in values]
+        print(f"| {name.ljust(width)} | {medians[name]:5.2f} s ({min(walls):.2f}–{max(walls):.2f}) | {cpu[name]:5.2f} "
+              f"| {medians[name] / floor:5.2f} |")
+    print("\nratios measured side by side in this run (wall; core-seconds in brackets):")
+    for label, num, den in (("first grading / second, the solutions", FIRST_SOLUTIONS, SECOND_SOLUTIONS),
+                            ("first grading / second, a student's own work", FIRST_OWN, SECOND_OWN),
+                            ("nothing built / second grading, the solutions", NOTHING_BUILT, SECOND_SOLUTIONS),
+                            ("grade -k ex01 -k ex02 -k ex03 / otter run", FIRST3, OTTER),
+                            ("grade (all eight) / otter run", ALL, OTTER)):
+        if num in medians and den in medians:
+            print(f"  {label}: {medians[num] / medians[den]:.2f} ({cpu[num] / cpu[den]:.2f})")
     print(f"\ngrade's environment: {_versions(sys.executable)}")
-    if otter:
+    if OTTER in commands:
         otter_python = Path(args.otter_bin).resolve().parent / "python"
         print(f"otter's environment: {_versions(str(otter_python))} (compare like with like)")
     load = os.getloadavg()
-    print(f"\n{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; sandbox {args.sandbox}")
+    print(f"\n{os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}; sandbox {args.sandbox}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -16,8 +16,11 @@ exercise only (the grader isolates it); a bug of the grader's own is a score of 
 says so, its traceback on standard output, which Gradescope shows the instructor only
 (``stdout_visibility``), with the whole report's table and its integrity warnings.
 
-``python -m grader.gradescope --check ROOT`` is ``setup.sh``'s last step: whether the
-installed grader, the chapter and its reference are ready (exit 1 when not).
+``python -m grader.gradescope --check ROOT`` is ``setup.sh``'s check: whether the
+installed grader, the chapter and its reference are ready (exit 1 when not). Then
+``--build ROOT`` builds the programs every grading compiles into the cache that
+``run_autograder`` grades with (:mod:`grader.batch.warmup`), so that no submission pays
+for them: each submission's container starts from the image setup.sh made.
 
 ``ROOT/source/jit-grader.json`` (:class:`Config`) holds what ``grade dev gradescope``
 was told: the chapter, the report's language, the sandbox and the limits.
@@ -251,18 +254,34 @@ def check_ready(root: Path) -> int:
     return 0
 
 
+def build_programs(root: Path) -> int:
+    """``--build``: build the programs every grading compiles (:func:`grader.batch.warmup.build`) into the
+    cache ``run_autograder`` grades with; 0 when the reference solutions got full marks, 1 when not."""
+    from grader.batch.warmup import build
+    from grader.chapter import load_chapter
+
+    config = Config.read(root)
+    chapter = load_chapter(config.chapter)
+    built = build(chapter, reference_dir=reference_dir(root, chapter.id), sandbox=config.sandbox)
+    print(chapter.catalog.render(T("gradescope.built", **built), config.instructor_lang))
+    return 0 if built["score"] == built["max_score"] else 1
+
+
 def _stop(signum, frame) -> None:
     raise KeyboardInterrupt  # the grading stops its processes and keeps what it graded
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grader.gradescope [--check] [ROOT]`` (``ROOT``: ``$AUTOGRADER_ROOT``, else ``/autograder``)."""
+    """``python -m grader.gradescope [--check | --build] [ROOT]`` (``ROOT``: ``$AUTOGRADER_ROOT``, else
+    ``/autograder``)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    check = "--check" in args
-    args = [arg for arg in args if arg != "--check"]
+    check, build = "--check" in args, "--build" in args
+    args = [arg for arg in args if arg not in ("--check", "--build")]
     root = Path(args[0] if args else os.environ.get("AUTOGRADER_ROOT", "/autograder")).resolve()
     if check:
         return check_ready(root)
+    if build:
+        return build_programs(root)
     started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _stop)
     try:

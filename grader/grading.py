@@ -151,6 +151,7 @@ class Grading:
         self.path = Path(path)
         self.options = options
         self._started: float | None = time.monotonic()  # the first run's duration counts from here
+        self._cpu_started: float | None = time.process_time()
         self.chapter = submissions.resolve_chapter(self.path, options.chapter)
         #: a preview's reference records (then no reference process runs), else ``None``
         self.records = preview_records(self.chapter, options)
@@ -181,6 +182,7 @@ class Grading:
     def run(self, exercises: tuple[str, ...] | list[str] = ()) -> Report:
         """Grade ``exercises`` (all when empty) of the submission as it is now."""
         started, self._started = self._started or time.monotonic(), None
+        cpu_started, self._cpu_started = self._cpu_started or time.process_time(), None
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         chapter = self.chapter
         try:
@@ -223,11 +225,18 @@ class Grading:
             for host in filter(None, hosts):
                 if not host.alive():
                     host.start()
+            expected = store.durations(chapter.id) if self.options.compile_cache else {}
             try:
                 run_all(runnable, both.grade, done, at_once=self.options.workers,
-                        cancel=lambda: [host.close() for host in hosts if host is not None])
+                        cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
+                        expected=expected)
+                if self.options.compile_cache:  # the order of the next grading's exercises
+                    store.keep_durations(chapter.id, {ex_id: t["student_s"] for ex_id, t in both.timings.items()
+                                                      if isinstance(t, dict) and ex_id in tally.results
+                                                      and tally.results[ex_id].status != "not_attempted"})
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 both.timings["host_restarts"] = student.restarts
+                both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)  # this process's, all threads
             except KeyboardInterrupt:
                 interrupted = True
         report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,

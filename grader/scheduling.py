@@ -2,10 +2,13 @@
 
 The untimed exercises run side by side, as many at once as there are cores and one more
 (an exercise that mostly waits, like a timing harness's, leaves its core to the others),
-the longest first by their limits, so that no long one is left for the end. Then each
-timed exercise runs alone (ex06 times the student's and the reference's processes in
-turn, and nothing else of the grading may run meanwhile). On Ctrl-C, ``cancel`` stops
-every process at once and the interrupt goes on.
+the longest first, so that no long one is left for the end: longest by the wall time it
+took when last graded (``expected``, kept by :func:`grader.store.durations`: ex05's
+harness mostly sleeps in its instruments, and started first it waits while the others
+compute), else by its limit. Meanwhile each timed exercise's jobs are started
+(``prepare``): they prepare and wait. Then each timed exercise runs alone (ex06 times the
+student's and the reference's processes in turn, and nothing else of the grading may run
+meanwhile). On Ctrl-C, ``cancel`` stops every process at once and the interrupt goes on.
 """
 from __future__ import annotations
 
@@ -20,15 +23,21 @@ if TYPE_CHECKING:
 
 def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], ExerciseResult],
             done: Callable[[ExerciseSpec, ExerciseResult], None], *, at_once: int | None,
-            cancel: Callable[[], None]) -> None:
+            cancel: Callable[[], None], prepare: Callable[[ExerciseSpec], None] | None = None,
+            expected: dict[str, float] | None = None) -> None:
     """Grade each of ``exercises`` (``grade(ex)``) and hand each result to ``done(ex, result)`` as it
     comes, in the order above; ``at_once``: how many untimed ones at once (``None``: the cores, and
-    one more)."""
+    one more); ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
     pool = ThreadPoolExecutor(max_workers=at_once or (os.cpu_count() or 1) + 1)
+    expected = expected or {}
     try:
-        plain = sorted((ex for ex in exercises if not ex.timed), key=lambda ex: -ex.timeout_s)
+        plain = sorted((ex for ex in exercises if not ex.timed),
+                       key=lambda ex: (-expected.get(ex.id, 0.0), -ex.timeout_s))
         timed = [ex for ex in exercises if ex.timed]
-        for ex, result in zip(plain, pool.map(grade, plain)):
+        results = pool.map(grade, plain)
+        for ex in timed if prepare is not None else ():
+            prepare(ex)
+        for ex, result in zip(plain, results):
             done(ex, result)
         for ex in timed:  # alone on the machine
             done(ex, grade(ex))

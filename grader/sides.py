@@ -23,7 +23,9 @@ from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
 from grader.runner.hosts import HostProcess
+from grader.primitives import timing
 from grader.runner.jobs import JobOutcome, JobSession, run_job
+from grader.runner.kept import EarlyStart
 from grader.verdicts import judge, unrunnable
 
 if TYPE_CHECKING:
@@ -42,19 +44,27 @@ class Sides:
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 
-    def __init__(self, both: BothSides, ex: ExerciseSpec, inputs: dict):
+    def __init__(self, both: BothSides, ex: ExerciseSpec, inputs: dict, early: EarlyStart | None = None):
         self._both = both
         self.exercise = ex
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
         self.recorded: JobOutcome | None = both.records and both.records.recorded(ex.id, both.seed, inputs)
+        #: the jobs started while the other exercises were graded (:meth:`BothSides.prestart`)
+        self._early = early.take() if early is not None else None
 
     def student(self, timeout_s: float) -> JobSession:
+        if self._early is not None:
+            self._early.student.renew(timeout_s)
+            return self._early.student
         return self._both.student.exercise_session(self.exercise, timeout_s)
 
     def reference(self, timeout_s: float) -> JobSession:
-        if self._both.reference is None:  # a driver must use ``recorded`` in a preview
-            raise GraderError(f"{self.exercise.id}: a preview runs no reference process")
-        return self._both.reference.exercise_session(self.exercise, timeout_s)
+        """The reference's job: one started early, a new one, or on a batch worker the one kept for this
+        exercise and seed (:mod:`grader.runner.kept`)."""
+        if self._early is not None and self._early.reference is not None:
+            self._early.reference.renew(timeout_s)
+            return self._early.reference
+        return self._both.reference_session(self.exercise, timeout_s)
 
 
 class BothSides:
@@ -75,7 +85,8 @@ class BothSides:
         self.records = records
         self.submission_timeout_s = submission_timeout_s
         self.exercise_timeout_s = exercise_timeout_s
-        self.deadline = time.monotonic() + submission_timeout_s
+        self.begun = time.monotonic()
+        self.deadline = self.begun + submission_timeout_s
         self.started = started
         #: each exercise's time on each side (``student_s``, ``reference_s``)
         self.timings: dict[str, Any] = {}
@@ -83,7 +94,32 @@ class BothSides:
         self.envs: list[dict] = []
         #: integrity findings of the runs themselves (an instrument changed, compiles hidden)
         self.runtime_findings: list[dict] = []
+        #: exercises whose reference outcome was known already (cached or shipped): no reference ran
+        self.known: set[str] = set()
+        #: timed exercises' jobs started early (:meth:`prestart`), until their driver takes them
+        self._early: dict[str, EarlyStart] = {}
         self._lock = threading.Lock()
+
+    def reference_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
+        """A timed exercise's reference job: a new one, or a batch worker's kept one (:mod:`grader.runner.kept`)."""
+        host = self.reference
+        if host is None:  # a driver must use ``recorded`` in a preview
+            raise GraderError(f"{ex.id}: a preview runs no reference process")
+        if host.kept is not None:
+            return host.kept.session(ex.id, (self.seed, str(host.module_dir)), timeout_s,
+                                     lambda: host.exercise_session(ex, timeout_s))
+        return host.exercise_session(ex, timeout_s)
+
+    def prestart(self, ex: ExerciseSpec) -> None:
+        """Start a timed exercise's jobs now, while the other exercises are graded: they prepare and
+        then wait, and its driver, run alone later, times them (:class:`grader.runner.kept.EarlyStart`).
+        Only their timing needs the machine to itself."""
+        budget = self._budget(ex)
+        if ex.driver is None or budget <= 1:
+            return
+        reference = None if self.records is not None else (lambda: self.reference_session(ex, max(budget, ex.timeout_s)))
+        self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), ex.inputs(self.seed), reference,
+                                        timing.READY)
 
     # ------------------------------------------------------------------ one exercise
     def grade(self, ex: ExerciseSpec) -> ExerciseResult:
@@ -107,7 +143,8 @@ class BothSides:
         if budget <= 1:
             return unrunnable(ex, T("job.submission_timeout", seconds=self.submission_timeout_s), "timeout")
         if ex.driver is not None:
-            student_out, reference_out = ex.driver(Sides(self, ex, inputs), inputs, budget)
+            student_out, reference_out = ex.driver(Sides(self, ex, inputs, self._early.pop(ex.id, None)), inputs,
+                                                   budget)
             for outcome in (student_out, reference_out):
                 if outcome is not None:
                     self._note_environment(outcome)
@@ -119,8 +156,12 @@ class BothSides:
         result.duration_s = time.monotonic() - t0
         with self._lock:
             self.runtime_findings += findings
-            self.timings[ex.id] = {"student_s": round(student_out.duration_s, 3),
-                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None}
+            self.timings[ex.id] = {"began_s": round(t0 - self.begun, 3), "ended_s": round(time.monotonic() - self.begun, 3),
+                                   "student_s": round(student_out.duration_s, 3),
+                                   "reference_s": round(reference_out.duration_s, 3) if reference_out else None,
+                                   "student_work": student_out.work,
+                                   "reference_work": reference_out.work
+                                   if reference_out and self.records is None and ex.id not in self.known else None}
         return result
 
     def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
@@ -147,6 +188,7 @@ class BothSides:
         key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
         cached = self.references.get(key)
         if cached is not None:
+            self.known.add(ex.id)
             return self._job(self.student, ex, inputs, budget), cached
         student = self.student.exercise_session(ex, budget)
         box: dict[str, JobOutcome] = {}

@@ -14,7 +14,9 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
 * ``xla/students/<digest of the submission's path>``: a submission's own compiled
   programs, written by that student's jobs, read by nobody else's;
 * ``reference-outcomes``: the reference's outcomes (:mod:`grader.outcomes`);
-* ``toml``: the chapter's and the grader's TOML files, parsed (:func:`grader.i18n.read_toml`).
+* ``toml``: the chapter's and the grader's TOML files, parsed (:func:`grader.i18n.read_toml`);
+* ``durations.json``: how long each exercise took in recent gradings (:func:`durations`), for
+  the order they start in.
 
 JAX still reports a program loaded from a cache as a backend compile, so compile
 counts stay exact. Each folder is pruned to :data:`MAX_CACHE_BYTES` after a grading.
@@ -75,6 +77,46 @@ def make_folder(path: Path, *, mode: int) -> Path | None:
 def outcomes_dir() -> Path | None:
     """Where the reference's outcomes are kept (only the grader's own processes write it)."""
     return make_folder(root() / "reference-outcomes", mode=0o700)
+
+
+def durations(chapter: str) -> dict[str, float]:
+    """Each exercise's wall seconds in recent gradings of ``chapter`` (:func:`keep_durations`), for the order
+    the exercises start in (:func:`grader.scheduling.run_all`); empty when none are kept."""
+    import json
+
+    try:
+        found = json.loads((root() / DURATIONS).read_text(encoding="utf-8")).get(chapter, {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: float(v) for k, v in found.items() if isinstance(k, str) and isinstance(v, (int, float))} \
+        if isinstance(found, dict) else {}
+
+
+def keep_durations(chapter: str, seconds: dict[str, float]) -> None:
+    """Fold this grading's wall seconds by exercise into those kept (half the old figure, half the new)."""
+    import json
+
+    path = root() / DURATIONS
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        kept = kept if isinstance(kept, dict) else {}
+    except (OSError, ValueError):
+        kept = {}
+    mine = {**durations(chapter)}
+    for exercise, value in seconds.items():
+        mine[exercise] = round(value if exercise not in mine else (mine[exercise] + value) / 2, 3)
+    kept[chapter] = mine
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{DURATIONS}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache: no order kept, no harm
+        pass
+
+
+#: the file of :func:`durations`, in the cache's root
+DURATIONS = "durations.json"
 
 
 #: the most a compilation cache keeps; the oldest programs go first

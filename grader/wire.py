@@ -138,6 +138,10 @@ class Channel:
         if sent < len(data):
             self.sock.sendall(data[sent:])
 
+    def buffered(self) -> bool:
+        """Whether bytes of a next message were read already (a ``select`` on the socket would not see them)."""
+        return bool(self._buffer)
+
     def recv(self, timeout: float | None = None) -> dict | None:
         """The next message; ``None`` when the peer closed. Raises ``TimeoutError``."""
         message, _ = self._recv(timeout, want_fds=0)

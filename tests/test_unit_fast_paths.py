@@ -229,6 +229,65 @@ def test_one_mlir_context_lowers_the_same_programs():
     assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
 
 
+def test_a_host_makes_its_jobs_first_mlir_context_before_forking_and_stays_one_thread():
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os
+        from grader.child import host, job
+        host.preload_frozen([], [])
+        threads = len(os.listdir("/proc/self/task"))  # forking with a second thread would be unsafe
+        made = list(job._PREMADE)
+        assert len(made) == 1, made
+        from jax._src.interpreters import mlir
+        job._one_mlir_context()
+        assert mlir.make_ir_context() is made[0]  # the job's first lowering uses it: no dialects loaded again
+        import jax, jax.numpy as jnp
+        assert float(jax.jit(lambda x: x * 2)(jnp.ones(3)).sum()) == 6.0
+        print(threads)
+    """)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})  # as a host's scrubbed environment sets it
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
+
+
+def test_a_host_hears_at_once_that_a_job_ended():
+    """The host tells the grader a job ended as it ends (its SIGCHLD wakes it), not at its next poll of
+    the grader's orders (every 50 ms): each grading's jobs end one after another."""
+    done = _child("""
+        import os, socket, statistics, threading, time
+        from grader.child import host
+        from grader.wire import Channel
+
+        ours, theirs = socket.socketpair()
+        grader, control = Channel(ours), Channel(theirs)
+        children, ended, heard = {}, {}, []
+
+        def fork_and_listen():
+            for i in range(20):
+                time.sleep(0.013 * (i % 4))  # at various points of the host's poll
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.read(read, 1)
+                    os._exit(0)
+                children[pid] = f"job{i}"
+                ended[f"job{i}"] = time.monotonic()
+                os.write(write, b"x")  # the child exits now
+                message = grader.recv(timeout=5)
+                heard.append(time.monotonic() - ended[message["job"]])
+                os.close(read), os.close(write)
+            grader.send({"op": "exit"})
+
+        listener = threading.Thread(target=fork_and_listen)
+        listener.start()
+        host.take_orders(control, 2, lambda m, f: None, children,
+                         lambda name, *_: control.send({"op": "exited", "job": name}))
+        listener.join()
+        print(round(statistics.mean(heard) * 1000, 1))
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip()) < 12, f"a job's end was heard {done.stdout.strip()} ms after it (mean)"
+
+
 def test_a_host_freezes_what_it_imported_before_forking():
     done = _child("""
         import gc
@@ -335,3 +394,37 @@ def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_p
     assert [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in one.exercises] == \
            [(e.id, e.score, [(c.id, c.status) for c in e.checks]) for e in two.exercises]
     assert two.score == two.max_score
+
+
+# ------------------------------------------------------------------ the order exercises run in
+def test_the_exercise_that_took_longest_last_time_starts_first_and_timed_ones_prepare_meanwhile(tmp_path,
+                                                                                                 monkeypatch):
+    from types import SimpleNamespace
+
+    from grader.scheduling import run_all
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
+    store.keep_durations("chx", {"waits": 1.4, "computes": 0.3})
+    store.keep_durations("chx", {"waits": 1.0})  # folded in: half the old, half the new
+    assert store.durations("chx") == {"waits": 1.2, "computes": 0.3} and store.durations("other") == {}
+    exercises = [SimpleNamespace(id=name, timed=timed, timeout_s=limit)
+                 for name, timed, limit in (("computes", False, 120), ("waits", False, 90), ("other", False, 60),
+                                            ("timed", True, 120))]
+    events = []
+    run_all(exercises, lambda ex: events.append(("grade", ex.id)), lambda ex, result: None, at_once=1,
+            cancel=lambda: None, prepare=lambda ex: events.append(("prepare", ex.id)),
+            expected=store.durations("chx"))
+    graded = [name for what, name in events if what == "grade"]
+    assert graded == ["waits", "computes", "other", "timed"]  # then by limit; the timed one last, alone
+    assert events.index(("prepare", "timed")) < events.index(("grade", "other"))  # prepared meanwhile
+
+
+def test_a_timed_exercise_prepares_while_the_others_run_and_is_timed_after_them():
+    from grader.grading import GradeOptions, grade
+
+    report = grade(SOLUTIONS, GradeOptions(exercises=("ex05", "ex06"), seed=5))
+    t = report.timings
+    assert report.score == report.max_score
+    forked = t["ex06_speedup"]["ended_s"] - t["ex06_speedup"]["student_s"]  # when its student's job started
+    assert forked < t["ex05_timing"]["ended_s"], t  # its jobs prepared while ex05 ran
+    assert t["ex06_speedup"]["began_s"] >= t["ex05_timing"]["ended_s"] - 0.01, t  # its timing, alone after

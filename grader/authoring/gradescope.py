@@ -12,7 +12,9 @@ zip holds, at its root:
   virtual environment ``/autograder/jit-grader-venv`` where every package is pinned with its
   sha256 (``requirements.txt``, ``pip install --require-hashes``) and the grader is built
   offline; then the source folder (the reference solutions with it) made readable by root
-  only. Each failing step stops with one line naming what failed;
+  only; last, the programs every grading compiles, built into the cache ``run_autograder``
+  grades with (``python -m grader.gradescope --build``), so that no submission compiles them.
+  Each failing step stops with one line naming what failed;
 * ``requirements.txt``, ``requirements-uv.txt``: from ``grader/authoring/gradescope-lock.txt``, which
   ``scripts/lock_gradescope.py`` writes from the environment the tests ran in (its JAX must be
   this machine's: the build refuses a stale lock);
@@ -186,6 +188,7 @@ def scripts(chapter: Chapter, config: Config, versions: dict) -> dict[str, str]:
         "no_venv": say(T("gradescope.setup.no_venv")),
         "pip_failed": say(T("gradescope.setup.pip_failed", jax=versions["jax"])),
         "grader_failed": say(T("gradescope.setup.grader_failed")), "not_ready": say(T("gradescope.setup.not_ready")),
+        "not_built": say(T("gradescope.setup.not_built")),
         "not_run_json": json.dumps({"score": 0, "output": "\n".join(catalog.render(T("gradescope.not_run"), one)
                                                                     for one in LANGS),
                                     "output_format": "text", "visibility": "visible", "tests": []},

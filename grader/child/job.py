@@ -19,6 +19,7 @@ import importlib
 import os
 import socket
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -261,11 +262,16 @@ def _one_mlir_context() -> None:
     except (ImportError, AttributeError):
         return
     local = threading.local()
+    premade = [_PREMADE.pop()] if _PREMADE else []  # the host's, made before the fork: for one thread
 
     def shared_context():
         context, uses = getattr(local, "context", None), getattr(local, "uses", 0)
         if context is None or uses >= LOWERINGS_PER_CONTEXT:
-            context, uses = make(), 0
+            try:
+                context = premade.pop() if context is None else make()
+            except IndexError:
+                context = make()
+            uses = 0
             local.context = context
         local.uses = uses + 1
         return context
@@ -273,9 +279,77 @@ def _one_mlir_context() -> None:
     mlir.make_ir_context = shared_context
 
 
+#: an MLIR context the host made before forking (:func:`premake_mlir_context`), for its jobs' first lowerings
+_PREMADE: list = []
+
+
+def premake_mlir_context() -> bool:
+    """In a host, before it forks: import the MLIR dialects JAX loads on its first lowering and make a
+    context with them, so that no job pays for either (a job's first lowering otherwise imports
+    ``mhlo``'s Python bindings and loads every dialect into a new context).
+
+    A context starts no thread (it shares JAX's thread pool, which starts its threads on its first
+    task, in the job), so forking after it is as safe as before; ``False`` where JAX has no such
+    function (nothing is made)."""
+    try:
+        from jax._src.interpreters import mlir
+
+        _PREMADE[:] = [mlir.make_ir_context()]
+        return True
+    except (ImportError, AttributeError):
+        return False
+
+
+#: this process's CPU seconds, by the clock taken before any student code ran (for the report's timings)
+_PROCESS_TIME = time.process_time
+
+
+def _cpu() -> float:
+    return round(_PROCESS_TIME(), 4)
+
+
+class _JaxWork:
+    """Seconds this job spent in JAX's stages (tracing, lowering, compiling, loading programs from the
+    persistent cache), from JAX's own duration events, and how many programs it compiled or loaded
+    (``programs``), of which loaded from the cache (``loaded``); for the report's timings, never for a verdict."""
+
+    EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+              "/jax/core/compile/backend_compile_duration": "compile_s",
+              "/jax/compilation_cache/cache_retrieval_time_sec": "cache_load_s"}
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.EVENTS.values(), 0.0)
+        self.programs = self.loaded = 0
+        try:
+            import jax.monitoring
+
+            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+            jax.monitoring.register_event_listener(self._on_event)
+        except (ImportError, AttributeError):
+            pass
+
+    def _on_duration(self, name: str, duration: float, **_kwargs: Any) -> None:
+        field = self.EVENTS.get(name)
+        if field is not None:
+            self.seconds[field] += duration
+            self.programs += field == "compile_s"
+
+    def _on_event(self, name: str, **_kwargs: Any) -> None:
+        self.loaded += name == "/jax/compilation_cache/cache_hits"
+
+    def summary(self) -> dict:
+        try:
+            return {"cpu_s": _cpu(), "programs": int(self.programs), "loaded": int(self.loaded),
+                    **{k: round(float(v), 4) for k, v in self.seconds.items()}}
+        except Exception:  # noqa: BLE001 - figures for the timings only: a job never fails on them
+            return {}
+
+
 def run(order: dict, sock: socket.socket) -> None:
     channel = Channel(sock)
     options = order.get("options", {})
+    work = _JaxWork()
     _one_mlir_context()
     if options.get("sync_cpu_dispatch"):
         import jax  # before the backend starts: the CPU client reads it once
@@ -288,7 +362,7 @@ def run(order: dict, sock: socket.socket) -> None:
     if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
         _portable_cache_keys()
     memory = _limit_memory(order.get("limits", {}), env["backend"])
-    channel.send({"op": "hello", "env": env, "memory": memory})
+    channel.send({"op": "hello", "env": env, "memory": memory, "cpu_s": _cpu()})
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare
@@ -317,7 +391,7 @@ def run(order: dict, sock: socket.socket) -> None:
             names[name] = describe_callable(getattr(module, name))
         else:
             names[name] = {"missing": True}
-    channel.send({"op": "imported", "names": names, "skipped": skipped})
+    channel.send({"op": "imported", "names": names, "skipped": skipped, "cpu_s": _cpu()})
     channel.send({"op": "integrity", "stage": "import", "changed": watch.changes()})
 
     message = channel.recv()
@@ -337,4 +411,4 @@ def run(order: dict, sock: socket.socket) -> None:
         })
         return
     channel.send({"op": "integrity", "stage": "probe", "changed": watch.changes(), "compiles_total": COUNTER.total})
-    channel.send({"op": "done"})
+    channel.send({"op": "done", "work": work.summary()})

@@ -23,7 +23,8 @@ import signal
 import socket
 import sys
 
-from grader.child.host import become_subreaper, begin, flush_output, serve, signal_named, take_orders
+from grader.child.host import (become_subreaper, begin, flush_output, forget_wakeup, serve, signal_named,
+                               take_orders)
 
 CLONE_NEWIPC = 0x08000000
 
@@ -69,7 +70,8 @@ def _template(control, control_fd: int, versions: dict) -> int:
         elif op == "kill":
             signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
 
-    take_orders(control, 1, obey, hosts, lambda name, status, _peak: control.send({"op": "host_exited", "host": name}))
+    take_orders(control, 1, obey, hosts,
+                lambda name, status, _peak, _cpu: control.send({"op": "host_exited", "host": name}))
     return 0
 
 
@@ -78,6 +80,7 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
     code = 70
     try:
         os.close(control_fd)
+        forget_wakeup()
         from grader.wire import Channel
 
         channel = Channel(socket.socket(fileno=fd))

@@ -85,6 +85,25 @@ def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
     click.echo(f"✓ {chapter}: valid")
 
 
+@dev.command("build", short_help="Build the programs every grading compiles, before the first grading.")
+@click.argument("chapter", required=False, default="ch4")
+@click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
+              help="The sandbox the building grading runs in (that of the gradings to come).")
+@lang_option
+def dev_build(chapter: str, sandbox: str, lang: str | None) -> None:
+    """Build the programs every grading of a chapter compiles (the reference's, and the grader's own on
+    the hidden inputs' shapes) into this machine's cache, so that no first grading compiles them: the
+    reference solutions are graded once (a Gradescope autograder's setup.sh does this too).
+    预先构建每次评测都要编译的程序，使第一次评测不必再编译。"""
+    from grader.batch.warmup import build
+
+    ch = _chapter(chapter)
+    built = build(ch, sandbox=sandbox)
+    click.echo(grader_catalog().render(T("gradescope.built", **built), lang or default_lang()))
+    if built["score"] != built["max_score"]:
+        sys.exit(EXIT_FAIL_UNDER)
+
+
 def _chapter(chapter_id: str):
     try:
         return load_chapter(chapter_id)

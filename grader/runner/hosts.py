@@ -25,11 +25,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.runner import sandbox as sandboxes
 from grader.runner.jobs import JobSession, Limits
 from grader.wire import Channel, ProtocolError
+
+if TYPE_CHECKING:
+    from grader.runner.kept import KeptJobs
 
 log = logging.getLogger("grader")
 
@@ -104,6 +107,8 @@ class HostProcess:
         self.closed = False
         #: told of every job's progress: ``listener(session)`` after its phase changes
         self.listener: Callable[["JobSession"], None] | None = None
+        #: a batch worker's reference host keeps its timed exercises' jobs here (:mod:`grader.runner.kept`)
+        self.kept: "KeptJobs | None" = None
 
     # ------------------------------------------------------------- life cycle
     def start(self) -> None:

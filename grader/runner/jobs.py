@@ -1,4 +1,5 @@
-"""The grader's handle on one job: :class:`JobSession`, and how a job ended: :class:`JobOutcome`.
+"""The grader's handle on one job: :class:`JobSession`, and how a job ended: :class:`JobOutcome`
+(:mod:`grader.runner.outcome`).
 
 A job is a process the host forks for one exercise (:mod:`grader.child.job` is its
 code). The session speaks the job protocol, enforces the exercise's wall-clock deadline
@@ -17,13 +18,14 @@ import socket
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from grader.child.host import XLA_DUMP
 from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
+from grader.runner.outcome import JobOutcome
 from grader.runner.traces import count_xla_modules, disk_usage, student_line
 from grader.wire import Channel, ProtocolError
 
@@ -59,53 +61,6 @@ class Limits:
             "nofile": self.nofile,
             "core": 0,
         }
-
-
-@dataclass
-class JobOutcome:
-    """How one job ended, and what it recorded before that."""
-
-    #: how the job ended: ``done``, ``import_error``, ``timeout``, ``crashed``, ``probe_error``,
-    #: ``protocol_error``, ``disk_limit``, ``host_lost``, ``abandoned`` (the grader no longer
-    #: needed it), ``cancelled`` (grading was interrupted) or ``not_started``
-    end: str
-    #: ``student`` or ``reference``: whose job it was
-    side: str = ""
-    #: what the probe recorded, by key (the exercise module's ``KEYS``)
-    observations: dict[str, Any] = field(default_factory=dict)
-    #: how each of the exercise's module-level names looked after the import
-    names: dict[str, dict] = field(default_factory=dict)
-    #: a notebook's statements that raised when its module was imported, each skipped
-    #: (``where``, ``type``, ``message``: :func:`grader.child.job.import_notebook`)
-    skipped: list[dict] = field(default_factory=list)
-    #: the job's environment (Python, JAX, backend, device), from its first message
-    env: dict | None = None
-    #: more on the end: an import error's type, message and place; a hang's phase,
-    #: function and line (``hung``); the exit code or signal (``exit``); its memory
-    #: (``memory``: ``rss_kb`` when the student's code started, ``limit_bytes`` it may add,
-    #: ``peak_kb`` the most it held); ...
-    detail: dict = field(default_factory=dict)
-    #: what the student's code printed: the head and the tail, up to the limits
-    output: str = ""
-    #: how much it printed in all
-    output_bytes: int = 0
-    #: seconds from the fork to the end
-    duration_s: float = 0.0
-    #: the job's reports on its instruments (after the import, after the probe)
-    integrity: list[dict] = field(default_factory=list)
-    #: modules in XLA's dump, counted by the grader
-    xla_compiles: int | None = None
-    #: when each record reached the grader (seconds after the job started)
-    arrivals: dict[str, float] = field(default_factory=dict)
-
-    def attempted(self) -> bool:
-        """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
-
-        A stub records only "not attempted" calls, and then no reference run is needed; nor
-        after an import error, or a crash before any record (the checks report those).
-        """
-        return self.end != "import_error" and any(
-            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
 
 
 class JobHost(Protocol):
@@ -213,6 +168,7 @@ class JobSession:
         if hello is None:
             return False
         self.outcome.env = hello.get("env")
+        self._work("started_cpu_s", hello.get("cpu_s"))
         if isinstance(hello.get("memory"), dict):
             self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "limit_bytes")}
         self._set_phase("importing")
@@ -225,11 +181,17 @@ class JobSession:
             self.outcome.end = "import_error"
             self.outcome.detail.update({k: v for k, v in imported.items() if k != "op"})
             return False
+        self._work("imported_cpu_s", imported.get("cpu_s"))
         self.outcome.names = imported.get("names", {})
         skipped = imported.get("skipped")
         self.outcome.skipped = [item for item in skipped[:20] if isinstance(item, dict)] \
             if isinstance(skipped, list) else []
         return True
+
+    def renew(self, timeout_s: float) -> None:
+        """A deadline from now (a job started early, driven from now on: :mod:`grader.runner.kept`)."""
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
 
     def send_inputs(self, inputs: dict) -> bool:
         return self.send({"op": "inputs", "inputs": inputs})
@@ -365,8 +327,18 @@ class JobSession:
                 pass
 
     def run_to_end(self) -> None:
-        if self.expect({"done"}) is not None:
+        done = self.expect({"done"})
+        if done is not None:
             self.outcome.end = "done"
+            work = done.get("work")
+            for key, value in (work.items() if isinstance(work, dict) else ()):
+                self._work(key, value)
+
+    def _work(self, key: str, value: Any) -> None:
+        """Keep one of the job's figures of what it spent (a number; anything else is dropped)."""
+        if isinstance(key, str) and len(self.outcome.work) < 16 and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            self.outcome.work[key[:32]] = value
 
     # ------------------------------------------------------------- end
     def _end(self, end: str, detail: dict | None = None) -> None:
@@ -393,6 +365,8 @@ class JobSession:
             exited = host.next_event(self.name, {"exited"}, time.monotonic() + 2.0)
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
+            if isinstance(exited.get("cpu_s"), float):
+                self.outcome.work["total_cpu_s"] = round(exited["cpu_s"], 4)
             if "memory" in self.outcome.detail and isinstance(exited.get("peak_rss_kb"), int):
                 self.outcome.detail["memory"]["peak_kb"] = exited["peak_rss_kb"]
         elif self.outcome.end != "host_lost" and not host.alive():

@@ -28,6 +28,7 @@ from grader import chapters as chapter_folders, store
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess, HostTemplate
 from grader.runner.jobs import Limits
+from grader.runner.kept import KeptJobs
 
 
 class WarmHosts:
@@ -84,6 +85,7 @@ class WarmHosts:
                                               plan=sandboxes.SandboxPlan("process", False), limits=Limits(),
                                               modules=self.chapter.child_modules, chapter_folders=self.folders,
                                               compile_cache=self.reference_cache)
+                self._reference.kept = KeptJobs()  # its timed exercises' jobs serve student after student
                 self._reference.start()
             return self._reference
 
@@ -113,7 +115,9 @@ class WarmHosts:
                 _empty(folder)
 
     def close(self) -> None:
-        """Stop every host; remove the scratch folder."""
+        """Stop every host (the kept reference jobs first); remove the scratch folder."""
+        if self._reference is not None and self._reference.kept is not None:
+            self._reference.kept.close()
         for host in (self._reference, self.template):
             if host is not None:
                 host.close()

@@ -13,10 +13,14 @@ F32 = np.float32
 
 # ------------------------------------------------------------------ probes (child side)
 def put(tree):
-    """NumPy arrays placed on the device (placing compiles nothing, so counts stay clean)."""
+    """NumPy arrays placed on the device, and there before the student's code gets them (placing
+    compiles nothing, so counts stay clean). Waiting matters: a host callback of the student's
+    (``jax.pure_callback``) that reads an input still being copied waits for the copy, which on one
+    CPU (a batch's core slot) can wait for the very thread the callback holds: the job hung."""
     import jax
 
-    return jax.tree_util.tree_map(lambda a: jax.device_put(a) if isinstance(a, np.ndarray) else a, tree)
+    placed = jax.tree_util.tree_map(lambda a: jax.device_put(a) if isinstance(a, np.ndarray) else a, tree)
+    return jax.block_until_ready(placed)
 
 
 # ------------------------------------------------------------------ checks (grader side)

@@ -1,0 +1,61 @@
+"""How one job ended, and what it recorded before that: :class:`JobOutcome` (made by
+:class:`grader.runner.jobs.JobSession`, judged by :mod:`grader.verdicts`, kept by
+:class:`grader.outcomes.ReferenceCache`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class JobOutcome:
+    """How one job ended, and what it recorded before that."""
+
+    #: how the job ended: ``done``, ``import_error``, ``timeout``, ``crashed``, ``probe_error``,
+    #: ``protocol_error``, ``disk_limit``, ``host_lost``, ``abandoned`` (the grader no longer
+    #: needed it), ``cancelled`` (grading was interrupted) or ``not_started``
+    end: str
+    #: ``student`` or ``reference``: whose job it was
+    side: str = ""
+    #: what the probe recorded, by key (the exercise module's ``KEYS``)
+    observations: dict[str, Any] = field(default_factory=dict)
+    #: how each of the exercise's module-level names looked after the import
+    names: dict[str, dict] = field(default_factory=dict)
+    #: a notebook's statements that raised when its module was imported, each skipped
+    #: (``where``, ``type``, ``message``: :func:`grader.child.job.import_notebook`)
+    skipped: list[dict] = field(default_factory=list)
+    #: the job's environment (Python, JAX, backend, device), from its first message
+    env: dict | None = None
+    #: more on the end: an import error's type, message and place; a hang's phase,
+    #: function and line (``hung``); the exit code or signal (``exit``); its memory
+    #: (``memory``: ``rss_kb`` when the student's code started, ``limit_bytes`` it may add,
+    #: ``peak_kb`` the most it held); ...
+    detail: dict = field(default_factory=dict)
+    #: what the student's code printed: the head and the tail, up to the limits
+    output: str = ""
+    #: how much it printed in all
+    output_bytes: int = 0
+    #: seconds from the fork to the end
+    duration_s: float = 0.0
+    #: the job's reports on its instruments (after the import, after the probe)
+    integrity: list[dict] = field(default_factory=list)
+    #: modules in XLA's dump, counted by the grader
+    xla_compiles: int | None = None
+    #: when each record reached the grader (seconds after the job started)
+    arrivals: dict[str, float] = field(default_factory=dict)
+    #: what the job's process spent, for the report's timings (never for a verdict): its CPU seconds
+    #: once started (``started_cpu_s``: JAX's backend up), once the module was imported
+    #: (``imported_cpu_s``) and at the end of the probe (``cpu_s``), as the job says; JAX's stages in
+    #: seconds (``trace_s``, ``lower_s``, ``compile_s``, of which ``cache_load_s`` loading programs
+    #: from the persistent cache; ``programs``: how many, of which ``loaded`` from the cache);
+    #: ``total_cpu_s``: the kernel's count, from the host; ``kept_uses``: a kept job's (:mod:`grader.runner.kept`)
+    work: dict = field(default_factory=dict)
+
+    def attempted(self) -> bool:
+        """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
+
+        A stub records only "not attempted" calls, and then no reference run is needed; nor
+        after an import error, or a crash before any record (the checks report those).
+        """
+        return self.end != "import_error" and any(
+            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
