@@ -64,7 +64,7 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
     if compiles is not None:
         counter = compiles.COUNTER
         targets["COUNTER"] = counter
-        targets["COUNTER._windows"] = counter._windows
+        targets["COUNTER._windows"] = counter.windows
         targets["COUNTER.__dict__"] = counter.__dict__
         targets["COUNTER.listening"] = _listening(counter)
     trusted = sys.modules.get("grader.child.trusted")
@@ -82,7 +82,7 @@ def _listening(counter: Any) -> bool:
         listeners = monitoring.get_event_duration_listeners()
     except Exception:  # noqa: BLE001 - JAX moved its internals: nothing to compare
         return True
-    return any(getattr(l, "__func__", None) is type(counter)._on_event and getattr(l, "__self__", None) is counter
+    return any(getattr(l, "__func__", None) is type(counter).on_event and getattr(l, "__self__", None) is counter
                for l in listeners)
 
 

@@ -58,7 +58,7 @@ class _MissHandler(logging.Handler):
         except Exception:  # noqa: BLE001 - a malformed record: nothing to explain
             return
         if "CACHE MISS" in text:
-            self.counter._on_miss(text)
+            self.counter.on_miss(text)
 
 
 class CompileCounter:
@@ -75,10 +75,11 @@ class CompileCounter:
             return
         import jax.monitoring
 
-        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+        jax.monitoring.register_event_duration_secs_listener(self.on_event)
         self.installed = True
 
-    def _on_event(self, name: str, _duration: float, **kwargs: object) -> None:
+    def on_event(self, name: str, _duration: float, **kwargs: object) -> None:
+        """JAX's event listener: a backend compile counts in every open window."""
         if name != BACKEND_COMPILE_EVENT:
             return
         label = str(kwargs.get("fun_name", "?"))
@@ -87,11 +88,17 @@ class CompileCounter:
             for window in self._windows:
                 window.names[label] += 1
 
-    def _on_miss(self, text: str) -> None:
+    def on_miss(self, text: str) -> None:
+        """A cache miss's explanation (JAX's log, through :class:`_MissHandler`) for every open window."""
         with self._lock:
             for window in self._windows:
                 if len(window.why) < MAX_EXPLANATIONS:
                     window.why.append({"call": window.calls, "params": window.params, "text": text[:1500]})
+
+    @property
+    def windows(self) -> list[_Window]:
+        """The windows open now (the list itself: the job's guard watches that it is not replaced)."""
+        return self._windows
 
     def note_call(self, fn: Callable | None = None) -> None:
         """The probe is about to call ``fn``: later misses belong to this call (and name its parameters)."""
