@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import wire
-from grader.protocol import FromJob, ToJob, message
+from grader.protocol import ToJob, message
 from grader.runner.jobs import JobOutcome
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ def _reference_run(host: HostProcess, ex: ExerciseSpec, seed: int) -> tuple[JobO
     """One reference job on the inputs of ``seed`` (tried twice: the reference is trusted, so
     a failure is transient or a bug), and those inputs. A timed exercise's probe serves a
     driver once its records are made: it is told to stop then."""
+    from grader.primitives.comparison import await_record
     from grader.primitives.timing import READY
 
     inputs = ex.inputs(seed)
@@ -156,10 +157,7 @@ def _reference_run(host: HostProcess, ex: ExerciseSpec, seed: int) -> tuple[JobO
         try:
             if session.start() and session.send_inputs(inputs):
                 if ex.timed:
-                    deadline = time.monotonic() + ex.timeout_s * 2
-                    while READY not in session.outcome.observations and \
-                            session.expect({FromJob.RECORD}, deadline=deadline):
-                        pass
+                    await_record(session, READY, time.monotonic() + ex.timeout_s * 2)
                     session.send(message(ToJob.STOP))
                 session.run_to_end()
         finally:
