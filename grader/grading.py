@@ -31,6 +31,7 @@ from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
 from grader.runner.hosts import HostProcess
 from grader.runner.jobs import Limits
+from grader.runner.reference_host import reference_host
 from grader.runner.warm import WarmHosts
 from grader.scheduling import run_all
 from grader.sides import BothSides
@@ -257,8 +258,6 @@ class Grading:
             chapter = self.chapter
             module_dir = self.scratch / "submission" / "modules"  # where submissions.load puts the modules
             module_dir.mkdir(parents=True)
-            common = {"modules": chapter.child_modules, "limits": self.options.limits,
-                      "chapter_folders": chapter.import_folders}
             if self.warm is not None:  # a batch worker's: the reference's host is shared, the student's forked
                 self.warm.start()
                 self.hosts = (self.warm.student_host(module_dir, self.uids, self.options.limits),
@@ -268,11 +267,11 @@ class Grading:
             student_cache, readable = self._compile_caches()
             self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
                                       plan=self.plan, uids=self.uids, compile_cache=student_cache,
-                                      read_caches=readable, **common),
+                                      read_caches=readable, modules=chapter.child_modules, limits=self.options.limits,
+                                      chapter_folders=chapter.import_folders),
                           None if self.records is not None else
-                          HostProcess(side="reference", module_dir=self.reference_dir,
-                                      scratch=self.scratch / "reference", compile_cache=readable[0] if readable else None,
-                                      plan=sandboxes.SandboxPlan("process", False), **common))
+                          reference_host(chapter, self.reference_dir, self.scratch, limits=self.options.limits,
+                                         compile_cache=readable[0] if readable else None))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
             for host in filter(None, self.hosts):

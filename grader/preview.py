@@ -196,28 +196,16 @@ def record_reference(chapter: Chapter, seed: int, *, reference_dir: Path | None 
     exercise alone); only the records the checks read are kept (:func:`read_by_checks`).
     Raises :class:`RecordsError` when a job of the reference fails.
     """
-    from grader.runner import sandbox as sandboxes
-    from grader.runner.hosts import HostProcess
-    from grader.runner.jobs import Limits
+    from grader.runner.reference_host import reference_jobs
 
     reference_dir = Path(reference_dir or chapter.solutions)
     if not reference_dir.is_dir():
         raise RecordsError(f"no reference solutions at {reference_dir}: records are made from the full repository")
-    scratch = Path(tempfile.mkdtemp(prefix="grade-records-", dir=scratch_root))
-    host = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                       plan=sandboxes.SandboxPlan("process", False), limits=Limits(), modules=chapter.child_modules,
-                       chapter_folders=chapter.import_folders)
     records = ReferenceRecords(chapter=chapter.id, seed=seed)
     wanted = [ex for ex in chapter.exercises if ex.needs_reference]
-    try:
-        host.start()
-        with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:  # as grading does
-            plain = dict(zip([ex.id for ex in wanted if not ex.timed],
-                             pool.map(lambda ex: _reference_run(host, ex, seed), [ex for ex in wanted if not ex.timed])))
-        outcomes = {ex.id: plain[ex.id] if ex.id in plain else _reference_run(host, ex, seed) for ex in wanted}
-    finally:
-        host.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
+    outcomes = reference_jobs(chapter, wanted, lambda host, ex: _reference_run(host, ex, seed),
+                              reference_dir=reference_dir, at_once=min(2, os.cpu_count() or 1),  # as grading does
+                              scratch_root=scratch_root, prefix="grade-records-")
     for ex in wanted:
         outcome, inputs = outcomes[ex.id]
         if outcome.end != "done":

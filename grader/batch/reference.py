@@ -15,18 +15,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import shutil
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader import chapters as chapter_folders, store, wire
+from grader import store, wire
 from grader.outcomes import ReferenceCache, content_digest as folder_digest, grader_digest, machine
 from grader.chapter import Chapter
 from grader.grading import GradeOptions
-from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess
 from grader.runner.jobs import JobOutcome, run_job
+from grader.runner.reference_host import reference_jobs
 
 
 def content_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
@@ -57,34 +53,16 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     # in the reference's cache, where each student's job loads them by key.
     warm = [ex for ex in selected if not ex.needs_reference and not ex.timed] if options.compile_cache else []
     if missing or warm:
-        scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
-        os.chmod(scratch, 0o755)
-        host = _reference_host(chapter, options, reference_dir, scratch)
-        pool = ThreadPoolExecutor(max_workers=options.workers or (os.cpu_count() or 1))
-        try:
-            host.start()
-            jobs = list(pool.map(lambda ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
-                                 missing + warm))
-            for ex, outcome in zip(missing, jobs):  # the warm-up's outcomes are not kept
-                if outcome.end == "done":
-                    references.put(keys[ex.id], outcome)
-                    found[ex.id] = outcome
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            host.stop()
-            if host.compile_cache is not None:
-                store.prune(host.compile_cache)
-            shutil.rmtree(scratch, ignore_errors=True)
+        ran = reference_jobs(chapter, missing + warm,
+                             lambda host, ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
+                             reference_dir=reference_dir, at_once=options.workers or (os.cpu_count() or 1),
+                             scratch_root=options.scratch_root, limits=options.limits,
+                             compile_cache=store.reference_dir() if options.compile_cache else None)
+        for ex in missing:  # the warm-up's outcomes are not kept
+            if ran[ex.id].end == "done":
+                references.put(keys[ex.id], ran[ex.id])
+                found[ex.id] = ran[ex.id]
     return {ex_id: outcome for ex_id, outcome in found.items() if outcome is not None}
-
-
-def _reference_host(chapter: Chapter, options: GradeOptions, reference_dir: Path, scratch: Path) -> HostProcess:
-    """A host for the reference alone, started as a grading's is (trusted code: the plain process sandbox)."""
-    folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
-    return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                       plan=sandboxes.SandboxPlan("process", False), modules=chapter.child_modules,
-                       limits=options.limits, chapter_folders=folders,
-                       compile_cache=store.reference_dir() if options.compile_cache else None)
 
 
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
