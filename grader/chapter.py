@@ -100,7 +100,7 @@ class Chapter:
         """What the child imports before any student code: every exercise module and its preloads."""
         names: list[str] = []
         for ex in self.exercises:
-            for name in (ex.code_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
+            for name in (ex.package_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
                 if name not in names:
                     names.append(name)
         return names

@@ -96,8 +96,8 @@ class ExerciseSpec:
     functions: tuple[str, ...]
     #: its checks, in the order of ``exercise.toml`` (the report's order)
     checks: tuple[CheckSpec, ...]
-    #: the exercise's code (inputs, probe, checks, driver), imported in the grader
-    code: ModuleType
+    #: the exercise package: its code (inputs, probe, checks, driver), imported in the grader
+    package: ModuleType
     #: the wall-clock limit for the student's job, in seconds
     timeout_s: float = 60.0
     #: the limit for importing the student's module (code at the top level of the file)
@@ -143,18 +143,18 @@ class ExerciseSpec:
         return sum(c.points for c in self.checks)
 
     @property
-    def code_name(self) -> str:
-        """The import name of the exercise's code, for the child process."""
-        return self.code.__name__
+    def package_name(self) -> str:
+        """The import name of the exercise package, for the child process."""
+        return self.package.__name__
 
     def inputs(self, seed: int) -> dict:
         """The hidden inputs of this exercise for a run's seed (the same for both sides)."""
-        return self.code.inputs(np.random.default_rng([seed, self.seed_salt]))
+        return self.package.inputs(np.random.default_rng([seed, self.seed_salt]))
 
     @property
     def driver(self) -> Callable | None:
         """The timing driver of a timed exercise (``drive(sides, inputs, budget)``), if any."""
-        return getattr(self.code, "drive", None)
+        return getattr(self.package, "drive", None)
 
 
 # ------------------------------------------------------------------ reading the folder
@@ -219,7 +219,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         section=section,
         functions=tuple(need(data, "functions", f"exercise {ex_id}", path)),
         checks=tuple(checks),
-        code=module,
+        package=module,
         timeout_s=float(data.get("timeout_s", 60)),
         import_timeout_s=float(data.get("import_timeout_s", 20)),
         timed=bool(data.get("timed", False)),

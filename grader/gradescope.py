@@ -210,7 +210,7 @@ def grade_submission(root: Path, config: Config, started: float) -> dict:
     say = chapter.catalog.render
     print(say(T("gradescope.grading", version=__version__, python=sys.executable, chapter=chapter.id),
               config.instructor_lang), flush=True)
-    options = config.limits.grade_options(chapter=chapter.id, reference_dir=reference, workers=cpus_allowed() + 1)
+    options = config.limits.grade_options(chapter=chapter.id, reference_dir=reference, at_once=cpus_allowed() + 1)
     folder = root / "submission"
     note = None
     try:

@@ -29,8 +29,8 @@ from grader.outcomes import ReferenceCache
 from grader.preview import ReferenceRecords, mark_checked, preview_records
 from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess
-from grader.runner.jobs import Limits
+from grader.runner.host_handles import HostProcess
+from grader.runner.job_sessions import Limits
 from grader.runner.reference_host import reference_host
 from grader.runner.warm import WarmHosts
 from grader.scheduling import run_all
@@ -63,7 +63,7 @@ class GradeOptions:
     exercise_timeout_s: float | None = None
     #: exercises graded at once (untimed ones); ``None``: one more than the CPUs (an exercise that
     #: mostly waits, like a timing harness's, leaves its CPU to the others)
-    workers: int | None = None
+    at_once: int | None = None
     #: the reference solutions; ``None``: the chapter's ``solutions`` folder
     reference_dir: Path | None = None
     #: where scratch folders go; ``None``: the system's temporary folder
@@ -92,7 +92,7 @@ class Progress:
     exercise: str
     #: ``running`` (its jobs are at work) or ``done`` (``result`` holds its verdict)
     state: str
-    #: the student's job: one of :data:`grader.runner.jobs.PHASES`
+    #: the student's job: one of :data:`grader.runner.job_sessions.PHASES`
     phase: str = "starting"
     #: the student's function being called, when ``phase`` is ``calling``
     function: str | None = None
@@ -228,7 +228,7 @@ class Grading:
                     host.start()
             expected = store.durations(chapter.id) if self.options.compile_cache else {}
             try:
-                run_all(runnable, both.grade, done, at_once=self.options.workers,
+                run_all(runnable, both.grade, done, at_once=self.options.at_once,
                         cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
                         expected=expected)
                 if self.options.compile_cache:  # the order of the next grading's exercises

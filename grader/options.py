@@ -35,7 +35,7 @@ class LimitOptions:
         """The options of a grading under these limits; ``fields``: any other of
         :class:`~grader.grading.GradeOptions`' (``chapter``, ``exercises``, ``seed``, ...)."""
         from grader.grading import GradeOptions
-        from grader.runner.jobs import Limits
+        from grader.runner.job_sessions import Limits
 
         return GradeOptions(sandbox=self.sandbox, submission_timeout_s=self.timeout_s,
                             exercise_timeout_s=self.exercise_timeout_s,

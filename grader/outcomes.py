@@ -3,7 +3,7 @@
 The reference is trusted and deterministic for a seed, so every submission graded with
 the same seed shares one reference run per exercise: in memory for a run or a batch,
 on disk (:func:`grader.store.outcomes_dir`) across processes and runs, keyed by the
-reference's and the chapter's code (:func:`content_digest`), the grader's
+reference's and the chapter's code (:func:`folder_digest`), the grader's
 (:func:`grader_digest`), the exercise, the seed and the machine's accelerators
 (:func:`machine`). A replay (``--seed``) or another worker of a batch reuses them.
 Timed exercises never come from here: their timings must be measured in the same run.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import wire
-from grader.runner.jobs import JobOutcome
+from grader.runner.job_sessions import JobOutcome
 
 log = logging.getLogger("grader")
 
@@ -44,7 +44,7 @@ class ReferenceCache:
 
     @staticmethod
     def key(chapter: Any, ex: Any, seed: int, reference_dir: Path) -> tuple:
-        return (chapter.id, ex.id, seed, content_digest(reference_dir), content_digest(chapter.folder),
+        return (chapter.id, ex.id, seed, folder_digest(reference_dir), folder_digest(chapter.folder),
                 grader_digest(), machine())
 
     def get(self, key: tuple) -> Any:
@@ -93,7 +93,7 @@ class ReferenceCache:
 _digests: dict[tuple, str] = {}
 
 
-def content_digest(folder: Path) -> str:
+def folder_digest(folder: Path) -> str:
     """A fingerprint of the contents of a folder's Python and TOML files, its subfolders' too (a
     chapter's exercises are folders of their own), hidden folders and ``__pycache__`` left out.
 

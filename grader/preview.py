@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING
 
 from grader import wire
 from grader.protocol import ToJob, message
-from grader.runner.jobs import JobOutcome
+from grader.runner.job_sessions import JobOutcome
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter, ExerciseSpec
     from grader.grading import GradeOptions
     from grader.results import ExerciseResult
-    from grader.runner.hosts import HostProcess
+    from grader.runner.host_handles import HostProcess
 
 log = logging.getLogger("grader")
 SCHEMA = "grade-records/1"

@@ -38,7 +38,7 @@ class ToWorker(StrEnum):
 
 
 class ToTemplate(StrEnum):
-    """The grader to a host template (:class:`grader.runner.hosts.HostTemplate`), on its control socket."""
+    """The grader to a host template (:class:`grader.runner.host_handles.HostTemplate`), on its control socket."""
 
     SPAWN = "spawn"  #: fork a host named ``host``, whose control socket travels with the message
     KILL = "kill"  #: kill the host ``host`` and its jobs
@@ -54,7 +54,7 @@ class FromTemplate(StrEnum):
 
 
 class ToHost(StrEnum):
-    """The grader to a host (:class:`grader.runner.hosts.HostProcess`), on its control socket."""
+    """The grader to a host (:class:`grader.runner.host_handles.HostProcess`), on its control socket."""
 
     FORK = "fork"  #: fork the job ``job`` of ``exercise`` (its socket and output file travel with the message)
     DUMP = "dump"  #: write where the job ``job`` is now (it ran past its limit)

@@ -22,9 +22,9 @@ from grader.checks import GraderError
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
-from grader.runner.hosts import HostProcess
+from grader.runner.host_handles import HostProcess
 from grader.primitives import timing
-from grader.runner.jobs import JobOutcome, JobSession, run_job
+from grader.runner.job_sessions import JobOutcome, JobSession, run_job
 from grader.runner.kept import EarlyStart
 from grader.verdicts import judge, unrunnable
 
@@ -40,7 +40,7 @@ class Sides:
     """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
 
     ``exercise`` is the :class:`~grader.chapter.ExerciseSpec`; :meth:`student` and
-    :meth:`reference` return unstarted :class:`~grader.runner.jobs.JobSession` objects
+    :meth:`reference` return unstarted :class:`~grader.runner.job_sessions.JobSession` objects
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 

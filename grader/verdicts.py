@@ -1,7 +1,7 @@
 """Judging: from how an exercise's jobs ended to the exercise's result. Pure functions.
 
 :func:`judge` takes what the student's job and the reference's job recorded (their
-:class:`~grader.runner.jobs.JobOutcome`) and returns an
+:class:`~grader.runner.job_sessions.JobOutcome`) and returns an
 :class:`~grader.results.ExerciseResult` with every check's verdict, plus what the
 instructor should know about the student's process (tampering). It starts nothing and
 keeps nothing: the grading run schedules the jobs and collects the results.
@@ -22,7 +22,7 @@ from grader.results import CheckResult, ExerciseResult, exercise_status
 
 if TYPE_CHECKING:
     from grader.exercise_folder import ExerciseSpec
-    from grader.runner.jobs import JobOutcome
+    from grader.runner.job_sessions import JobOutcome
 
 log = logging.getLogger("grader")
 

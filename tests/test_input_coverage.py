@@ -33,7 +33,7 @@ COVERED = [ex for ex in CHAPTER.exercises if ex.id not in NOT_YET]
 
 @pytest.mark.parametrize("ex", COVERED, ids=[ex.id for ex in COVERED])
 def test_every_seed_covers_every_regime(ex):
-    declared = getattr(ex.code, "regimes", None)
+    declared = getattr(ex.package, "regimes", None)
     assert callable(declared), f"{ex.id} declares no regimes(inputs): what its contract tells apart is unchecked"
     missing: dict[str, list[int]] = {}
     names: set[str] = set()

@@ -72,14 +72,14 @@ def test_a_channel_that_expects_no_words_in_particular_takes_any():
 
 # ------------------------------------------------------------------ each end of each boundary
 class _PlayedHost:
-    """A host as a job session sees it (:class:`grader.runner.jobs.JobHost`), whose job is played
+    """A host as a job session sees it (:class:`grader.runner.job_sessions.JobHost`), whose job is played
     here: the job's end of the socket says ``said`` as soon as the job is forked."""
 
     side, closed, listener, compile_cache, uids, modules = "student", False, None, None, None, []
 
     def __init__(self, scratch, said: dict):
         from grader.runner import sandbox
-        from grader.runner.jobs import Limits
+        from grader.runner.job_sessions import Limits
 
         self.scratch, self.module_dir, self.said = scratch, scratch, said
         self.limits, self.plan = Limits(), sandbox.SandboxPlan(kind="process", uid_isolation=False)
@@ -106,10 +106,10 @@ class _PlayedHost:
 
 def test_a_job_session_ends_at_once_when_the_job_says_a_word_it_may_not(tmp_path):
     """Without the check the word was passed over and the session waited for its deadline (a time-out)."""
-    from grader.runner.jobs import JobSession
+    from grader.runner.job_sessions import JobSession
 
     host = _PlayedHost(tmp_path, {"op": "helo"})
-    session = JobSession(host, "ex01-1", exercise="ex01", module="m", code="c", functions=(), timeout_s=4)
+    session = JobSession(host, "ex01-1", exercise="ex01", student_module="m", package="c", functions=(), timeout_s=4)
     t0 = time.monotonic()
     assert session.start() is False
     outcome = session.finish()

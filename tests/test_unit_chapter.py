@@ -58,14 +58,14 @@ def test_every_check_has_a_function_and_every_function_a_check(ch4):
 
     for ex in ch4.exercises:
         assert all(callable(c.function) for c in ex.checks), ex.id
-        assert set(declared_checks(ex.code)) == {c.id for c in ex.checks}, ex.id
-        assert ex.code.__file__ == str(ch4.folder / ex.id / "__init__.py")
+        assert set(declared_checks(ex.package)) == {c.id for c in ex.checks}, ex.id
+        assert ex.package.__file__ == str(ch4.folder / ex.id / "__init__.py")
 
 
 def test_each_exercise_module_holds_its_inputs_probe_and_checks(ch4):
     for ex in ch4.exercises:
-        assert callable(ex.code.inputs) and callable(ex.code.probe), ex.id
-        assert hasattr(ex.code, "KEYS"), f"{ex.id}: its record keys are declared once, in KEYS"
+        assert callable(ex.package.inputs) and callable(ex.package.probe), ex.id
+        assert hasattr(ex.package, "KEYS"), f"{ex.id}: its record keys are declared once, in KEYS"
     assert [ex.id for ex in ch4.exercises if ex.driver] == ["ex06_speedup"]
 
 

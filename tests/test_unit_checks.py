@@ -30,7 +30,7 @@ def run(checks: list[tuple], functions: dict, *, student=None, reference=None, t
                             hint=Bilingual(en=f"hint {cid}", zh=f"提示 {cid}"), depends=tuple(depends),
                             function=functions.get(cid)) for cid, points, depends in checks)
     exercise = ExerciseSpec(id=EX, title=Bilingual("Demo", "演示"), section="1", functions=("f",), checks=specs,
-                            code=types.ModuleType("demo"))
+                            package=types.ModuleType("demo"))
     s = Records("student", student or {}, module_file=f"{EX}.py")
     r = Records("reference", reference or {})
     ctx = CheckContext(exercise=exercise, inputs={"n": 3}, seed=1)

@@ -226,7 +226,7 @@ def test_every_kind_of_error_has_its_hint(catalog):
 
 
 def test_every_job_phase_has_its_words(catalog):
-    from grader.runner.jobs import PHASES
+    from grader.runner.job_sessions import PHASES
 
     assert sorted(p for p in PHASES if p != "ended" and f"ui.live.{p}" not in catalog.keys()) == []
 

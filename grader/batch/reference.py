@@ -5,7 +5,7 @@ exercise (:func:`reference_outcomes`, on a reference host of its own) and gives 
 outcomes, as plain JSON-ready data (:mod:`grader.wire` encodes the arrays), to every
 grading: a worker subprocess on this machine, or a Dask worker on another. A worker
 uses them only when its chapter, reference solutions and grader code, its jaxlib and
-its kind of machine are those the outcomes came from (the same :func:`content_digest`,
+its kind of machine are those the outcomes came from (the same :func:`outcomes_digest`,
 what :class:`~grader.outcomes.ReferenceCache` keys its disk layer by); otherwise it runs
 its own reference. Timed exercises (ex06) are never shipped: their reference is
 measured beside the student's, in the same run.
@@ -18,14 +18,14 @@ import os
 from pathlib import Path
 
 from grader import store, wire
-from grader.outcomes import ReferenceCache, content_digest as folder_digest, grader_digest, machine
+from grader.outcomes import ReferenceCache, folder_digest, grader_digest, machine
 from grader.chapter import Chapter
 from grader.grading import GradeOptions
-from grader.runner.jobs import JobOutcome, run_job
+from grader.runner.job_sessions import JobOutcome, run_job
 from grader.runner.reference_host import reference_jobs
 
 
-def content_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
+def outcomes_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
     """A fingerprint of what the reference's outcomes depend on: the chapter's code and its reference
     solutions (by content), the grader's code, jaxlib's version and the kind of machine."""
     parts = [chapter.id, folder_digest(chapter.folder), folder_digest(reference_dir or chapter.solutions),
@@ -55,7 +55,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     if missing or warm:
         ran = reference_jobs(chapter, missing + warm,
                              lambda host, ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
-                             reference_dir=reference_dir, at_once=options.workers or (os.cpu_count() or 1),
+                             reference_dir=reference_dir, at_once=options.at_once or (os.cpu_count() or 1),
                              scratch_root=options.scratch_root, limits=options.limits,
                              compile_cache=store.reference_dir() if options.compile_cache else None)
         for ex in missing:  # the warm-up's outcomes are not kept
@@ -68,7 +68,7 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
     """Run the reference once for the class: ``{"digest": ..., "seed": ..., "outcomes": {id: data}}``."""
     outcomes = reference_outcomes(chapter, seed, options)
-    return {"digest": content_digest(chapter, options.reference_dir), "seed": seed,
+    return {"digest": outcomes_digest(chapter, options.reference_dir), "seed": seed,
             "outcomes": {ex_id: wire.encode(dataclasses.asdict(outcome)) for ex_id, outcome in outcomes.items()}}
 
 
@@ -78,7 +78,7 @@ def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir:
     Returns the cache and whether the shipped outcomes were used. Without them, the
     cache is the on-disk one: a worker that runs its own reference keeps it for the next.
     """
-    if not shipped or shipped.get("seed") != seed or shipped.get("digest") != content_digest(chapter, reference_dir):
+    if not shipped or shipped.get("seed") != seed or shipped.get("digest") != outcomes_digest(chapter, reference_dir):
         return ReferenceCache(store.outcomes_dir()), False
     references = ReferenceCache()
     folder = Path(reference_dir or chapter.solutions)

@@ -119,7 +119,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
     from grader.i18n import T
     from grader.report.render import write_reports
     from grader.runner import sandbox as sandboxes
-    from grader.runner.jobs import Limits
+    from grader.runner.job_sessions import Limits
     from grader.submission import SubmissionError
 
     state = state or _State()
@@ -143,7 +143,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
                            sandbox=settings["sandbox"], submission_timeout_s=settings["timeout_s"],
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
                            limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20), reference_cache=cache,
-                           workers=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,
+                           at_once=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,
                            scratch_root=state.scratch)
     with tempfile.TemporaryDirectory(prefix="grade-batch-", dir=state.scratch) as tmp:
         path = roster.unpack(payload["submission"], payload["name"], Path(tmp) / "in")

@@ -371,7 +371,7 @@ def run(order: dict, sock: socket.socket) -> None:
     from grader.primitives.compiles import COUNTER
 
     prepare()
-    code = importlib.import_module(order["code"])  # the exercise's module (already imported by the host)
+    package = importlib.import_module(order["package"])  # the exercise package (already imported by the host)
     watch = guard.snapshot(tuple(order.get("chapter_modules", ())))
 
     _dump_stack_on_request()
@@ -381,9 +381,9 @@ def run(order: dict, sock: socket.socket) -> None:
     skipped: list[dict] = []
     try:
         if os.path.exists(os.path.join(module_dir, NOTEBOOK_MODULES)):
-            module, skipped = import_notebook(order["module"], module_dir)
+            module, skipped = import_notebook(order["student_module"], module_dir)
         else:
-            module = importlib.import_module(order["module"])
+            module = importlib.import_module(order["student_module"])
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
         channel.send(_import_error(exc, module_dir))
         return
@@ -399,12 +399,12 @@ def run(order: dict, sock: socket.socket) -> None:
     given = channel.recv()
     if not given or word_of(given, ToJob) is not ToJob.INPUTS:
         return
-    keys = getattr(code, "KEYS", None)
+    keys = getattr(package, "KEYS", None)
     reference = order.get("side") == "reference" and not options.get("all_records")
     keep = keys.for_reference if reference and keys is not None else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
-        code.probe(ctx)
+        package.probe(ctx)
     except BaseException as exc:  # noqa: BLE001
         channel.send(message(FromJob.PROBE_ERROR, type=type(exc).__name__,
                              traceback="".join(traceback.format_exception(exc))[-4000:]))

@@ -25,7 +25,7 @@ from grader.primitives.timing import READY
 from grader.protocol import FromJob, ToJob, message
 
 if TYPE_CHECKING:
-    from grader.runner.jobs import JobOutcome, JobSession
+    from grader.runner.job_sessions import JobOutcome, JobSession
     from grader.sides import Sides
 
 #: ``time_function(student, reference, cases, deadline)``: one function's figures (``reference`` is

@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable
 
 from grader.protocol import FromJob, ToJob, message, word_of
-from grader.runner.jobs import JobOutcome, JobSession
+from grader.runner.job_sessions import JobOutcome, JobSession
 
 #: students one kept job serves before a fresh one is started (its CPU limit is far away)
 MOST_USES = 200
@@ -34,7 +34,7 @@ MOST_USES = 200
 class KeptSession:
     """A reference job that outlives the grading it was started for (see the module).
 
-    Seen by a timing driver as a :class:`~grader.runner.jobs.JobSession` (it delegates to
+    Seen by a timing driver as a :class:`~grader.runner.job_sessions.JobSession` (it delegates to
     one): starting it again, or sending it the same inputs again, does nothing; asked to
     stop or abandoned while healthy, it stays, serving timing requests; :meth:`finish`
     gives a copy of its outcome so far. A job that is no longer healthy (it ended,

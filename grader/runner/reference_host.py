@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from grader import store
 from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess
-from grader.runner.jobs import Limits
+from grader.runner.host_handles import HostProcess
+from grader.runner.job_sessions import Limits
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter, ExerciseSpec

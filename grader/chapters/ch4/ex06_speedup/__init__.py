@@ -24,7 +24,7 @@ from grader.i18n import T
 from grader.primitives import comparison, compiles, numeric, structure, timing
 
 if TYPE_CHECKING:
-    from grader.runner.jobs import JobOutcome
+    from grader.runner.job_sessions import JobOutcome
     from grader.sides import Sides
 
 KEYS = Keys(

@@ -65,7 +65,7 @@ class Limits:
 
 
 class JobHost(Protocol):
-    """What a job needs of the host that forks it (:class:`grader.runner.hosts.HostProcess`)."""
+    """What a job needs of the host that forks it (:class:`grader.runner.host_handles.HostProcess`)."""
 
     #: ``student`` or ``reference``
     side: str
@@ -97,12 +97,12 @@ class JobHost(Protocol):
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
-    def __init__(self, host: JobHost, name: str, *, exercise: str, module: str, code: str,
+    def __init__(self, host: JobHost, name: str, *, exercise: str, student_module: str, package: str,
                  functions: tuple[str, ...], timeout_s: float, options: dict | None = None,
                  import_timeout_s: float | None = None):
         self.host = host
-        #: the exercise module whose probe the job runs (``grader.chapters.ch4.ex02_where``)
-        self.code = code
+        #: the exercise package whose probe the job runs (``grader.chapters.ch4.ex02_where``)
+        self.package = package
         self.import_timeout_s = import_timeout_s
         #: where the job is, one of :data:`PHASES`
         self.phase = "starting"
@@ -110,7 +110,8 @@ class JobSession:
         self.options = options or {}
         self.name = name
         self.exercise = exercise
-        self.module = module
+        #: the student's module the job imports (``ex02_where``)
+        self.student_module = student_module
         self.functions = functions
         self.timeout_s = timeout_s
         self.outcome = JobOutcome(end="not_started", side=host.side)
@@ -145,8 +146,8 @@ class JobSession:
         self._output = output_dir / f"{self.name}.txt"
         out_fd = os.open(self._output, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
         order = message(
-            ToHost.FORK, job=self.name, exercise=self.exercise, code=self.code,
-            chapter_modules=host.modules, module=self.module, module_dir=str(host.module_dir),
+            ToHost.FORK, job=self.name, exercise=self.exercise, package=self.package,
+            chapter_modules=host.modules, student_module=self.student_module, module_dir=str(host.module_dir),
             functions=list(self.functions), workdir=str(self._workdir),
             limits=host.limits.for_job(self.timeout_s), options=self.options,
             side=host.side,

@@ -4,8 +4,8 @@
 A host is one long-lived child (inside the sandbox for a student) that has imported
 JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
 :meth:`HostProcess.session` prepares a fresh job for one exercise: a
-:class:`~grader.runner.jobs.JobSession`, which the host forks on :meth:`start
-<grader.runner.jobs.JobSession.start>`. A host that dies is restarted for the next job;
+:class:`~grader.runner.job_sessions.JobSession`, which the host forks on :meth:`start
+<grader.runner.job_sessions.JobSession.start>`. A host that dies is restarted for the next job;
 a closed one never is.
 
 A host is started as a process of its own (its sandbox around it), or forked by a
@@ -26,14 +26,15 @@ import threading
 import time
 from pathlib import Path
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader.runner import sandbox as sandboxes
-from grader.runner.jobs import JobSession, Limits
+from grader.runner.job_sessions import JobSession, Limits
 from grader.protocol import OP, FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
     from grader.runner.kept import KeptJobs
 
 log = logging.getLogger("grader")
@@ -289,18 +290,18 @@ class HostProcess:
                     return None
                 self._events_cv.wait(remaining)
 
-    def session(self, *, exercise: str, module: str, code: str, functions: tuple[str, ...], timeout_s: float,
-                options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
-        """A new job (not started): the student's ``module`` probed by the exercise module ``code``."""
+    def session(self, *, exercise: str, student_module: str, package: str, functions: tuple[str, ...],
+                timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
+        """A new job (not started): the student's ``student_module`` probed by the exercise ``package``."""
         self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, module=module, code=code,
+        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, student_module=student_module, package=package,
                           functions=functions, timeout_s=timeout_s, options=options,
                           import_timeout_s=import_timeout_s)
 
-    def exercise_session(self, ex: Any, timeout_s: float) -> JobSession:
+    def exercise_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
         with its settings; the import limit applies to the student's side only."""
-        return self.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
+        return self.session(exercise=ex.id, student_module=ex.student_module, package=ex.package_name, functions=ex.functions,
                             timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
