@@ -24,10 +24,7 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
