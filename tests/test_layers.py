@@ -23,10 +23,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format); "
      "the packages' own __init__, which run before any of their modules", [
         "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext",
-        "grader.ziptools", "grader.renames", "grader.magics",
+        "grader.ziptools", "grader.renames", "grader.magics", "grader.trusted",
         "grader.chapters", "grader.child", "grader.primitives", "grader.runner", "grader.report", "grader.batch",
-        "grader.authoring",
-        "grader.child.trusted"]),
+        "grader.authoring"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
     ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [
         "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.replay"]),
@@ -169,8 +168,6 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     assert any({"grader.wire", "grader.cli"} <= set(c) for c in circles(broken))
 
 
-#: modules still placed below their package's layer (issue 28's second phase moves them)
-SPLIT_FOR_NOW = {"grader.child.trusted"}
 
 
 def packages_split(graph_modules) -> dict[str, dict[int, list[str]]]:
@@ -180,7 +177,7 @@ def packages_split(graph_modules) -> dict[str, dict[int, list[str]]]:
     layers: dict[str, dict[int, list[str]]] = {}
     for name in sorted(graph_modules):
         parts = name.split(".")
-        if len(parts) > 2 and name not in SPLIT_FOR_NOW:
+        if len(parts) > 2:
             layers.setdefault(".".join(parts[:2]), {}).setdefault(layer_of(name), []).append(name)
     return {package: by_layer for package, by_layer in layers.items() if len(by_layer) > 1}
 

@@ -219,7 +219,7 @@ def test_every_reason_to_compile_again_has_its_words(catalog):
 
 
 def test_every_kind_of_error_has_its_hint(catalog):
-    from grader.child.trusted import ERROR_KINDS
+    from grader.trusted import ERROR_KINDS
 
     kinds = {kind for _, kind in ERROR_KINDS} | {"static_needed"}
     assert sorted(k for k in kinds if f"hint.exception.{k}" not in catalog.keys()) == []

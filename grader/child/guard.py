@@ -67,7 +67,7 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
         targets["COUNTER._windows"] = counter.windows
         targets["COUNTER.__dict__"] = counter.__dict__
         targets["COUNTER.listening"] = _listening(counter)
-    trusted = sys.modules.get("grader.child.trusted")
+    trusted = sys.modules.get("grader.trusted")
     if trusted is not None:
         for name in ("perf_counter", "monotonic", "sleep"):
             targets[f"TRUSTED.{name}"] = getattr(trusted.TRUSTED, name, None)

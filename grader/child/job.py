@@ -64,7 +64,7 @@ def _limit_memory(limits: dict, backend: str) -> dict:
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:
-    from grader.child.trusted import safe_str, student_frame
+    from grader.trusted import safe_str, student_frame
 
     info = message(FromJob.IMPORT_ERROR, type=type(exc).__name__, message=safe_str(exc))
     if isinstance(exc, SyntaxError):
@@ -98,7 +98,7 @@ def import_notebook(name: str, module_dir: str) -> tuple[Any, list[dict]]:
     import builtins
     import importlib.util
 
-    from grader.child.trusted import safe_str, student_frame
+    from grader.trusted import safe_str, student_frame
 
     if not hasattr(builtins, "display"):
         builtins.display = _display

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from grader.child.trusted import classify, defined_at, safe_str, student_frame
+from grader.trusted import classify, defined_at, safe_str, student_frame
 from grader.protocol import OP, FromJob, ToJob, message, word_of
 from grader.wire import SAFE_DTYPES, Channel
 

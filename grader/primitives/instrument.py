@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from grader.checks import ARRIVALS, Fail, Key, Records
-from grader.child.trusted import TRUSTED
+from grader.trusted import TRUSTED
 from grader.i18n import T
 
 #: how far a call's record may stand outside its bounds (the clocks' reading granularity)

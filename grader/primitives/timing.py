@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
-from grader.child.trusted import TRUSTED
+from grader.trusted import TRUSTED
 from grader.protocol import FromJob, ToJob, message, word_of
 
 

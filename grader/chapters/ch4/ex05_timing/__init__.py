@@ -171,7 +171,7 @@ def _first_output_time(chain, a, rounds: int = 3) -> float:
     each call's work is waited on afterwards, untimed, so that none piles up."""
     import jax
 
-    from grader.child.trusted import TRUSTED
+    from grader.trusted import TRUSTED
 
     took: list[float] = []
     while len(took) < rounds:

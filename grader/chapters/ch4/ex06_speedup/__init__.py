@@ -146,7 +146,7 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | d
     speed-up check says why there is no timing)."""
     import jax
 
-    from grader.child.trusted import defined_at, safe_str
+    from grader.trusted import defined_at, safe_str
 
     def renew() -> tuple:
         return tuple(put(arrays))
