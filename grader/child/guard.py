@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import sys
 from types import FunctionType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.primitives.compiles import CompileCounter
 
 _MODULES = ("time", "builtins", "jax", "jax.numpy", "jax.monitoring", "numpy", "grader.child.probe", "grader.wire",
             "grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.instrument",
@@ -74,7 +77,7 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
     return targets
 
 
-def _listening(counter: Any) -> bool:
+def _listening(counter: CompileCounter) -> bool:
     """Whether the compile listener is still registered with JAX."""
     try:
         from jax._src import monitoring

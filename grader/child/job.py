@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 import traceback
+from types import ModuleType
 from typing import Any
 
 from grader.protocol import FromJob, ToJob, message, word_of
@@ -82,7 +83,7 @@ NOTEBOOK_MODULES = ".notebook"
 MAX_SKIPPED = 20
 
 
-def import_notebook(name: str, module_dir: str) -> tuple[Any, list[dict]]:
+def import_notebook(name: str, module_dir: str) -> tuple[ModuleType, list[dict]]:
     """Import the module ``name`` made of a notebook's cells, one top-level statement at a time.
 
     The cells ran in the student's kernel; a statement that raises here (a device assert,

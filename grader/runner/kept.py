@@ -181,14 +181,15 @@ class EarlyStart:
     from then: the time spent waiting for the other exercises costs the exercise nothing.
     """
 
-    def __init__(self, student: JobSession, inputs: dict, reference: Callable[[], Any] | None, ready_key: str):
+    def __init__(self, student: JobSession, inputs: dict, reference: Callable[[], JobSession | KeptSession] | None,
+                 ready_key: str):
         self.student = Prestarted(student)
         self.reference: Prestarted | None = None
         self._thread = threading.Thread(target=self._run, args=(inputs, reference, ready_key), daemon=True,
                                         name=f"early-{student.exercise}")
         self._thread.start()
 
-    def _run(self, inputs: dict, reference: Callable[[], Any] | None, ready_key: str) -> None:
+    def _run(self, inputs: dict, reference: Callable[[], JobSession | KeptSession] | None, ready_key: str) -> None:
         if not self.student.begin(inputs) or reference is None:
             return
         session = self.student.session
