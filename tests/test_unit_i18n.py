@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from grader import results
-from grader.child import probe, trusted  # noqa: F401
+from grader import trusted  # noqa: F401
+from grader.child import probe  # noqa: F401
 from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders
 
