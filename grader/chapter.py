@@ -100,7 +100,7 @@ class Chapter:
         """What the child imports before any student code: every exercise module and its preloads."""
         names: list[str] = []
         for ex in self.exercises:
-            for name in (ex.code_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
+            for name in (ex.package_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
                 if name not in names:
                     names.append(name)
         return names
@@ -109,6 +109,12 @@ class Chapter:
     def search_folder(self) -> Path:
         """The folder that holds this chapter's folder (for the child's import path)."""
         return self.folder.parent
+
+    @property
+    def import_folders(self) -> list[Path]:
+        """The folders a child process adds to ``grader.chapters``' path so that this chapter's
+        modules import there (:func:`grader.chapters.extend`): none for a built-in chapter."""
+        return [] if self.search_folder == chapter_folders.BUILT_IN else [self.search_folder]
 
 
 def available_chapters() -> list[str]:

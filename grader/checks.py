@@ -8,10 +8,10 @@ and hints are in the ``exercise.toml`` beside it::
     def piecewise_values(s, r, ctx):
         return numeric.compare_calls(s, r, cases, dtype="float32")
 
-``s`` and ``r`` are :class:`Observations`: what the probes recorded in the student's
+``s`` and ``r`` are :class:`Records`: what the probes recorded in the student's
 and in the reference's child process, under the keys of the exercise's :class:`Keys`.
 A check returns the numbers behind a pass (a dict, or a :class:`Pass` with a
-message), or raises :class:`Fail`. Reading an observation raises
+message), or raises :class:`Fail`. Reading a record raises
 :class:`NotAttempted` when the student's function raised ``NotImplementedError``, and
 :class:`Missing` when the child ended before recording it; :mod:`grader.verdicts` turns
 these into statuses. An exception from the check itself is the grader's error, never
@@ -22,9 +22,13 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.i18n import T, Text
+
+if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
 
 
 # ----------------------------------------------------------------- check outcomes
@@ -35,7 +39,7 @@ class Fail(Exception):
 
     * ``None``: the check's own hint (``hint`` of its entry in ``exercise.toml``), for a
       check that fails in one way only;
-    * a name: one of the check's named hints (its ``hints`` table in ``exercise.toml``),
+    * a name: one of the check's named hints (its ``[checks.named_hints]`` in ``exercise.toml``),
       chosen by what the records show, e.g. ``"zero_sum_divides"``;
     * a :class:`Text`: a hint of the grader's own, e.g. about an exception that is not
       the mistake the check looks for (:func:`exception_hint`).
@@ -57,7 +61,7 @@ class NotAttempted(Exception):
 
 
 class Missing(Exception):
-    """An observation never arrived: the child ended (crash, exit, timeout) first."""
+    """A record never arrived: the child ended (crash, exit, timeout) first."""
 
     def __init__(self, key: str):
         super().__init__(key)
@@ -76,9 +80,9 @@ class Pass:
     measured: dict = field(default_factory=dict)
 
 
-# ----------------------------------------------------------------- observations
+# ----------------------------------------------------------------- records
 @dataclass
-class Observations:
+class Records:
     """What one child process recorded for one exercise, by key."""
 
     #: ``student`` or ``reference``
@@ -161,7 +165,7 @@ def exception_hint(record: dict) -> Text:
 
 
 # ----------------------------------------------------------------- declaring checks
-CheckFn = Callable[["Observations", "Observations", "CheckContext"], Any]
+CheckFn = Callable[["Records", "Records", "CheckContext"], "dict | Pass | None"]
 
 
 def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
@@ -181,7 +185,7 @@ def check(check_id: str, *, depends: tuple[str, ...] = ()) -> Callable[[CheckFn]
     return declare
 
 
-def declared_checks(module: Any) -> dict[str, CheckFn]:
+def declared_checks(module: ModuleType) -> dict[str, CheckFn]:
     """The checks a module declares with :func:`check`, by id (in the order they are defined)."""
     found: dict[str, CheckFn] = {}
     for value in vars(module).values():
@@ -271,10 +275,10 @@ TIMING = "grader/timing"
 
 @dataclass
 class CheckContext:
-    """What a check may know besides the observations: the exercise, the hidden inputs, the seed."""
+    """What a check may know besides the records: the exercise, the hidden inputs, the seed."""
 
     #: the exercise's :class:`grader.chapter.ExerciseSpec` (its settings, e.g. ``speedup_fraction``)
-    exercise: Any
+    exercise: ExerciseSpec
     #: the hidden inputs both sides received
     inputs: dict
     #: the run's seed

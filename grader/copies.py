@@ -25,7 +25,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from grader.chapter import Chapter
 from grader.i18n import T, TextError
@@ -136,7 +135,7 @@ def _folder_work(folder: Path, chapter: Chapter) -> tuple[set[str], bool, float]
 def renamed_files(names: list[str], expected: list[str]) -> dict[str, str]:
     """Exercise files a browser renamed when saving them again (``ex02_where (1).py``), alone: their
     name -> the exercise's file name. With the exercise's own file beside, that one is graded."""
-    from grader.batch.renames import version
+    from grader.renames import version
 
     found: dict[str, str] = {}
     for name in sorted(names, key=lambda n: version(n, "single")[1]):
@@ -204,7 +203,7 @@ def _definitions(tree: ast.Module, names: set[str]) -> dict[str, ast.AST]:
     return found
 
 
-def _is_stub(node: Any) -> bool:
+def _is_stub(node: ast.AST | None) -> bool:
     """A ``def`` (decorated or not) whose body, after its docstring, only raises ``NotImplementedError``."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False

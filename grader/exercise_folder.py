@@ -8,8 +8,8 @@ order by its chapter's ``chapter.toml`` (see :mod:`grader.chapter`). It holds
   checks (declared with :func:`grader.checks.check`) and, for a timed exercise, its driver
   (``drive(sides, inputs, budget)``);
 * its words, ``exercise.toml``, in English and Chinese: its title, section, functions and
-  settings; a ``[[checks]]`` table per check (category, points, title, hint, named
-  ``hints`` and further ``layers``); its own feedback sentences, ``[messages."key"]``.
+  settings; a ``[[checks]]`` table per check (category, points, title, hint, its
+  ``hint_layers`` and ``[checks.named_hints]``); its own feedback sentences, ``[messages."key"]``.
 
 :func:`read_exercise` holds the two to each other: a check in one and not the other is
 an error naming the file, the id and the fix. Copying such a folder under another name
@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from grader.checks import declared_checks
-from grader.i18n import LANGS, Bilingual
-from grader.report.data import CATEGORIES
+from grader.checks import CheckFn, declared_checks
+from grader.i18n import LANGS, Bilingual, Text
+from grader.results import CATEGORIES
 
 #: the file of an exercise's words, in its folder
 WORDS = "exercise.toml"
@@ -46,7 +46,7 @@ class CheckSpec:
 
     #: the check's id in its exercise (``piecewise.values``)
     id: str
-    #: one of :data:`grader.report.data.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
+    #: one of :data:`grader.results.CATEGORIES`: ``numeric``, ``compile``, ``purity``,
     #: ``speedup``, ``harness`` or ``structure``
     category: str
     #: what the check is worth (positive)
@@ -57,16 +57,16 @@ class CheckSpec:
     hint: Bilingual
     #: checks of the same exercise that must pass first (from ``@check(..., depends=...)``)
     depends: tuple[str, ...] = ()
-    #: named hints for the different mistakes the check tells apart (``Fail(hint=name)``)
-    hints: dict[str, Bilingual] = field(default_factory=dict)
+    #: hints for the different mistakes the check tells apart, by name (``Fail(hint=name)``)
+    named_hints: dict[str, Bilingual] = field(default_factory=dict)
     #: the hint's further layers, shown one at a time by ``grade ... --hint CHECK``: after the
     #: nudge (``hint`` or a named hint), why it matters under ``jax.jit``, then a worked
     #: explanation of the concept (never the answer's code)
-    layers: tuple[Bilingual, ...] = ()
+    hint_layers: tuple[Bilingual, ...] = ()
     #: the function that judges, ``(student, reference, ctx) -> measured`` (raises ``Fail``)
-    function: Callable | None = None
+    function: CheckFn | None = None
 
-    def resolve_hint(self, hint: Any) -> tuple[Any, str]:
+    def resolve_hint(self, hint: str | Text | None) -> tuple[Bilingual | Text, str]:
         """The hint to show for ``Fail(hint=...)``, and its id for the report (``hint_id``).
 
         ``None`` is the check's own hint (id ``check``); a name, one of its named hints
@@ -76,9 +76,9 @@ class CheckSpec:
         if hint is None:
             return self.hint, "check"
         if isinstance(hint, str):
-            if hint not in self.hints:
-                raise KeyError(f"check {self.id} has no hint named {hint!r} in its exercise.toml")
-            return self.hints[hint], f"check:{hint}"
+            if hint not in self.named_hints:
+                raise KeyError(f"check {self.id} has no hint named {hint!r} in its exercise.toml's named_hints")
+            return self.named_hints[hint], f"check:{hint}"
         return hint, getattr(hint, "key", "text")
 
 
@@ -96,8 +96,8 @@ class ExerciseSpec:
     functions: tuple[str, ...]
     #: its checks, in the order of ``exercise.toml`` (the report's order)
     checks: tuple[CheckSpec, ...]
-    #: the exercise's code (inputs, probe, checks, driver), imported in the grader
-    code: ModuleType
+    #: the exercise package: its code (inputs, probe, checks, driver), imported in the grader
+    package: ModuleType
     #: the wall-clock limit for the student's job, in seconds
     timeout_s: float = 60.0
     #: the limit for importing the student's module (code at the top level of the file)
@@ -143,18 +143,18 @@ class ExerciseSpec:
         return sum(c.points for c in self.checks)
 
     @property
-    def code_name(self) -> str:
-        """The import name of the exercise's code, for the child process."""
-        return self.code.__name__
+    def package_name(self) -> str:
+        """The import name of the exercise package, for the child process."""
+        return self.package.__name__
 
     def inputs(self, seed: int) -> dict:
         """The hidden inputs of this exercise for a run's seed (the same for both sides)."""
-        return self.code.inputs(np.random.default_rng([seed, self.seed_salt]))
+        return self.package.inputs(np.random.default_rng([seed, self.seed_salt]))
 
     @property
     def driver(self) -> Callable | None:
         """The timing driver of a timed exercise (``drive(sides, inputs, budget)``), if any."""
-        return getattr(self.code, "drive", None)
+        return getattr(self.package, "drive", None)
 
 
 # ------------------------------------------------------------------ reading the folder
@@ -174,7 +174,9 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
              "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
-_CHECK_KEYS = {"id", "category", "points", "title", "hint", "hints", "layers"}
+_CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
+#: a check's keys of an earlier layout, and what they are now
+_RENAMED = {"hints": "[checks.named_hints]", "layers": "hint_layers"}
 
 
 def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, error_sections: dict,
@@ -217,7 +219,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         section=section,
         functions=tuple(need(data, "functions", f"exercise {ex_id}", path)),
         checks=tuple(checks),
-        code=module,
+        package=module,
         timeout_s=float(data.get("timeout_s", 60)),
         import_timeout_s=float(data.get("import_timeout_s", 20)),
         timed=bool(data.get("timed", False)),
@@ -293,6 +295,8 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
     if "depends" in c:
         raise ChapterError(f"{where}: check {cid} has 'depends' in {path.name}; it sits on the function: "
                            f"@check(\"{cid}\", depends=(...)) in {folder / CODE}")
+    for old in sorted(set(c) & set(_RENAMED)):
+        raise ChapterError(f"{where}: check {cid} has {old!r}, which is now {_RENAMED[old]}: rename it there")
     unknown = sorted(set(c) - _CHECK_KEYS)
     if unknown:
         raise ChapterError(f"{where}: check {cid} has unknown key(s) {', '.join(unknown)}")
@@ -313,9 +317,9 @@ def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path:
         title=bilingual(need(c, "title", f"check {cid}", path), f"{where}: check {cid} title"),
         hint=bilingual(need(c, "hint", f"check {cid}", path), f"{where}: check {cid} hint"),
         depends=tuple(function.check_depends),
-        hints={str(name): bilingual(text, f"{where}: check {cid} hint {name!r}")
-               for name, text in c.get("hints", {}).items()},
-        layers=tuple(bilingual(text, f"{where}: check {cid} hint layer {i + 2}")
-                     for i, text in enumerate(c.get("layers", ()))),
+        named_hints={str(name): bilingual(text, f"{where}: check {cid} hint {name!r}")
+                     for name, text in c.get("named_hints", {}).items()},
+        hint_layers=tuple(bilingual(text, f"{where}: check {cid} hint layer {i + 2}")
+                          for i, text in enumerate(c.get("hint_layers", ()))),
         function=function,
     )

@@ -42,6 +42,7 @@ from pathlib import Path  # noqa: E402
 
 from grader import __version__  # noqa: E402
 from grader.i18n import LANGS, Catalog, T, Text, grader_catalog  # noqa: E402
+from grader.options import LimitOptions  # noqa: E402
 
 #: the autograder's settings, in its source folder
 CONFIG_FILE = "jit-grader.json"
@@ -81,6 +82,12 @@ class Config:
     @property
     def langs(self) -> tuple[str, ...]:
         return LANGS if self.lang == "both" else (self.lang,)
+
+    @property
+    def limits(self) -> LimitOptions:
+        """The sandbox and limits every submission is graded under."""
+        return LimitOptions(sandbox=self.sandbox, timeout_s=self.timeout_s, exercise_timeout_s=self.exercise_timeout_s,
+                            memory_mb=self.memory_mb)
 
 
 def reference_dir(root: Path, chapter: str) -> Path:
@@ -145,7 +152,7 @@ def summary(report, catalog: Catalog, lang: str, note: Text | None = None) -> st
     """The text above the tests: the score, a line per exercise (its title, or what stopped it when it
     could not run), the device, versions and sandbox, and what the sandbox lacked."""
     from grader.report.common import ICONS, environment_text, num
-    from grader.report.data import headline
+    from grader.results import headline
 
     words = lambda text: catalog.render(text, lang)  # noqa: E731
     lines = [words(headline(report)), ""]
@@ -192,9 +199,8 @@ def unreadable(text: Text, folder: Path, chapter) -> Text:
 def grade_submission(root: Path, config: Config, started: float) -> dict:
     """Grade ``root/submission`` and return its ``results.json``; prints the report's table."""
     from grader.chapter import load_chapter
-    from grader.grading import GradeOptions, Interrupted, grade
+    from grader.grading import Interrupted, grade
     from grader.report.render import render_terminal
-    from grader.runner.jobs import Limits
     from grader.submission import SubmissionError
 
     chapter = load_chapter(config.chapter)
@@ -204,9 +210,7 @@ def grade_submission(root: Path, config: Config, started: float) -> dict:
     say = chapter.catalog.render
     print(say(T("gradescope.grading", version=__version__, python=sys.executable, chapter=chapter.id),
               config.instructor_lang), flush=True)
-    options = GradeOptions(chapter=chapter.id, reference_dir=reference, sandbox=config.sandbox,
-                           submission_timeout_s=config.timeout_s, exercise_timeout_s=config.exercise_timeout_s,
-                           limits=Limits(memory_bytes=config.memory_mb << 20), workers=cpus_allowed() + 1)
+    options = config.limits.grade_options(chapter=chapter.id, reference_dir=reference, at_once=cpus_allowed() + 1)
     folder = root / "submission"
     note = None
     try:

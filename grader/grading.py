@@ -1,6 +1,6 @@
 """Grading one submission: the unit of work.
 
-:func:`grade` takes a path and options and returns a :class:`~grader.report.data.Report`;
+:func:`grade` takes a path and options and returns a :class:`~grader.results.Report`;
 it never raises for anything the student's code does. A :class:`Grading` reads the
 submission, starts two hosts (the student's, sandboxed, and the trusted reference's; or
 takes a batch worker's warm ones), has each exercise graded on both sides
@@ -22,15 +22,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from grader import chapters as chapter_folders, store, submission as submissions
+from grader import store, submission as submissions
 from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
-from grader.preview import Records, mark_checked, preview_records
-from grader.report.data import ExerciseResult, Report, mark_selection
+from grader.preview import ReferenceRecords, mark_checked, preview_records
+from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess
-from grader.runner.jobs import Limits
+from grader.runner.host_handles import HostProcess
+from grader.runner.job_sessions import Limits
+from grader.runner.reference_host import reference_host
 from grader.runner.warm import WarmHosts
 from grader.scheduling import run_all
 from grader.sides import BothSides
@@ -62,7 +63,7 @@ class GradeOptions:
     exercise_timeout_s: float | None = None
     #: exercises graded at once (untimed ones); ``None``: one more than the CPUs (an exercise that
     #: mostly waits, like a timing harness's, leaves its CPU to the others)
-    workers: int | None = None
+    at_once: int | None = None
     #: the reference solutions; ``None``: the chapter's ``solutions`` folder
     reference_dir: Path | None = None
     #: where scratch folders go; ``None``: the system's temporary folder
@@ -73,10 +74,10 @@ class GradeOptions:
     on_progress: Callable[["Progress"], None] | None = None
     #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.store`)
     compile_cache: bool = True
-    #: the reference's records for a public seed (:class:`grader.preview.Records`): grade a
+    #: the reference's records for a public seed (:class:`grader.preview.ReferenceRecords`): grade a
     #: preview with them instead of running the reference; ``None``: those of a course
     #: release's chapter when it has no solutions (:func:`release_records`), else none
-    preview: "Records | None" = None
+    preview: "ReferenceRecords | None" = None
     #: hosts kept from one grading to the next by a batch worker (:class:`grader.runner.warm.WarmHosts`):
     #: the reference's host is theirs, the student's is forked from their template; ``None``: this
     #: grading starts its own
@@ -91,7 +92,7 @@ class Progress:
     exercise: str
     #: ``running`` (its jobs are at work) or ``done`` (``result`` holds its verdict)
     state: str
-    #: the student's job: one of :data:`grader.runner.jobs.PHASES`
+    #: the student's job: one of :data:`grader.runner.job_sessions.PHASES`
     phase: str = "starting"
     #: the student's function being called, when ``phase`` is ``calling``
     function: str | None = None
@@ -227,7 +228,7 @@ class Grading:
                     host.start()
             expected = store.durations(chapter.id) if self.options.compile_cache else {}
             try:
-                run_all(runnable, both.grade, done, workers=self.options.workers,
+                run_all(runnable, both.grade, done, at_once=self.options.at_once,
                         cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
                         expected=expected)
                 if self.options.compile_cache:  # the order of the next grading's exercises
@@ -257,9 +258,6 @@ class Grading:
             chapter = self.chapter
             module_dir = self.scratch / "submission" / "modules"  # where submissions.load puts the modules
             module_dir.mkdir(parents=True)
-            common = {"modules": chapter.child_modules, "limits": self.options.limits,
-                      "chapter_folders": [] if chapter.search_folder == chapter_folders.BUILT_IN
-                      else [chapter.search_folder]}
             if self.warm is not None:  # a batch worker's: the reference's host is shared, the student's forked
                 self.warm.start()
                 self.hosts = (self.warm.student_host(module_dir, self.uids, self.options.limits),
@@ -269,11 +267,11 @@ class Grading:
             student_cache, readable = self._compile_caches()
             self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
                                       plan=self.plan, uids=self.uids, compile_cache=student_cache,
-                                      read_caches=readable, **common),
+                                      read_caches=readable, modules=chapter.child_modules, limits=self.options.limits,
+                                      chapter_folders=chapter.import_folders),
                           None if self.records is not None else
-                          HostProcess(side="reference", module_dir=self.reference_dir,
-                                      scratch=self.scratch / "reference", compile_cache=readable[0] if readable else None,
-                                      plan=sandboxes.SandboxPlan("process", False), **common))
+                          reference_host(chapter, self.reference_dir, self.scratch, limits=self.options.limits,
+                                         compile_cache=readable[0] if readable else None))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
             for host in filter(None, self.hosts):

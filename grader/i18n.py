@@ -67,6 +67,11 @@ class Bilingual:
         return self.zh if lang == "zh" else self.en
 
 
+#: what :meth:`Catalog.render` puts into words: a message, text in both languages, a plain string, a
+#: list of them (one sentence each), or nothing
+Words = Text | Bilingual | str | list | None
+
+
 class Catalog:
     """Message templates by key and language."""
 
@@ -100,7 +105,7 @@ class Catalog:
     def template(self, key: str, lang: str) -> str:
         return self._messages[key][lang]
 
-    def render(self, text: Any, lang: str) -> str:
+    def render(self, text: Words, lang: str) -> str:
         """Words for ``text`` (a Text, a Bilingual, a plain string or None)."""
         if text is None:
             return ""

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from grader.i18n import T, Text
+
+if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
 
 #: the imports the contract allows every module (../shared/spec/ch4-exercises.md, "Layout")
 ALLOWED_IMPORTS = {
@@ -176,7 +179,8 @@ def private_jax_uses(tree: ast.AST) -> list[tuple[int, str, set[str]]]:
     return uses
 
 
-def student_notes(folder: Path, files: list[str], exercises: list, locate: Callable[[str], Any], *,
+def student_notes(folder: Path, files: list[str], exercises: Sequence[ExerciseSpec],
+                  locate: Callable[[str], str | Text], *,
                   notebook: bool = False) -> dict[str, list[Text]]:
     """Notes for the student by exercise id: where the code uses JAX's private API.
 

@@ -24,10 +24,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grader.i18n import LANGS, T, Text, default_lang, grader_catalog
+from grader.i18n import LANGS, Catalog, T, Text, default_lang, grader_catalog
 from grader.ipynb import Run
+
+if TYPE_CHECKING:
+    from grader.grading import Progress
 
 #: the folder (in the kernel's working folder) the graded runs and the reports go to
 REPORT_DIR_NAME = ".grade"
@@ -185,7 +188,7 @@ def _notebook_name() -> str | None:
 class _Status:
     """One line under the cell while grading runs (how many exercises are done), then nothing."""
 
-    def __init__(self, catalog: Any, lang: str, what: str):
+    def __init__(self, catalog: Catalog, lang: str, what: str):
         self.catalog, self.lang, self.what = catalog, lang, what
         self.handle = None
 
@@ -293,10 +296,11 @@ def main(argv: list[str]) -> int:
 
 def _grade_order(order: dict) -> Checked:
     from grader.chapter import available_chapters, load_chapter
-    from grader.grading import GradeOptions, Interrupted, grade
+    from grader.grading import Interrupted, grade
+    from grader.options import LimitOptions
     from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
-    from grader.report.data import report_to_dict
+    from grader.results import report_to_dict
     from grader.submission import SubmissionError
 
     lang = order["lang"]
@@ -305,8 +309,9 @@ def _grade_order(order: dict) -> Checked:
     chapter = order.get("chapter")
     if chapter is None and notebook and Path(notebook).stem in available_chapters():
         chapter = Path(notebook).stem
-    options = GradeOptions(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
-                           submission_timeout_s=float(order.get("timeout_s") or 900.0), on_progress=_progress)
+    limits = LimitOptions(timeout_s=float(order.get("timeout_s") or LimitOptions.timeout_s))
+    options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
+                                   on_progress=_progress)
     interrupted = None
     try:
         report = grade(session, options)
@@ -340,7 +345,7 @@ def _graded_cells(session: Path) -> Text:
     return T("notebook.graded_cells", n=len(cells), first=counts[0], last=counts[-1], path=str(session))
 
 
-def _progress(event: Any) -> None:
+def _progress(event: Progress) -> None:
     """An exercise graded: one JSON line on standard error, for the kernel's status line."""
     if event.state == "done":
         print(json.dumps({"progress": {"done": event.done, "total": event.total, "exercise": event.exercise}}),

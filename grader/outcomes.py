@@ -3,7 +3,7 @@
 The reference is trusted and deterministic for a seed, so every submission graded with
 the same seed shares one reference run per exercise: in memory for a run or a batch,
 on disk (:func:`grader.store.outcomes_dir`) across processes and runs, keyed by the
-reference's and the chapter's code (:func:`content_digest`), the grader's
+reference's and the chapter's code (:func:`folder_digest`), the grader's
 (:func:`grader_digest`), the exercise, the seed and the machine's accelerators
 (:func:`machine`). A replay (``--seed``) or another worker of a batch reuses them.
 Timed exercises never come from here: their timings must be measured in the same run.
@@ -19,10 +19,13 @@ import os
 import platform
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader import wire
-from grader.runner.jobs import JobOutcome
+from grader.runner.job_sessions import JobOutcome
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter, ExerciseSpec
 
 log = logging.getLogger("grader")
 
@@ -39,15 +42,15 @@ class ReferenceCache:
     def __init__(self, folder: Path | None = None, size: int = 512):
         self.folder = folder
         self.size = size
-        self._data: dict[tuple, Any] = {}
+        self._data: dict[tuple, JobOutcome] = {}
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(chapter: Any, ex: Any, seed: int, reference_dir: Path) -> tuple:
-        return (chapter.id, ex.id, seed, content_digest(reference_dir), content_digest(chapter.folder),
+    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path) -> tuple:
+        return (chapter.id, ex.id, seed, folder_digest(reference_dir), folder_digest(chapter.folder),
                 grader_digest(), machine())
 
-    def get(self, key: tuple) -> Any:
+    def get(self, key: tuple) -> JobOutcome | None:
         with self._lock:
             found = self._data.get(key)
         if found is None and self.folder is not None:
@@ -56,12 +59,12 @@ class ReferenceCache:
                 self._remember(key, found)
         return found
 
-    def put(self, key: tuple, outcome: Any) -> None:
+    def put(self, key: tuple, outcome: JobOutcome) -> None:
         self._remember(key, outcome)
         if self.folder is not None:
             self._store(key, outcome)
 
-    def _remember(self, key: tuple, outcome: Any) -> None:
+    def _remember(self, key: tuple, outcome: JobOutcome) -> None:
         with self._lock:
             if len(self._data) >= self.size:
                 self._data.pop(next(iter(self._data)))
@@ -70,7 +73,7 @@ class ReferenceCache:
     def _path(self, key: tuple) -> Path:
         return self.folder / (hashlib.sha256(repr(key).encode()).hexdigest() + ".json")
 
-    def _load(self, key: tuple) -> Any:
+    def _load(self, key: tuple) -> JobOutcome | None:
         try:
             data = wire.decode(json.loads(self._path(key).read_text(encoding="utf-8")))
             return JobOutcome(**data)
@@ -80,7 +83,7 @@ class ReferenceCache:
             log.warning("reference outcome %s unreadable (%s); running the reference", self._path(key).name, exc)
             return None
 
-    def _store(self, key: tuple, outcome: Any) -> None:
+    def _store(self, key: tuple, outcome: JobOutcome) -> None:
         path = self._path(key)
         try:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -93,7 +96,7 @@ class ReferenceCache:
 _digests: dict[tuple, str] = {}
 
 
-def content_digest(folder: Path) -> str:
+def folder_digest(folder: Path) -> str:
     """A fingerprint of the contents of a folder's Python and TOML files, its subfolders' too (a
     chapter's exercises are folders of their own), hidden folders and ``__pycache__`` left out.
 

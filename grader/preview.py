@@ -7,7 +7,7 @@ on the hidden inputs of one public seed, stored as data in the chapter's folder
 (``reference-records.json``: JSON, arrays as :mod:`grader.wire` writes them, never
 pickle and never code). Grading with these records is a *preview*:
 
-* it always uses the public seed (:attr:`Records.seed`); another seed has no records;
+* it always uses the public seed (:attr:`ReferenceRecords.seed`); another seed has no records;
 * each exercise's record is keyed by that seed and a digest of its hidden inputs, as
   the release's own ``inputs(rng)`` draws them, so a record is used only for exactly
   the inputs it was made on;
@@ -24,16 +24,20 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from grader import wire
-from grader.runner.jobs import JobOutcome
+from grader.protocol import ToJob, message
+from grader.runner.job_sessions import JobOutcome
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter, ExerciseSpec
+    from grader.grading import GradeOptions
+    from grader.results import ExerciseResult
+    from grader.runner.host_handles import HostProcess
 
 log = logging.getLogger("grader")
 SCHEMA = "grade-records/1"
@@ -48,7 +52,7 @@ class RecordsError(Exception):
     """A records file that cannot be used; the message says why and what to do."""
 
 
-def mark_checked(result: Any) -> Any:
+def mark_checked(result: ExerciseResult) -> ExerciseResult:
     """Mark each check of a preview's exercise result as judged now, or decided at final
     grading (:data:`FINAL_CATEGORIES`); returns ``result``."""
     for check in result.checks:
@@ -63,7 +67,7 @@ def inputs_digest(inputs: dict) -> str:
 
 
 @dataclass
-class Records:
+class ReferenceRecords:
     """The reference's records of a chapter for one public seed."""
 
     #: the chapter's id
@@ -97,7 +101,7 @@ class Records:
         return json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
-    def load(cls, path: Path) -> "Records":
+    def load(cls, path: Path) -> "ReferenceRecords":
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -108,19 +112,19 @@ class Records:
                    exercises=data.get("exercises") or {})
 
 
-def release_records(chapter: Any) -> Records | None:
+def release_records(chapter: Chapter) -> ReferenceRecords | None:
     """The records a course release ships in its chapter folder, when the solutions are not
     there (a student's copy of the release); else ``None``. Raises :class:`RecordsError`."""
     path = Path(chapter.folder) / FILENAME
     if Path(chapter.solutions).is_dir() or not path.exists():
         return None
-    records = Records.load(path)
+    records = ReferenceRecords.load(path)
     if records.chapter != chapter.id:
         raise RecordsError(f"{path} holds the records of chapter {records.chapter}, not {chapter.id}")
     return records
 
 
-def preview_records(chapter: Any, options: Any) -> Records | None:
+def preview_records(chapter: Chapter, options: GradeOptions) -> ReferenceRecords | None:
     """The records a grading with ``options`` (:class:`grader.grading.GradeOptions`) previews
     with: ``options.preview``, or a course release's own; ``None``: grade with the reference.
     Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
@@ -136,10 +140,11 @@ def preview_records(chapter: Any, options: Any) -> Records | None:
     return records
 
 
-def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
+def _reference_run(host: HostProcess, ex: ExerciseSpec, seed: int) -> tuple[JobOutcome, dict]:
     """One reference job on the inputs of ``seed`` (tried twice: the reference is trusted, so
     a failure is transient or a bug), and those inputs. A timed exercise's probe serves a
     driver once its records are made: it is told to stop then."""
+    from grader.primitives.comparison import await_record
     from grader.primitives.timing import READY
 
     inputs = ex.inputs(seed)
@@ -149,10 +154,8 @@ def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
         try:
             if session.start() and session.send_inputs(inputs):
                 if ex.timed:
-                    deadline = time.monotonic() + ex.timeout_s * 2
-                    while READY not in session.outcome.observations and session.expect({"obs"}, deadline=deadline):
-                        pass
-                    session.send({"op": "stop"})
+                    await_record(session, READY, time.monotonic() + ex.timeout_s * 2)
+                    session.send(message(ToJob.STOP))
                 session.run_to_end()
         finally:
             outcome = session.finish()
@@ -161,7 +164,7 @@ def _reference_run(host: Any, ex: Any, seed: int) -> tuple[JobOutcome, dict]:
     return outcome, inputs
 
 
-def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set[str]:
+def read_by_checks(ex: ExerciseSpec, outcome: JobOutcome, inputs: dict, seed: int) -> set[str]:
     """The keys of the reference's records that the exercise's checks read.
 
     The reference is judged against itself, in a preview's context: every check passes
@@ -171,49 +174,35 @@ def read_by_checks(ex: Any, outcome: JobOutcome, inputs: dict, seed: int) -> set
     rest (compile windows naming the reference's helpers, what it printed) is not data a
     check needs.
     """
-    from grader.checks import ARRIVALS, NAMES, CheckContext, Observations
+    from grader.checks import ARRIVALS, NAMES, CheckContext, Records
     from grader.verdicts import Termination, run_checks
 
     data = {**outcome.observations, ARRIVALS: dict(outcome.arrivals)}
     data.update({NAMES(name=name): {**described, "file": ex.filename} for name, described in outcome.names.items()})
-    reference = Observations("reference", dict(outcome.observations))
-    run_checks(ex, Observations("student", data, module_file=ex.filename), reference,
+    reference = Records("reference", dict(outcome.observations))
+    run_checks(ex, Records("student", data, module_file=ex.filename), reference,
                CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=True), Termination())
     return reference.read
 
 
-def record_reference(chapter: Any, seed: int, *, reference_dir: Path | None = None,
-                     scratch_root: Path | None = None) -> Records:
+def record_reference(chapter: Chapter, seed: int, *, reference_dir: Path | None = None,
+                     scratch_root: Path | None = None) -> ReferenceRecords:
     """Run the reference's job of every exercise that needs one on the inputs of ``seed``.
 
     The jobs run as in any grading (same host, same probe, two at a time, a timed
     exercise alone); only the records the checks read are kept (:func:`read_by_checks`).
     Raises :class:`RecordsError` when a job of the reference fails.
     """
-    from grader import chapters as chapter_folders
-    from grader.runner import sandbox as sandboxes
-    from grader.runner.hosts import HostProcess
-    from grader.runner.jobs import Limits
+    from grader.runner.reference_host import reference_jobs
 
     reference_dir = Path(reference_dir or chapter.solutions)
     if not reference_dir.is_dir():
         raise RecordsError(f"no reference solutions at {reference_dir}: records are made from the full repository")
-    scratch = Path(tempfile.mkdtemp(prefix="grade-records-", dir=scratch_root))
-    host = HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                       plan=sandboxes.SandboxPlan("process", False), limits=Limits(), modules=chapter.child_modules,
-                       chapter_folders=[] if chapter.search_folder == chapter_folders.BUILT_IN
-                       else [chapter.search_folder])
-    records = Records(chapter=chapter.id, seed=seed)
+    records = ReferenceRecords(chapter=chapter.id, seed=seed)
     wanted = [ex for ex in chapter.exercises if ex.needs_reference]
-    try:
-        host.start()
-        with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:  # as grading does
-            plain = dict(zip([ex.id for ex in wanted if not ex.timed],
-                             pool.map(lambda ex: _reference_run(host, ex, seed), [ex for ex in wanted if not ex.timed])))
-        outcomes = {ex.id: plain[ex.id] if ex.id in plain else _reference_run(host, ex, seed) for ex in wanted}
-    finally:
-        host.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
+    outcomes = reference_jobs(chapter, wanted, lambda host, ex: _reference_run(host, ex, seed),
+                              reference_dir=reference_dir, at_once=min(2, os.cpu_count() or 1),  # as grading does
+                              scratch_root=scratch_root, prefix="grade-records-")
     for ex in wanted:
         outcome, inputs = outcomes[ex.id]
         if outcome.end != "done":

@@ -34,10 +34,13 @@ import re
 import symtable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from grader.i18n import T, Text
+from grader.i18n import T, Text, Words
 from grader.ipynb import Cell, CellMap, defined_in_cell, module_of
+
+if TYPE_CHECKING:
+    from grader.results import ExerciseResult
 
 
 @dataclass(frozen=True)
@@ -215,8 +218,8 @@ def notebook_modules(cells: list[Cell], name: str, *, history: bool, functions: 
                            [n for n in graded if n in kept], [n for n in graded if n not in kept])
 
 
-def name_cells(result: Any, defined_in: dict[str, int], cells: CellMap) -> None:
-    """Each failed check of ``result`` (an :class:`~grader.report.data.ExerciseResult`) whose
+def name_cells(result: ExerciseResult, defined_in: dict[str, int], cells: CellMap) -> None:
+    """Each failed check of ``result`` (an :class:`~grader.results.ExerciseResult`) whose
     message names no cell says which cell defined the graded functions it is about: those its
     message names, else the one its id starts with (``piecewise.values``)."""
     for check in result.checks:
@@ -231,7 +234,7 @@ def name_cells(result: Any, defined_in: dict[str, int], cells: CellMap) -> None:
                               where=[T("notebook.defined_at", name=n, cell=cells.label(defined_in[n])) for n in named])
 
 
-def _has_place(message: Any) -> bool:
+def _has_place(message: Words) -> bool:
     """Whether a message already names a cell (or says a name is missing)."""
     if isinstance(message, list):
         return any(_has_place(m) for m in message)
@@ -240,7 +243,7 @@ def _has_place(message: Any) -> bool:
     return False
 
 
-def _words(message: Any, out: list[str]) -> None:
+def _words(message: Words, out: list[str]) -> None:
     """The identifiers in a message's arguments, in order."""
     if isinstance(message, list):
         for item in message:

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
+    from grader.results import ExerciseResult
 
 
-def run_all(exercises: list[Any], grade: Callable[[Any], Any], done: Callable[[Any, Any], None], *,
-            workers: int | None, cancel: Callable[[], None], prepare: Callable[[Any], None] | None = None,
+def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], ExerciseResult],
+            done: Callable[[ExerciseSpec, ExerciseResult], None], *, at_once: int | None,
+            cancel: Callable[[], None], prepare: Callable[[ExerciseSpec], None] | None = None,
             expected: dict[str, float] | None = None) -> None:
     """Grade each of ``exercises`` (``grade(ex)``) and hand each result to ``done(ex, result)`` as it
-    comes, in the order above; ``workers``: how many at once (``None``: the cores, and one more);
-    ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
-    pool = ThreadPoolExecutor(max_workers=workers or (os.cpu_count() or 1) + 1)
+    comes, in the order above; ``at_once``: how many untimed ones at once (``None``: the cores, and
+    one more); ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
+    pool = ThreadPoolExecutor(max_workers=at_once or (os.cpu_count() or 1) + 1)
     expected = expected or {}
     try:
         plain = sorted((ex for ex in exercises if not ex.timed),

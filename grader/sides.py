@@ -16,17 +16,22 @@ import os
 import platform
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.checks import GraderError
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
-from grader.report.data import ExerciseResult
-from grader.runner.hosts import HostProcess
+from grader.results import ExerciseResult
+from grader.runner.host_handles import HostProcess
 from grader.primitives import timing
-from grader.runner.jobs import JobOutcome, JobSession, run_job
+from grader.runner.job_sessions import JobOutcome, JobSession, run_job
 from grader.runner.kept import EarlyStart
 from grader.verdicts import judge, unrunnable
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter, ExerciseSpec
+    from grader.preview import ReferenceRecords
+    from grader.submission import Submission
 
 log = logging.getLogger("grader")
 
@@ -35,11 +40,11 @@ class Sides:
     """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
 
     ``exercise`` is the :class:`~grader.chapter.ExerciseSpec`; :meth:`student` and
-    :meth:`reference` return unstarted :class:`~grader.runner.jobs.JobSession` objects
+    :meth:`reference` return unstarted :class:`~grader.runner.job_sessions.JobSession` objects
     with the exercise's settings (synchronous CPU dispatch, import limit).
     """
 
-    def __init__(self, both: "BothSides", ex: Any, inputs: dict, early: EarlyStart | None = None):
+    def __init__(self, both: BothSides, ex: ExerciseSpec, inputs: dict, early: EarlyStart | None = None):
         self._both = both
         self.exercise = ex
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
@@ -65,13 +70,13 @@ class Sides:
 class BothSides:
     """The two sides of one grading run (see the module).
 
-    ``records``: a preview's reference records (:class:`grader.preview.Records`), else
+    ``records``: a preview's reference records (:class:`grader.preview.ReferenceRecords`), else
     ``None``; ``started(exercise_id)`` is told when an exercise starts.
     """
 
-    def __init__(self, chapter: Any, sub: Any, seed: int, hosts: tuple[HostProcess, HostProcess | None],
+    def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
-                 records: Any = None, started: Callable[[str], None] | None = None):
+                 records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None):
         self.chapter = chapter
         self.sub = sub
         self.seed = seed
@@ -95,7 +100,7 @@ class BothSides:
         self._early: dict[str, EarlyStart] = {}
         self._lock = threading.Lock()
 
-    def reference_session(self, ex: Any, timeout_s: float) -> JobSession:
+    def reference_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A timed exercise's reference job: a new one, or a batch worker's kept one (:mod:`grader.runner.kept`)."""
         host = self.reference
         if host is None:  # a driver must use ``recorded`` in a preview
@@ -105,7 +110,7 @@ class BothSides:
                                      lambda: host.exercise_session(ex, timeout_s))
         return host.exercise_session(ex, timeout_s)
 
-    def prestart(self, ex: Any) -> None:
+    def prestart(self, ex: ExerciseSpec) -> None:
         """Start a timed exercise's jobs now, while the other exercises are graded: they prepare and
         then wait, and its driver, run alone later, times them (:class:`grader.runner.kept.EarlyStart`).
         Only their timing needs the machine to itself."""
@@ -117,7 +122,7 @@ class BothSides:
                                         timing.READY)
 
     # ------------------------------------------------------------------ one exercise
-    def grade(self, ex: Any) -> ExerciseResult:
+    def grade(self, ex: ExerciseSpec) -> ExerciseResult:
         """One exercise, whatever happens: a grader bug here costs this exercise only."""
         try:
             return self._grade(ex)
@@ -125,11 +130,11 @@ class BothSides:
             log.exception("grading %s failed", ex.id)
             return unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"))
 
-    def _budget(self, ex: Any) -> float:
+    def _budget(self, ex: ExerciseSpec) -> float:
         cap = self.exercise_timeout_s
         return min(min(ex.timeout_s, cap) if cap else ex.timeout_s, self.deadline - time.monotonic())
 
-    def _grade(self, ex: Any) -> ExerciseResult:
+    def _grade(self, ex: ExerciseSpec) -> ExerciseResult:
         t0 = time.monotonic()
         if self.started is not None:
             self.started(ex.id)
@@ -159,7 +164,7 @@ class BothSides:
                                    if reference_out and self.records is None and ex.id not in self.known else None}
         return result
 
-    def _job(self, host: HostProcess, ex: Any, inputs: dict, timeout_s: float) -> JobOutcome:
+    def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(host.exercise_session(ex, timeout_s), inputs)
         self._note_environment(outcome)
         return outcome
@@ -169,7 +174,7 @@ class BothSides:
             with self._lock:
                 self.envs.append({"side": outcome.side, **outcome.env})
 
-    def _both_jobs(self, ex: Any, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+    def _both_jobs(self, ex: ExerciseSpec, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
         """The student's job and the reference's, side by side (unless the reference's outcome is known).
 
         The reference's starts as soon as the student's shows it attempted something (a

@@ -27,7 +27,7 @@ from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, descri
 from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, notebook_source,  # noqa: F401
                           read_cells)
 from grader.replay import NotebookModules, name_cells, notebook_modules
-from grader.report.data import ExerciseResult
+from grader.results import ExerciseResult
 from grader.i18n import T, Text, TextError
 
 MAX_FILE_BYTES = 2 << 20

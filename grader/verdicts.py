@@ -1,8 +1,8 @@
 """Judging: from how an exercise's jobs ended to the exercise's result. Pure functions.
 
 :func:`judge` takes what the student's job and the reference's job recorded (their
-:class:`~grader.runner.jobs.JobOutcome`) and returns an
-:class:`~grader.report.data.ExerciseResult` with every check's verdict, plus what the
+:class:`~grader.runner.job_sessions.JobOutcome`) and returns an
+:class:`~grader.results.ExerciseResult` with every check's verdict, plus what the
 instructor should know about the student's process (tampering). It starts nothing and
 keeps nothing: the grading run schedules the jobs and collects the results.
 """
@@ -12,19 +12,23 @@ import logging
 import signal
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Observations,
+from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Records,
                            Pass)
-from grader.i18n import T, Text
+from grader.i18n import T, Text, Words
 from grader.primitives.numeric import summarize
-from grader.report.data import CheckResult, ExerciseResult, exercise_status
+from grader.results import CheckResult, ExerciseResult, exercise_status
+
+if TYPE_CHECKING:
+    from grader.exercise_folder import ExerciseSpec
+    from grader.runner.job_sessions import JobOutcome
 
 log = logging.getLogger("grader")
 
 #: how a message's ``where`` (``file:line`` of the module graded) and ``file`` read for the
 #: student (a notebook's cell and line, the notebook): :meth:`grader.submission.Submission.locate`
-Locate = Callable[[str | None], Any]
+Locate = Callable[[str | None], "str | Text"]
 
 
 @dataclass
@@ -37,7 +41,7 @@ class Termination:
     reason: Text | None = None
 
 
-def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: int,
+def judge(ex: ExerciseSpec, student: JobOutcome, reference: JobOutcome | None, *, inputs: dict, seed: int,
           locate: Locate = lambda where: where or "?", preview: bool = False,
           missing: str = "failed") -> tuple[ExerciseResult, list[dict]]:
     """The result of exercise ``ex`` from its jobs' outcomes, and any integrity finding.
@@ -70,7 +74,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     data[ARRIVALS] = dict(student.arrivals)
     for name, described in student.names.items():
         data[NAMES(name=name)] = {**described, "file": ex.filename}
-    s = Observations("student", data, module_file=ex.filename)
+    s = Records("student", data, module_file=ex.filename)
     ref_data: dict = {}
     if reference is not None:
         if reference.end == "done":
@@ -78,7 +82,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
         else:
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])
-    r = Observations("reference", ref_data)
+    r = Records("reference", ref_data)
     checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview,
                                                missing=missing), termination)
     if reference is not None and reference.end != "done":
@@ -97,7 +101,7 @@ def judge(ex: Any, student: Any, reference: Any | None, *, inputs: dict, seed: i
     return result, []
 
 
-def unrunnable(ex: Any, reason: Any, status: str = "error", *, output: str = "") -> ExerciseResult:
+def unrunnable(ex: ExerciseSpec, reason: Words, status: str = "error", *, output: str = "") -> ExerciseResult:
     """An exercise none of whose checks could run: one reason for all, no hint about other mistakes."""
     checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
                           status=status, message=reason, hint=None, hint_id="none") for c in ex.checks]
@@ -105,7 +109,7 @@ def unrunnable(ex: Any, reason: Any, status: str = "error", *, output: str = "")
                           error=reason, unrunnable=True, output=output)
 
 
-def untouched(ex: Any, reason: Any) -> ExerciseResult:
+def untouched(ex: ExerciseSpec, reason: Words) -> ExerciseResult:
     """An exercise the student has not started (a notebook none of whose cells of it ran): every
     check not attempted, for ``reason``, and nothing else to say."""
     checks = [CheckResult(id=c.id, title=c.title, category=c.category, points=0.0, max_points=c.points,
@@ -114,7 +118,7 @@ def untouched(ex: Any, reason: Any) -> ExerciseResult:
 
 
 # ------------------------------------------------------------------ the checks
-def run_checks(ex: Any, student: Observations, reference: Observations, ctx: CheckContext,
+def run_checks(ex: ExerciseSpec, student: Records, reference: Records, ctx: CheckContext,
                termination: Termination) -> list[CheckResult]:
     """Judge every check of one exercise, in the chapter file's order. A check that failed only
     because a function is not defined shows no numbers and no hint about another mistake;
@@ -170,7 +174,7 @@ def run_checks(ex: Any, student: Observations, reference: Observations, ctx: Che
     return list(results.values())
 
 
-def _only_missing(message: Any) -> bool:
+def _only_missing(message: Words) -> bool:
     """Whether every sentence of a failure's message says that a function is not defined."""
     if isinstance(message, list):
         return bool(message) and all(_only_missing(m) for m in message)
@@ -179,7 +183,7 @@ def _only_missing(message: Any) -> bool:
     return isinstance(message, Text) and message.key == "call.missing"
 
 
-def _placed(hint: Any, ex: Any) -> Any:
+def _placed(hint: str | Text | None, ex: ExerciseSpec) -> str | Text | None:
     """A grader hint (``hint.*``) with the chapter's section for that kind of error filled in."""
     if isinstance(hint, Text) and hint.key.startswith("hint.") and "section" not in hint.args:
         kind = hint.key.rsplit(".", 1)[1] if hint.key.startswith("hint.exception.") else ""
@@ -188,7 +192,7 @@ def _placed(hint: Any, ex: Any) -> Any:
     return hint
 
 
-def _located(text: Any, locate: Locate) -> Any:
+def _located(text: Words, locate: Locate) -> Words:
     """``text`` with every ``where`` (a line) and ``file`` (the module) argument read as the
     student knows the place (a notebook's cell, the notebook)."""
     if isinstance(text, list):
@@ -201,7 +205,7 @@ def _located(text: Any, locate: Locate) -> Any:
 
 
 # ------------------------------------------------------------------ how a job ended
-def tampering(outcome: Any) -> list[Text] | None:
+def tampering(outcome: JobOutcome) -> list[Text] | None:
     """Why the job's records cannot be trusted, if they cannot.
 
     The job reports on its instruments after the import and after the probe; a change,
@@ -222,7 +226,7 @@ def tampering(outcome: Any) -> list[Text] | None:
     return problems or None
 
 
-def how_it_ended(outcome: Any) -> Text:
+def how_it_ended(outcome: JobOutcome) -> Text:
     """A job's end in a few words: a timeout, a signal, an exit code."""
     exit_info = outcome.detail.get("exit", {})
     if outcome.end == "timeout":
@@ -241,7 +245,7 @@ def how_it_ended(outcome: Any) -> Text:
     return T("job.host_lost")
 
 
-def termination_of(outcome: Any, ex: Any) -> Termination:
+def termination_of(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
     """How the student's job ended, as the exercise's error line says it."""
     end = outcome.end
     if end == "done":
@@ -271,7 +275,7 @@ MEMORY_WORDS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_
 MEMORY_SHARE = 0.5
 
 
-def out_of_memory(outcome: Any, ex: Any) -> Text | None:
+def out_of_memory(outcome: JobOutcome, ex: ExerciseSpec) -> Text | None:
     """The one message for a job that ran out of memory, whichever way that showed (a ``MemoryError``,
     JAX's ``RESOURCE_EXHAUSTED``, a crash that says so, or a time limit reached while the job held
     more than :data:`MEMORY_SHARE` of its memory); ``None`` for any other end.
@@ -297,7 +301,7 @@ def out_of_memory(outcome: Any, ex: Any) -> Text | None:
     hung = detail.get("hung") or {}
     where = detail.get("where") if end == "import_error" else hung.get("where")
     if not outcome.names:
-        doing: Any = T("job.doing.import", file=ex.filename)
+        doing = T("job.doing.import", file=ex.filename)
     elif hung.get("function"):
         doing = T("job.doing.call", function=hung["function"])
     else:
@@ -306,7 +310,7 @@ def out_of_memory(outcome: Any, ex: Any) -> Text | None:
              at=T("job.memory_at", where=where) if where and where != "?" else "")
 
 
-def timeout_text(outcome: Any, ex: Any) -> Text:
+def timeout_text(outcome: JobOutcome, ex: ExerciseSpec) -> Text:
     """What ran past its limit: the import or a call, and the student's line when known."""
     hung = outcome.detail.get("hung") or {}
     at = T("job.stuck_at", where=hung["where"]) if hung.get("where") else ""

@@ -19,7 +19,7 @@ from grader.grading import GradeOptions, Grading, Interrupted
 from grader.i18n import Catalog, T
 from grader.report.render import render_terminal, write_reports
 from grader.report.common import ICONS, file_to_open, next_exercise, num, pasteable
-from grader.report.data import ExerciseResult, Report, mark_selection
+from grader.results import ExerciseResult, Report, mark_selection
 
 #: a save and the writes an editor makes around it (a temporary file, a rename) are one change
 DEBOUNCE_MS, STEP_MS = 1600, 200

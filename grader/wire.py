@@ -13,9 +13,14 @@ import json
 import math
 import socket
 import struct
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
+
+from grader.protocol import OP, ProtocolError, word_of
+
+__all__ = ["Channel", "ProtocolError", "decode", "dumps", "encode", "loads"]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -25,10 +30,6 @@ SAFE_DTYPES = frozenset(
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 "
     "float16 float32 float64 complex64 complex128".split()
 )
-
-
-class ProtocolError(Exception):
-    """A peer sent something that is not a well-formed message."""
 
 
 # --------------------------------------------------------------------------- codec
@@ -108,16 +109,21 @@ def loads(body: bytes) -> dict:
         message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
-    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
-        raise ProtocolError("a message must be an object with an 'op'")
+    if not isinstance(message, dict) or not isinstance(message.get(OP), str):
+        raise ProtocolError(f"a message must be an object with an {OP!r}")
     return decode(message)
 
 
 class Channel:
-    """A framed message channel over a connected stream socket."""
+    """A framed message channel over a connected stream socket.
 
-    def __init__(self, sock: socket.socket):
+    ``expects``: the words this end may receive (one of :mod:`grader.protocol`'s): a message
+    saying any other is a :class:`ProtocolError` as it arrives; ``None``: any word.
+    """
+
+    def __init__(self, sock: socket.socket, expects: type[StrEnum] | None = None):
         self.sock = sock
+        self.expects = expects
         self._buffer = bytearray()
 
     def fileno(self) -> int:
@@ -156,7 +162,10 @@ class Channel:
                     if len(self._buffer) >= _HEADER.size + size:
                         body = bytes(self._buffer[_HEADER.size:_HEADER.size + size])
                         del self._buffer[:_HEADER.size + size]
-                        return loads(body), fds
+                        message = loads(body)
+                        if self.expects is not None:
+                            word_of(message, self.expects)
+                        return message, fds
                 if want_fds:
                     chunk, new_fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, want_fds)
                     fds.extend(new_fds)

@@ -79,7 +79,7 @@ _REFERENCES: list = []
 
 
 def grade_report(path: Path, **options):
-    """Grade in this process (the :class:`grader.report.data.Report`, its sentences still
+    """Grade in this process (the :class:`grader.results.Report`, its sentences still
     unrendered); the reference's runs are shared by every grading of the test session."""
     from grader.grading import GradeOptions, grade
     from grader.outcomes import ReferenceCache
@@ -93,7 +93,7 @@ def grade_report(path: Path, **options):
 def rendered(report, lang: str = "en") -> dict:
     """A report as its JSON says it, every sentence in ``lang``."""
     from grader.chapter import load_chapter
-    from grader.report.data import report_to_dict
+    from grader.results import report_to_dict
 
     return report_to_dict(report, load_chapter(report.chapter).catalog, lang)
 

@@ -12,7 +12,7 @@ from conftest import VARIANTS, make_submission
 
 from grader.chapter import load_chapter
 from grader.grading import GradeOptions, grade
-from grader.report.data import report_to_dict
+from grader.results import report_to_dict
 
 pytestmark = pytest.mark.slow
 

@@ -103,7 +103,7 @@ def _run_probe(ex, module, monkeypatch) -> tuple[dict, list[str]]:
     monkeypatch.setattr(timing, "serve_timing", serve_once)
     channel = _Channel()
     ctx = ProbeContext(channel, module, ex.inputs(7), str(SOLUTIONS.resolve()), str(SOLUTIONS.resolve()))
-    ex.code.probe(ctx)
+    ex.package.probe(ctx)
     records = {m["key"]: m["value"] for m in channel.sent if m.get("op") == "obs"}
     if ex.timed:
         records["served"] = served

@@ -122,14 +122,14 @@ def test_a_figure_within_the_graders_own_calls_is_never_told_it_timed_the_first_
     min_of_repeats variant flipped under load). A harness that does wait on the first output alone is
     still told so (tests/variants/ch4/ex05_timing/first_output_only.py)."""
     from grader.chapters.ch4 import ex05_timing as ex05
-    from grader.checks import CheckContext, Fail, Observations
+    from grader.checks import CheckContext, Fail, Records
 
     def judged(returned: float, first: float) -> dict:
-        s = Observations("student", {
+        s = Records("student", {
             ex05.KEYS.result(run="jax"): {"status": "ok", "value": {"t": "scalar", "type": "float", "value": returned}},
             ex05.KEYS.truth(run="jax"): {"before": 0.010, "after": 0.010, "fastest": 0.008, "slowest": 0.030,
                                          "n": 512, "attempts": 1, "first_leaf": first}})
-        return ex05.time_call_jax_async(s, Observations("reference", {}), CheckContext(exercise=None, inputs={}, seed=0))
+        return ex05.time_call_jax_async(s, Records("reference", {}), CheckContext(exercise=None, inputs={}, seed=0))
 
     assert judged(0.0035, 0.002)["returned_s"] == 0.0035  # within 0.4 x the fastest: it waited
     with pytest.raises(Fail) as failed:

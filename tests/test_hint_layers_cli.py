@@ -30,7 +30,7 @@ def graded(tmp_path_factory):
 def test_layers_come_one_at_a_time_and_are_remembered(graded, capsys):
     sub, out, failed = graded
     check = next(c for c in load_chapter("ch4").exercise("ex02_where").checks if c.id == failed["id"])
-    total = 1 + len(check.layers)
+    total = 1 + len(check.hint_layers)
     assert total >= 3
     capsys.readouterr()
     seen = []

@@ -286,7 +286,7 @@ def test_a_filled_gradebook_neutralises_what_it_writes_and_keeps_the_rest(tmp_pa
 
 # ------------------------------------------------------------------ 4: XML, Markdown, HTML, terminal
 def _report(message: str, output: str, error: str = ""):
-    from grader.report.data import CheckResult, ExerciseResult, Report
+    from grader.results import CheckResult, ExerciseResult, Report
 
     check = CheckResult(id="piecewise.values", title=Bilingual("values", "数值"), category="numeric", points=0,
                         max_points=10, status="failed",

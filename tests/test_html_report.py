@@ -104,7 +104,7 @@ def test_the_speedup_chart_reads_at_5x_and_at_700x_with_the_bar_to_pass(graded):
 def _report_with_code(tmp_path: Path) -> Path:
     from grader.chapter import load_chapter
     from grader.i18n import T
-    from grader.report.data import CheckResult, ExerciseResult, Report
+    from grader.results import CheckResult, ExerciseResult, Report
     from grader.report.render import write_reports
 
     ch4 = load_chapter("ch4")

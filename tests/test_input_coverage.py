@@ -33,7 +33,7 @@ COVERED = [ex for ex in CHAPTER.exercises if ex.id not in NOT_YET]
 
 @pytest.mark.parametrize("ex", COVERED, ids=[ex.id for ex in COVERED])
 def test_every_seed_covers_every_regime(ex):
-    declared = getattr(ex.code, "regimes", None)
+    declared = getattr(ex.package, "regimes", None)
     assert callable(declared), f"{ex.id} declares no regimes(inputs): what its contract tells apart is unchecked"
     missing: dict[str, list[int]] = {}
     names: set[str] = set()
@@ -79,7 +79,7 @@ def test_values_that_matter_keep_their_digits():
     """A case's label shows alpha 1.0017 as 1.002 (above 1, where the leaky ReLU's max form fails),
     never as "1"; a coefficient's sign always shows; labels of distinct values differ."""
     from grader.chapters.ch4 import ex03_static_args
-    from grader.checks import CheckContext, Fail, Observations
+    from grader.checks import CheckContext, Fail, Records
 
     ex = CHAPTER.exercise("ex03_static_args")
     inp = ex.inputs(0)
@@ -98,8 +98,8 @@ def test_values_that_matter_keep_their_digits():
         data[keys.value(name="activate", case="unknown_mode")] = {"status": "raised", "type": "ValueError"}
         return data
 
-    student = Observations("student", records(lambda v, a: np.maximum(a * v, v)))
-    reference = Observations("reference", records(lambda v, a: np.where(v > 0, v, a * v)))
+    student = Records("student", records(lambda v, a: np.maximum(a * v, v)))
+    reference = Records("reference", records(lambda v, a: np.where(v > 0, v, a * v)))
     with pytest.raises(Fail) as failed:
         ex03_static_args.activate_values(student, reference, CheckContext(exercise=ex, inputs=inp, seed=0))
     words = CHAPTER.catalog.render(failed.value.message, "en")

@@ -11,7 +11,7 @@ from conftest import SOLUTIONS, VARIANTS, make_submission
 
 from grader.chapter import load_chapter
 from grader.grading import GradeOptions, grade
-from grader.runner.jobs import JobOutcome
+from grader.runner.job_sessions import JobOutcome
 from grader.runner.kept import KeptJobs
 from grader.runner.warm import WarmHosts
 

@@ -5,7 +5,10 @@ may import its own layer's modules and any lower layer's; an import of a higher 
 and any circle of imports (even within a layer, even inside a function), fails the
 test, which names the modules. Every module of ``grader/`` must be placed in a layer, so
 a new module is placed on purpose. The imports are the code's own, read from its
-syntax tree: every ``import`` and ``from ... import`` statement, wherever it stands.
+syntax tree: every ``import`` and ``from ... import`` statement, wherever it stands,
+except under ``if TYPE_CHECKING:``: a type named in annotations only is never imported
+when the grader runs, so a signature may name a higher layer's type (go-to-definition
+works) and the layers stay one-way.
 """
 from __future__ import annotations
 
@@ -17,18 +20,15 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 
 #: the layers, lowest first: (what the layer is, its modules); an exact name wins over a pattern
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format)", [
-        "grader", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext", "grader.ziptools",
-        "grader.chapters",
-        "grader.magics", "grader.child", "grader.child.guard", "grader.child.trusted", "grader.primitives",
-        "grader.runner",
-        "grader.report", "grader.report.textwidth", "grader.report.html_parts", "grader.report.svg", "grader.batch",
-        "grader.batch.cpus", "grader.batch.renames", "grader.authoring", "grader.authoring.answers",
-        "grader.authoring.stubs",
-        "grader.authoring.scaffold", "grader.chapters.ch4.provided"]),
+    ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format); "
+     "the packages' own __init__, which run before any of their modules", [
+        "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext",
+        "grader.ziptools", "grader.renames", "grader.magics", "grader.trusted",
+        "grader.chapters", "grader.child", "grader.primitives", "grader.runner", "grader.report", "grader.batch",
+        "grader.authoring"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
     ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [
-        "grader.checks", "grader.report.data", "grader.integrity", "grader.ipynb", "grader.replay"]),
+        "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.replay"]),
     ("instruments: what the probes measure with and the checks judge with", ["grader.primitives.*"]),
     ("the child: what runs in the sandbox", ["grader.child.*"]),
     ("chapters: exercises, their probes and checks, and the chapter that holds them", [
@@ -37,9 +37,9 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.runner.*", "grader.outcomes"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [
         "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
-        "grader.grading"]),
+        "grader.grading", "grader.options"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
-        "grader.report.*", "grader.hints", "grader.watch", "grader.notebook"]),
+        "grader.report.*", "grader.hint_layers", "grader.watch", "grader.notebook"]),
     ("many gradings and releases: a class, Gradescope, course authoring", [
         "grader.batch.*", "grader.gradescope", "grader.authoring.*"]),
     ("the command line", ["grader.cli", "grader.cli.*", "grader.__main__"]),
@@ -58,11 +58,25 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """The grader's modules that ``name`` imports, anywhere in it."""
+def _for_types_only(tree: ast.AST) -> set[int]:
+    """The ids of the statements under ``if TYPE_CHECKING:`` (never run)."""
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (getattr(node.test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            hidden.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return hidden
+
+
+def _imports(name: str, path: Path, source: str | None = None) -> set[str]:
+    """The grader's modules that ``name`` imports, anywhere in it (not for types only)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
+    types_only = _for_types_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in types_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -152,6 +166,42 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     broken["grader.wire"].add("grader.cli")
     assert any(line.startswith("grader.wire (layer 0) imports grader.cli") for line in upward_imports(broken))
     assert any({"grader.wire", "grader.cli"} <= set(c) for c in circles(broken))
+
+
+
+
+def packages_split(graph_modules) -> dict[str, dict[int, list[str]]]:
+    """Each package (``grader.X``) whose modules are in more than one layer: by layer, its modules. A
+    package's ``__init__`` may sit lower (it runs before any of its modules); the grader's top-level
+    modules are each their own."""
+    layers: dict[str, dict[int, list[str]]] = {}
+    for name in sorted(graph_modules):
+        parts = name.split(".")
+        if len(parts) > 2:
+            layers.setdefault(".".join(parts[:2]), {}).setdefault(layer_of(name), []).append(name)
+    return {package: by_layer for package, by_layer in layers.items() if len(by_layer) > 1}
+
+
+def test_no_package_is_split_across_layers():
+    """The folders follow the layers: what a package holds is found in one layer (the report's data
+    was a layer below the report's renderers, its text widths at the foundations)."""
+    assert packages_split(MODULES) == {}
+
+
+def test_a_split_package_is_seen():
+    placed = LAYERS[0][1]
+    placed.append("grader.report.textwidth")
+    try:
+        assert "grader.report" in packages_split(MODULES)
+    finally:
+        placed.remove("grader.report.textwidth")
+
+
+def test_an_import_for_types_only_is_not_one_and_any_other_is():
+    """An import under ``if TYPE_CHECKING:`` never runs; one in a function, or after such a block, does."""
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from grader.cli import app\n"
+              "def f():\n    from grader.grading import grade\nimport grader.i18n\n")
+    assert _imports("grader.wire", MODULES["grader.wire"], source) == {"grader.grading", "grader.i18n"}
 
 
 def test_no_private_name_is_imported_across_modules():

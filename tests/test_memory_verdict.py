@@ -18,7 +18,7 @@ from conftest import SOLUTIONS, make_submission
 
 from grader.chapter import load_chapter
 from grader.i18n import grader_catalog
-from grader.runner.jobs import JobOutcome
+from grader.runner.job_sessions import JobOutcome
 from grader.verdicts import judge
 
 CH4 = load_chapter("ch4")

@@ -40,6 +40,15 @@ def test_the_scaffold_writes_a_chapter_in_its_own_folder(course, capsys):
     assert "already has" in capsys.readouterr().err
 
 
+def test_a_course_chapter_names_the_folder_its_child_processes_import_it_from(course):
+    """Chapter.import_folders: the folder holding the chapter's folder, for a chapter outside the
+    grader; none for a built-in one (its modules are the grader's own)."""
+    from grader.chapter import load_chapter
+
+    assert load_chapter("toy").import_folders == [(course / "chapters").resolve()]
+    assert load_chapter("ch4").import_folders == []
+
+
 def test_its_solution_scores_full_marks_and_its_stub_zero(course, tmp_path):
     solution = _grade(course / "solutions" / "toy", tmp_path / "s")
     assert solution["chapter"] == "toy" and solution["score"] == solution["max_score"] == 10

@@ -8,7 +8,7 @@ import re
 
 from conftest import SOLUTIONS, exercise, grade_to_dict, make_submission
 
-from grader.runner.jobs import OUTPUT_HEAD, OUTPUT_TAIL
+from grader.runner.job_sessions import OUTPUT_HEAD, OUTPUT_TAIL
 
 FLOOD = '''
 print("FIRST LINE OF OUTPUT", flush=True)

@@ -72,14 +72,14 @@ def _core(key: str) -> bool:
 
 @pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
 def test_every_recorded_key_is_declared(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).code.KEYS
+    keys = CHAPTER.exercise(exercise).package.KEYS
     undeclared = sorted(k for k in keys_seen[exercise]["recorded"] if keys.kind_of(k) is None)
     assert not undeclared, f"{exercise} records under keys its KEYS does not declare: {undeclared}"
 
 
 @pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
 def test_every_read_key_is_declared_and_recorded(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).code.KEYS
+    keys = CHAPTER.exercise(exercise).package.KEYS
     seen = keys_seen[exercise]
     unknown = sorted(k for k in seen["read"] if not _core(k) and keys.kind_of(k) is None)
     assert not unknown, f"{exercise}'s checks read keys its KEYS does not declare: {unknown}"
@@ -89,7 +89,7 @@ def test_every_read_key_is_declared_and_recorded(keys_seen, exercise):
 
 @pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
 def test_every_declared_key_is_recorded_and_read(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).code.KEYS
+    keys = CHAPTER.exercise(exercise).package.KEYS
     seen = keys_seen[exercise]
     recorded = {keys.kind_of(k) for k in seen["recorded"]}
     read = {keys.kind_of(k) for k in seen["read"]}
@@ -97,11 +97,11 @@ def test_every_declared_key_is_recorded_and_read(keys_seen, exercise):
     assert not sorted(set(keys.keys) - read), f"{exercise}: recorded but never read by a check"
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises if ex.code.KEYS.reference is not None])
+@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises if ex.package.KEYS.reference is not None])
 def test_the_reference_records_what_its_checks_read_from_it(keys_seen, exercise):
     """``Keys(reference=...)``: the reference's job records those kinds only, and every one is read
     from it (a kind a check reads but the declaration leaves out would be an error in every report)."""
-    keys = CHAPTER.exercise(exercise).code.KEYS
+    keys = CHAPTER.exercise(exercise).package.KEYS
     seen = keys_seen[exercise]
     recorded = {keys.kind_of(k) for k in seen["reference_recorded"] if not _core(k)}
     read = {keys.kind_of(k) for k in seen["reference_read"] if not _core(k)}

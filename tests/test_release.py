@@ -31,7 +31,7 @@ from conftest import SOLUTIONS, STUBS, VARIANTS, exercise, grade_to_dict, status
 from grader.authoring.release import leaks, readme_command
 from grader.chapter import load_chapter
 from grader.cli import main
-from grader.preview import FILENAME, Records
+from grader.preview import FILENAME, ReferenceRecords
 
 pytestmark = pytest.mark.slow
 
@@ -144,7 +144,7 @@ def test_leak_search_finds_an_answer_planted_in_a_release(release, tmp_path):
 
 def test_records_answer_for_the_public_seed_only(release):
     _, pristine = release
-    records = Records.load(pristine / "grader" / "chapters" / "ch4" / FILENAME)
+    records = ReferenceRecords.load(pristine / "grader" / "chapters" / "ch4" / FILENAME)
     assert records.seed == PUBLIC_SEED and records.environment["jax"]
     ex = CHAPTER.exercise("ex02_where")
     assert records.outcome(ex.id, PUBLIC_SEED, ex.inputs(PUBLIC_SEED)).end == "done"
@@ -204,7 +204,7 @@ def test_the_same_files_get_full_marks_at_final_grading(with_solutions, release)
 
 
 # ------------------------------------------------------------------ answers looked up
-def _lookup_submission(records: Records, folder: Path) -> Path:
+def _lookup_submission(records: ReferenceRecords, folder: Path) -> Path:
     """ex04 and ex08 answered from the shipped records of the public seed, keyed by the
     inputs' bytes; ex06 with a host callback in its layer_norm; the rest stubs."""
     target = folder / "ch4"
@@ -282,7 +282,7 @@ def student_submission(installed, release, tmp_path_factory):
     """The looked-up answers (and the slow ex06) graded in the release, as a student would."""
     grade, _ = installed
     _, pristine = release
-    records = Records.load(pristine / "grader" / "chapters" / "ch4" / FILENAME)
+    records = ReferenceRecords.load(pristine / "grader" / "chapters" / "ch4" / FILENAME)
     folder = tmp_path_factory.mktemp("student")
     submission = _lookup_submission(records, folder)
     return submission, _student_grade(grade, folder, submission, "-k", "ex04", "-k", "ex06", "-k", "ex08")

@@ -255,7 +255,7 @@ def test_next_prefers_the_work_started_to_the_work_not_started():
     from grader.chapter import load_chapter
     from grader.i18n import T
     from grader.report.common import next_exercise
-    from grader.report.data import ExerciseResult, Report
+    from grader.results import ExerciseResult, Report
 
     chapter = load_chapter("ch4")
 

@@ -18,7 +18,7 @@ import pytest
 
 from grader.chapter import load_chapter
 from grader.chapters.ch4 import ex05_timing as ex05
-from grader.checks import ARRIVALS, Fail, Observations
+from grader.checks import ARRIVALS, Fail, Records
 from grader.primitives import instrument
 from grader.primitives.instrument import Instrument, Schedule
 
@@ -120,7 +120,7 @@ def test_the_instrument_cannot_be_changed(name):
 def _observations(schedule: Schedule, records: list[dict], read: list[float], start_at: float = 10.0) -> list:
     data = {"median/start": True, **{f"median/call{i}": r for i, r in enumerate(records)}}
     data[ARRIVALS] = {"median/start": start_at, **{f"median/call{i}": start_at + t for i, t in enumerate(read)}}
-    return instrument.observed_calls(Observations("student", data), ex05.KEYS.start, ex05.KEYS.done, "median",
+    return instrument.observed_calls(Records("student", data), ex05.KEYS.start, ex05.KEYS.done, "median",
                                      schedule)
 
 
@@ -196,7 +196,7 @@ def test_an_asynchronous_wait_that_does_not_fit_the_graders_clock_is_not_trusted
             "waits/call1/waited": {"ready_s": 0.0201, "woke_s": 0.0900}}  # said to wake after the grader read it
     data[ARRIVALS] = {"waits/start": 5.0, "waits/call0": 5.0002, "waits/call1": 5.0003,
                       "waits/call0/waited": 5.0152, "waits/call1/waited": 5.0210}
-    calls = instrument.observed_calls(Observations("student", data), ex05.KEYS.start, ex05.KEYS.done, "waits",
+    calls = instrument.observed_calls(Records("student", data), ex05.KEYS.start, ex05.KEYS.done, "waits",
                                       schedule, ex05.KEYS.waited)
     assert instrument.timed_works(calls, schedule)[0] == pytest.approx(0.010 + 0.0049)  # the work, and its lateness
     with pytest.raises(Fail) as failed:

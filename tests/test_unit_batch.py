@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader.batch import cpus, gradebook, layouts, roster
-from grader.batch.reference import content_digest, seed_cache
+from grader.batch.reference import outcomes_digest, seed_cache
 from grader.chapter import load_chapter
 from grader.outcomes import ReferenceCache
 from grader.i18n import grader_catalog
@@ -129,14 +129,14 @@ def test_pinning_restricts_this_process_and_what_it_starts():
 
 # ------------------------------------------------------------------ the shipped reference
 def test_a_shipped_reference_is_used_only_for_the_same_chapter_code_and_seed(tmp_path):
-    from grader.runner.jobs import JobOutcome
+    from grader.runner.job_sessions import JobOutcome
     from grader import wire
     import dataclasses
 
     chapter = load_chapter("ch4")
     ex = chapter.exercises[0]
     outcome = JobOutcome(end="done", side="reference", observations={"k": [1.5]})
-    shipped = {"digest": content_digest(chapter), "seed": 4,
+    shipped = {"digest": outcomes_digest(chapter), "seed": 4,
                "outcomes": {ex.id: wire.encode(dataclasses.asdict(outcome))}}
     cache, used = seed_cache(shipped, chapter, 4, None)
     assert used and cache.get(ReferenceCache.key(chapter, ex, 4, chapter.solutions)) == outcome

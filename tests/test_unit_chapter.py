@@ -1,12 +1,14 @@
 """Unit tests of grader/chapter.py and of chapter 4's metadata, registry and hidden inputs."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from grader.chapter import ChapterError, UnknownExercise, available_chapters, load_chapter
 from grader.i18n import Bilingual
-from grader.report.data import CATEGORIES
+from grader.results import CATEGORIES
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +58,14 @@ def test_every_check_has_a_function_and_every_function_a_check(ch4):
 
     for ex in ch4.exercises:
         assert all(callable(c.function) for c in ex.checks), ex.id
-        assert set(declared_checks(ex.code)) == {c.id for c in ex.checks}, ex.id
-        assert ex.code.__file__ == str(ch4.folder / ex.id / "__init__.py")
+        assert set(declared_checks(ex.package)) == {c.id for c in ex.checks}, ex.id
+        assert ex.package.__file__ == str(ch4.folder / ex.id / "__init__.py")
 
 
 def test_each_exercise_module_holds_its_inputs_probe_and_checks(ch4):
     for ex in ch4.exercises:
-        assert callable(ex.code.inputs) and callable(ex.code.probe), ex.id
-        assert hasattr(ex.code, "KEYS"), f"{ex.id}: its record keys are declared once, in KEYS"
+        assert callable(ex.package.inputs) and callable(ex.package.probe), ex.id
+        assert hasattr(ex.package, "KEYS"), f"{ex.id}: its record keys are declared once, in KEYS"
     assert [ex.id for ex in ch4.exercises if ex.driver] == ["ex06_speedup"]
 
 
@@ -372,6 +374,21 @@ def test_the_old_exercises_tables_say_what_to_do(write_chapter):
 def test_an_id_in_the_exercise_file_is_refused(write_chapter):
     with pytest.raises(ChapterError, match=r"an exercise's id is its folder's name \(ex01_a\): remove id"):
         write_chapter('id = "ex01_a"\n' + exercise_toml(second="f.more"))
+
+
+def test_a_checks_hint_layers_and_named_hints_are_read(write_chapter):
+    tail = 'hint_layers = [{ en = "two", zh = "二" }]\n[checks.named_hints]\nwrong = { en = "w", zh = "错" }'
+    check = write_chapter(exercise_toml(second="f.more", toml_tail=tail)).exercises[0].checks[1]
+    assert [layer.en for layer in check.hint_layers] == ["two"] and check.named_hints["wrong"].zh == "错"
+
+
+@pytest.mark.parametrize("old, new", [("layers = [{ en = \"x\", zh = \"甲\" }]", "hint_layers"),
+                                      ("[checks.hints]\nwrong = { en = \"x\", zh = \"甲\" }", "[checks.named_hints]")])
+def test_a_checks_keys_of_the_earlier_layout_name_their_new_names(write_chapter, old, new):
+    """``layers`` and ``[checks.hints]`` are ``hint_layers`` and ``[checks.named_hints]`` now (one word for one
+    thing: the grader's layers are its code's): an author's chapter written before says which to rename."""
+    with pytest.raises(ChapterError, match=rf"check f.more has '\w+', which is now {re.escape(new)}: rename it"):
+        write_chapter(exercise_toml(second="f.more", toml_tail=old))
 
 
 def test_an_unknown_setting_is_named(write_chapter):

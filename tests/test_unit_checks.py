@@ -1,4 +1,4 @@
-"""Unit tests of grader/checks.py (Observations, check, Keys), grader/verdicts.py (run_checks) and
+"""Unit tests of grader/checks.py (Records, check, Keys), grader/verdicts.py (run_checks) and
 results.exercise_status."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from grader.chapter import CheckSpec, ExerciseSpec
 import types
 
-from grader.checks import (CheckContext, Fail, GraderError, Keys, Missing, NotAttempted, Observations, Pass, check,
+from grader.checks import (CheckContext, Fail, GraderError, Keys, Missing, NotAttempted, Records, Pass, check,
                            declared_checks, raised_text)
 from grader.verdicts import Termination, run_checks
 from grader.i18n import Bilingual, T, Text
-from grader.report.data import CheckResult, exercise_status
+from grader.results import CheckResult, exercise_status
 
 EX = "ex99_demo"
 
@@ -30,9 +30,9 @@ def run(checks: list[tuple], functions: dict, *, student=None, reference=None, t
                             hint=Bilingual(en=f"hint {cid}", zh=f"提示 {cid}"), depends=tuple(depends),
                             function=functions.get(cid)) for cid, points, depends in checks)
     exercise = ExerciseSpec(id=EX, title=Bilingual("Demo", "演示"), section="1", functions=("f",), checks=specs,
-                            code=types.ModuleType("demo"))
-    s = Observations("student", student or {}, module_file=f"{EX}.py")
-    r = Observations("reference", reference or {})
+                            package=types.ModuleType("demo"))
+    s = Records("student", student or {}, module_file=f"{EX}.py")
+    r = Records("reference", reference or {})
     ctx = CheckContext(exercise=exercise, inputs={"n": 3}, seed=1)
     results = run_checks(exercise, s, r, ctx, termination or Termination())
     return {c.id: c for c in results}
@@ -202,7 +202,7 @@ def test_checks_read_observations_and_context():
 
 # ------------------------------------------------------------------ observations
 def test_observations_student_statuses():
-    s = Observations("student", {
+    s = Records("student", {
         "stub": {"status": "not_attempted", "function": "f"},
         "gone": {"status": "missing", "function": "g"},
         "boom": {"status": "raised", "function": "h", "type": "ValueError", "message": "bad", "where": "ex.py:3"},
@@ -228,7 +228,7 @@ def test_observations_student_statuses():
 
 
 def test_observations_reference_problems_are_grader_errors():
-    r = Observations("reference", {"x": {"status": "raised", "type": "E", "message": "m"}})
+    r = Records("reference", {"x": {"status": "raised", "type": "E", "message": "m"}})
     with pytest.raises(GraderError):
         r.value("absent")
     with pytest.raises(GraderError):
@@ -328,7 +328,7 @@ def test_a_key_takes_exactly_its_fields():
 
 
 def test_observations_remember_what_was_read():
-    s = Observations("student", {"a": 1})
+    s = Records("student", {"a": 1})
     s.value("a")
     s.has("b")
     assert s.read == {"a", "b"}
@@ -339,20 +339,20 @@ def test_a_function_that_could_not_be_timed_is_told_why():
     "could not be timed: ?" (issue 26); the reference's own failure is said in the student's words."""
     from grader.chapter import load_chapter
     from grader.chapters.ch4 import ex06_speedup
-    from grader.checks import TIMING, CheckContext, Fail, Observations
+    from grader.checks import TIMING, CheckContext, Fail, Records
 
     ex = load_chapter("ch4").exercise("ex06_speedup")
     ctx = CheckContext(exercise=ex, inputs={}, seed=0)
     raised = {"status": "raised", "function": "layer_norm", "type": "ValueError", "message": "bad buffer",
               "where": None, "defined": "ex06_speedup.py:41"}
-    student = Observations("student", {TIMING: {"phases": {}}, ex06_speedup.KEYS.warmed(name="layer_norm"): raised})
+    student = Records("student", {TIMING: {"phases": {}}, ex06_speedup.KEYS.warmed(name="layer_norm"): raised})
     with pytest.raises(Fail) as failed:
         ex06_speedup._speedup(student, ctx, "layer_norm")
     words = load_chapter("ch4").catalog.render(failed.value.message, "en")
     assert words.startswith("layer_norm could not be timed: layer_norm raised ValueError: bad buffer"), words
     assert "(at the call of layer_norm (defined at ex06_speedup.py:41), inside JAX)" in words and "?" not in words
     assert failed.value.hint.key == "hint.exception"
-    reference_failed = Observations("student", {TIMING: {"error": "reference"}})
+    reference_failed = Records("student", {TIMING: {"error": "reference"}})
     with pytest.raises(Fail) as failed:
         ex06_speedup._speedup(reference_failed, ctx, "layer_norm")
     assert failed.value.message.args["error"].key == "ch4.ex06.untimed.reference"

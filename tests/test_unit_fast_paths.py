@@ -2,7 +2,7 @@
 
 * the grader's own bytecode is written once and reused (:func:`grader.bytecode.keep_bytecode`);
 * TOML files are parsed once per content (:func:`grader.i18n.read_toml`);
-* folder digests are read again when a file changes (:func:`grader.outcomes.content_digest`);
+* folder digests are read again when a file changes (:func:`grader.outcomes.folder_digest`);
 * accelerator plugins are told from their metadata folders' names (:func:`grader.outcomes.machine`);
 * the reference's job makes only the records its checks read (``Keys(reference=...)``);
 * a job lowers its programs in one MLIR context and compiles the same programs;
@@ -99,14 +99,14 @@ def test_a_changed_toml_file_is_parsed_again(tmp_path):
 # ------------------------------------------------------------------ digests and the machine
 def test_a_folder_digest_follows_its_files(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
-    first = outcomes.content_digest(tmp_path)
-    assert outcomes.content_digest(tmp_path) == first
+    first = outcomes.folder_digest(tmp_path)
+    assert outcomes.folder_digest(tmp_path) == first
     (tmp_path / "a.py").write_text("x = 2\n", encoding="utf-8")  # same size
-    assert outcomes.content_digest(tmp_path) != first
+    assert outcomes.folder_digest(tmp_path) != first
     (tmp_path / "notes.txt").write_text("not code\n", encoding="utf-8")
-    second = outcomes.content_digest(tmp_path)
+    second = outcomes.folder_digest(tmp_path)
     (tmp_path / "b.toml").write_text("k = 1\n", encoding="utf-8")
-    assert outcomes.content_digest(tmp_path) != second
+    assert outcomes.folder_digest(tmp_path) != second
 
 
 def test_a_folder_digest_follows_its_subfolders(tmp_path):
@@ -115,16 +115,16 @@ def test_a_folder_digest_follows_its_subfolders(tmp_path):
     (tmp_path / "ex01_a").mkdir()
     (tmp_path / "ex01_a" / "__init__.py").write_text("x = 1\n", encoding="utf-8")
     (tmp_path / "ex01_a" / "exercise.toml").write_text("k = 1\n", encoding="utf-8")
-    first = outcomes.content_digest(tmp_path)
+    first = outcomes.folder_digest(tmp_path)
     (tmp_path / "ex01_a" / "exercise.toml").write_text("k = 2\n", encoding="utf-8")  # same size
-    second = outcomes.content_digest(tmp_path)
+    second = outcomes.folder_digest(tmp_path)
     assert second != first
     (tmp_path / "ex01_a" / "__init__.py").rename(tmp_path / "__init__.py")
-    assert outcomes.content_digest(tmp_path) != second
+    assert outcomes.folder_digest(tmp_path) != second
     (tmp_path / "ex01_a" / "__pycache__").mkdir()
-    third = outcomes.content_digest(tmp_path)
+    third = outcomes.folder_digest(tmp_path)
     (tmp_path / "ex01_a" / "__pycache__" / "stale.py").write_text("y = 1\n", encoding="utf-8")
-    assert outcomes.content_digest(tmp_path) == third  # what Python writes for itself is no content
+    assert outcomes.folder_digest(tmp_path) == third  # what Python writes for itself is no content
 
 
 def test_an_accelerator_plugin_changes_the_machine(tmp_path, monkeypatch):
@@ -411,7 +411,7 @@ def test_the_exercise_that_took_longest_last_time_starts_first_and_timed_ones_pr
                  for name, timed, limit in (("computes", False, 120), ("waits", False, 90), ("other", False, 60),
                                             ("timed", True, 120))]
     events = []
-    run_all(exercises, lambda ex: events.append(("grade", ex.id)), lambda ex, result: None, workers=1,
+    run_all(exercises, lambda ex: events.append(("grade", ex.id)), lambda ex, result: None, at_once=1,
             cancel=lambda: None, prepare=lambda ex: events.append(("prepare", ex.id)),
             expected=store.durations("chx"))
     graded = [name for what, name in events if what == "grade"]

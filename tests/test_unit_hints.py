@@ -31,8 +31,8 @@ EXERCISES = load_chapter("ch4").exercises
 
 def student_texts(check) -> dict:
     """Everything a student may read about a check: its title, hint, named hints and hint layers."""
-    return {"title": check.title, "hint": check.hint, **{f"hint {k}": v for k, v in check.hints.items()},
-            **{f"layer {i}": v for i, v in enumerate(check.layers, start=2)}}
+    return {"title": check.title, "hint": check.hint, **{f"hint {k}": v for k, v in check.named_hints.items()},
+            **{f"layer {i}": v for i, v in enumerate(check.hint_layers, start=2)}}
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=[ex.id for ex in EXERCISES])
@@ -41,7 +41,7 @@ def test_no_hint_layer_or_title_holds_solution_code(ex):
     pieces = set().union(*map(code_pieces, solution_blocks((SOLUTIONS / ex.filename).read_text("utf-8"))))
     answers = {piece for piece in pieces if piece not in stub}  # what the stub shows is no secret
     assert answers, f"{ex.filename}: no solution code found"
-    assert any(check.layers for check in ex.checks), "the layers are read, so they are searched too"
+    assert any(check.hint_layers for check in ex.checks), "the layers are read, so they are searched too"
     leaks = []
     for check in ex.checks:
         for what, text in student_texts(check).items():
@@ -61,8 +61,8 @@ CHECKS = [(ex, check) for ex in EXERCISES for check in ex.checks]
 
 @pytest.mark.parametrize("ex, check", CHECKS, ids=[f"{ex.id}:{check.id}" for ex, check in CHECKS])
 def test_every_check_has_its_layers_in_both_languages(ex, check):
-    assert len(check.layers) >= LAYERS, f"{ex.id} {check.id}: {len(check.layers)} layers, at least {LAYERS} wanted"
-    for i, layer in enumerate(check.layers, start=2):
+    assert len(check.hint_layers) >= LAYERS, f"{ex.id} {check.id}: {len(check.hint_layers)} layers, at least {LAYERS} wanted"
+    for i, layer in enumerate(check.hint_layers, start=2):
         assert layer.en.strip() and layer.zh.strip(), f"{ex.id} {check.id} layer {i}: a language is empty"
         assert re.search(r"[\u4e00-\u9fff]", layer.zh), f"{ex.id} {check.id} layer {i}: the zh text is not Chinese"
         assert not re.search(r"[\u4e00-\u9fff]", SECTION_EN.sub("", layer.en)), \
@@ -87,7 +87,7 @@ def test_no_layer_repeats_another_or_a_hint():
 def test_every_layer_names_a_section_of_the_course():
     chapter = load_chapter("ch4")
     for ex, check in CHECKS:
-        for i, layer in enumerate(check.layers, start=2):
+        for i, layer in enumerate(check.hint_layers, start=2):
             where = f"{ex.id} {check.id} layer {i}"
             named = SECTION_EN.findall(layer.en)
             assert named, f"{where} (en) names no section, as in 'section 1 (一)'"

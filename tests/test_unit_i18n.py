@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.report import data as results
-from grader.child import probe, trusted  # noqa: F401
+from grader import results
+from grader import trusted  # noqa: F401
+from grader.child import probe  # noqa: F401
 from grader.chapter import load_chapter
 from grader.i18n import Bilingual, Catalog, T, Text, default_lang, grader_catalog, placeholders
 
@@ -219,14 +220,14 @@ def test_every_reason_to_compile_again_has_its_words(catalog):
 
 
 def test_every_kind_of_error_has_its_hint(catalog):
-    from grader.child.trusted import ERROR_KINDS
+    from grader.trusted import ERROR_KINDS
 
     kinds = {kind for _, kind in ERROR_KINDS} | {"static_needed"}
     assert sorted(k for k in kinds if f"hint.exception.{k}" not in catalog.keys()) == []
 
 
 def test_every_job_phase_has_its_words(catalog):
-    from grader.runner.jobs import PHASES
+    from grader.runner.job_sessions import PHASES
 
     assert sorted(p for p in PHASES if p != "ended" and f"ui.live.{p}" not in catalog.keys()) == []
 

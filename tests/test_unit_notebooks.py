@@ -15,7 +15,7 @@ from grader.ipynb import Cell, CellMap, Run, cell_notes, history_cells, module_o
 from grader.replay import notebook_modules
 from grader.report.render import render_markdown, render_terminal
 from grader.report.inline import SCOPE, render_inline
-from grader.report.data import CheckResult, ExerciseResult, Report, report_to_dict
+from grader.results import CheckResult, ExerciseResult, Report, report_to_dict
 from grader.submission import load
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import SOLUTIONS
 
-from grader.batch import filling, gradebook, layouts, renames, worksheets
+from grader import renames
+from grader.batch import filling, gradebook, layouts, worksheets
 from grader.batch.gradebook import Row
 from grader.i18n import grader_catalog
 

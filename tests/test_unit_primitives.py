@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from grader import wire
-from grader.checks import Fail, NotAttempted, Observations
+from grader.checks import Fail, NotAttempted, Records
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
@@ -213,9 +213,9 @@ def test_errors_ignore_non_finite_expected():
 
 
 # ================================================================== numeric.compare_calls
-def _calls(values: dict, side: str) -> Observations:
+def _calls(values: dict, side: str) -> Records:
     data = {key: {"status": "ok", "function": "f", "value": v} for key, v in values.items()}
-    return Observations(side, data, module_file="ex.py")
+    return Records(side, data, module_file="ex.py")
 
 
 def test_compare_calls_all_pass_reports_worst_error():
@@ -251,7 +251,7 @@ def test_compare_calls_caps_messages_with_and_n_more():
 
 def test_compare_calls_includes_raised_and_missing_calls():
     want = {"f/0": arr([1.0]), "f/1": arr([1.0])}
-    student = Observations("student", {
+    student = Records("student", {
         "f/0": {"status": "raised", "function": "f", "type": "ValueError", "message": "no", "where": "ex.py:2"},
         "f/1": {"status": "missing", "function": "f"},
     }, module_file="ex.py")
@@ -260,7 +260,7 @@ def test_compare_calls_includes_raised_and_missing_calls():
 
 
 def test_compare_calls_stub_is_not_attempted():
-    student = Observations("student", {"f/0": {"status": "not_attempted", "function": "f"}})
+    student = Records("student", {"f/0": {"status": "not_attempted", "function": "f"}})
     with pytest.raises(NotAttempted):
         numeric.compare_calls(student, _calls({"f/0": arr([1.0])}, "reference"), [("f/0", "f")])
 
@@ -518,7 +518,7 @@ def test_compare_calls_with_expected_values_of_the_graders_own():
         asked.append(key)
         return {"f/0": np.array([1.0, 2.0], np.float64), "f/1": np.array([3.5])}[key]
 
-    empty_reference = Observations("reference", {})
+    empty_reference = Records("reference", {})
     failure = fail_of(numeric.compare_calls, _calls(got, "student"), empty_reference, [("f/0", "a"), ("f/1", "b")],
                       expected=expected, dtype="float32")
     assert asked == ["f/0", "f/1"]
@@ -528,7 +528,7 @@ def test_compare_calls_with_expected_values_of_the_graders_own():
 
 
 def test_compare_calls_with_expected_reads_the_student_first():
-    stub = Observations("student", {"f/0": {"status": "not_attempted", "function": "f"}})
+    stub = Records("student", {"f/0": {"status": "not_attempted", "function": "f"}})
     with pytest.raises(NotAttempted):
-        numeric.compare_calls(stub, Observations("reference", {}), [("f/0", "a")],
+        numeric.compare_calls(stub, Records("reference", {}), [("f/0", "a")],
                               expected=lambda key: pytest.fail("the expected value was read first"))

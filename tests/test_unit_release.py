@@ -18,29 +18,29 @@ from test_unit_render import catalog, report  # noqa: F401 - fixtures
 from grader.authoring.answers import chapter_answers, helper_names
 from grader.authoring.release import ReleaseError, leaks, readme_command
 from grader.chapter import ChapterError, load_chapter
-from grader.preview import FILENAME, Records, RecordsError, inputs_digest, release_records
+from grader.preview import FILENAME, ReferenceRecords, RecordsError, inputs_digest, release_records
 from grader.report.render import render_markdown, render_terminal
-from grader.report.data import report_to_dict
+from grader.results import report_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 CH4 = load_chapter("ch4")
 
 
 # ------------------------------------------------------------------ records
-def _records(seed: int = 7) -> Records:
+def _records(seed: int = 7) -> ReferenceRecords:
     ex = CH4.exercise("ex02_where")
     value = {"status": "ok", "function": "piecewise", "value": {"t": "array", "type": "jax.Array",
                                                                 "value": np.arange(3, dtype=np.float32)}}
     from grader import wire
 
-    return Records(chapter="ch4", seed=seed, environment={"jax": "0.0"}, exercises={ex.id: {
+    return ReferenceRecords(chapter="ch4", seed=seed, environment={"jax": "0.0"}, exercises={ex.id: {
         "inputs_sha256": inputs_digest(ex.inputs(seed)), "observations": wire.encode({"piecewise/values/x": value})}})
 
 
 def test_records_round_trip_and_answer_for_their_seed_and_inputs_only(tmp_path):
     path = tmp_path / FILENAME
     path.write_text(_records().to_json(), encoding="utf-8")
-    records = Records.load(path)
+    records = ReferenceRecords.load(path)
     ex = CH4.exercise("ex02_where")
     outcome = records.outcome(ex.id, 7, ex.inputs(7))
     assert outcome.end == "done" and outcome.side == "reference"
@@ -64,7 +64,7 @@ def test_unusable_records_say_so(tmp_path, text):
     path = tmp_path / FILENAME
     path.write_text(text, encoding="utf-8")
     with pytest.raises(RecordsError, match="build the release again"):
-        Records.load(path)
+        ReferenceRecords.load(path)
 
 
 def test_the_repository_grades_with_its_reference_not_with_records():

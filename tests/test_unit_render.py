@@ -11,7 +11,7 @@ from grader.chapter import load_chapter
 from grader.i18n import Bilingual, T
 from grader.primitives import numeric
 from grader.report.render import render_json, render_markdown, render_terminal, write_reports
-from grader.report.data import SCHEMA, CheckResult, ExerciseResult, Report
+from grader.results import SCHEMA, CheckResult, ExerciseResult, Report
 
 ANSI = re.compile(r"\x1b\[")
 CJK = re.compile(r"[\u4e00-\u9fff]")

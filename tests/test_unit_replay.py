@@ -90,7 +90,7 @@ def test_each_exercise_gets_its_own_module_and_an_exercise_no_cell_defines_is_un
 
 
 def test_a_failed_check_names_the_cell_of_the_function_it_is_about():
-    from grader.report.data import CheckResult, ExerciseResult
+    from grader.results import CheckResult, ExerciseResult
 
     def check(id_, message, status="failed"):
         return CheckResult(id=id_, title="t", category="numeric", points=0, max_points=1, status=status,

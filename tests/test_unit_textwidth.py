@@ -7,7 +7,7 @@ from grader.chapter import load_chapter
 from grader.i18n import Bilingual, T
 from grader.report.render import render_terminal
 from grader.report.textwidth import display_width, pad, truncate, wrap
-from grader.report.data import CheckResult, ExerciseResult, Report
+from grader.results import CheckResult, ExerciseResult, Report
 
 MIXED = ("提示: jnp.where 会计算两个分支：和为 0 时 x / sum 即使没被选中也是 NaN 或 inf；"
          "请除以一个安全的值（第一节）。Then some English words to wrap as well.")

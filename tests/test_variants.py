@@ -72,7 +72,7 @@ def test_every_named_hint_has_a_variant_that_triggers_it():
     from grader.i18n import grader_catalog
 
     expected = {(v.exercise, check, hint) for v in VARIANT_LIST for check, hint in v.hints.items()}
-    named = {(ex.id, c.id, f"check:{name}") for ex in CHAPTER.exercises for c in ex.checks for name in c.hints}
+    named = {(ex.id, c.id, f"check:{name}") for ex in CHAPTER.exercises for c in ex.checks for name in c.named_hints}
     missing = sorted(f"{e}/{c} {h}" for e, c, h in named - expected)
     assert not missing, f"named hints no variant triggers: {missing}"
     grader_hints = {k for k in grader_catalog().keys() if k.startswith("hint.") and k != "hint.section_unknown"}

@@ -29,7 +29,7 @@ from pathlib import Path
 from grader import __version__
 from grader.authoring.answers import chapter_answers, normalised
 from grader.chapter import Chapter
-from grader.preview import FILENAME as RECORDS_FILE, Records, record_reference
+from grader.preview import FILENAME as RECORDS_FILE, ReferenceRecords, record_reference
 
 PACKAGE = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -91,7 +91,7 @@ def build(chapter: Chapter, out: Path, *, seed: int) -> Release:
                    notebook=out / notebook.relative_to(staging) if notebook else None)
 
 
-def _write(chapter: Chapter, root: Path, records: Records) -> Path | None:
+def _write(chapter: Chapter, root: Path, records: ReferenceRecords) -> Path | None:
     """Every file of the release under ``root``; returns the notebook's path, if any."""
     package = copy_package(chapter, root)
     (package / "chapters" / chapter.id / RECORDS_FILE).write_text(records.to_json(), encoding="utf-8")

@@ -22,7 +22,8 @@ from grader.i18n import Catalog, placeholders
 
 def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
              echo: Callable[[str], None] = print) -> list[str]:
-    from grader.grading import GradeOptions, grade
+    from grader.grading import grade
+    from grader.options import LimitOptions
     from grader.outcomes import ReferenceCache
 
     problems = exercise_problems(chapter)
@@ -44,7 +45,7 @@ def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
     cache = ReferenceCache()
     for label, folder, want_full in (("reference", chapter.solutions, True), ("stubs", chapter.stubs, False)):
         echo(f"grading the {label} ({folder}) …")
-        report = grade(folder, GradeOptions(chapter=chapter.id, seed=seed, reference_cache=cache))
+        report = grade(folder, LimitOptions().grade_options(chapter=chapter.id, seed=seed, reference_cache=cache))
         echo(f"  {report.score:g} / {report.max_score:g} in {report.duration_s:.1f} s (seed {report.seed})")
         for ex in report.exercises:
             if want_full and ex.score < ex.max_score:

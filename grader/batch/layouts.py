@@ -19,7 +19,7 @@
 :class:`~grader.batch.roster.Student` entries, one per submission, and a
 :class:`FileUse` for every file of the download: which student it belongs to and
 whether it was graded, or why not. A file uploaded again is read by the platform's own
-renaming rule (:mod:`grader.batch.renames`): the newer is graded, the older listed as
+renaming rule (:mod:`grader.renames`): the newer is graded, the older listed as
 ``superseded``. Nothing is dropped silently: an entry that does not follow the layout
 becomes a row that says so and what to do.
 """
@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from grader.batch import claims
 from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
-from grader.batch.renames import version
+from grader.renames import version
 from grader.batch.roster import RESERVED, ClassError, Person, Student
 from grader.i18n import T, Text
 

@@ -5,7 +5,7 @@ exercise (:func:`reference_outcomes`, on a reference host of its own) and gives 
 outcomes, as plain JSON-ready data (:mod:`grader.wire` encodes the arrays), to every
 grading: a worker subprocess on this machine, or a Dask worker on another. A worker
 uses them only when its chapter, reference solutions and grader code, its jaxlib and
-its kind of machine are those the outcomes came from (the same :func:`content_digest`,
+its kind of machine are those the outcomes came from (the same :func:`outcomes_digest`,
 what :class:`~grader.outcomes.ReferenceCache` keys its disk layer by); otherwise it runs
 its own reference. Timed exercises (ex06) are never shipped: their reference is
 measured beside the student's, in the same run.
@@ -15,21 +15,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import shutil
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader import chapters as chapter_folders, store, wire
-from grader.outcomes import ReferenceCache, content_digest as folder_digest, grader_digest, machine
+from grader import store, wire
+from grader.outcomes import ReferenceCache, folder_digest, grader_digest, machine
 from grader.chapter import Chapter
 from grader.grading import GradeOptions
-from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess
-from grader.runner.jobs import JobOutcome, run_job
+from grader.runner.job_sessions import JobOutcome, run_job
+from grader.runner.reference_host import reference_jobs
 
 
-def content_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
+def outcomes_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
     """A fingerprint of what the reference's outcomes depend on: the chapter's code and its reference
     solutions (by content), the grader's code, jaxlib's version and the kind of machine."""
     parts = [chapter.id, folder_digest(chapter.folder), folder_digest(reference_dir or chapter.solutions),
@@ -57,40 +53,22 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
     # in the reference's cache, where each student's job loads them by key.
     warm = [ex for ex in selected if not ex.needs_reference and not ex.timed] if options.compile_cache else []
     if missing or warm:
-        scratch = Path(tempfile.mkdtemp(prefix="grade-reference-", dir=options.scratch_root))
-        os.chmod(scratch, 0o755)
-        host = _reference_host(chapter, options, reference_dir, scratch)
-        pool = ThreadPoolExecutor(max_workers=options.workers or (os.cpu_count() or 1))
-        try:
-            host.start()
-            jobs = list(pool.map(lambda ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
-                                 missing + warm))
-            for ex, outcome in zip(missing, jobs):  # the warm-up's outcomes are not kept
-                if outcome.end == "done":
-                    references.put(keys[ex.id], outcome)
-                    found[ex.id] = outcome
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            host.stop()
-            if host.compile_cache is not None:
-                store.prune(host.compile_cache)
-            shutil.rmtree(scratch, ignore_errors=True)
+        ran = reference_jobs(chapter, missing + warm,
+                             lambda host, ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
+                             reference_dir=reference_dir, at_once=options.at_once or (os.cpu_count() or 1),
+                             scratch_root=options.scratch_root, limits=options.limits,
+                             compile_cache=store.reference_dir() if options.compile_cache else None)
+        for ex in missing:  # the warm-up's outcomes are not kept
+            if ran[ex.id].end == "done":
+                references.put(keys[ex.id], ran[ex.id])
+                found[ex.id] = ran[ex.id]
     return {ex_id: outcome for ex_id, outcome in found.items() if outcome is not None}
-
-
-def _reference_host(chapter: Chapter, options: GradeOptions, reference_dir: Path, scratch: Path) -> HostProcess:
-    """A host for the reference alone, started as a grading's is (trusted code: the plain process sandbox)."""
-    folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
-    return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
-                       plan=sandboxes.SandboxPlan("process", False), modules=chapter.child_modules,
-                       limits=options.limits, chapter_folders=folders,
-                       compile_cache=store.reference_dir() if options.compile_cache else None)
 
 
 def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
     """Run the reference once for the class: ``{"digest": ..., "seed": ..., "outcomes": {id: data}}``."""
     outcomes = reference_outcomes(chapter, seed, options)
-    return {"digest": content_digest(chapter, options.reference_dir), "seed": seed,
+    return {"digest": outcomes_digest(chapter, options.reference_dir), "seed": seed,
             "outcomes": {ex_id: wire.encode(dataclasses.asdict(outcome)) for ex_id, outcome in outcomes.items()}}
 
 
@@ -100,7 +78,7 @@ def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir:
     Returns the cache and whether the shipped outcomes were used. Without them, the
     cache is the on-disk one: a worker that runs its own reference keeps it for the next.
     """
-    if not shipped or shipped.get("seed") != seed or shipped.get("digest") != content_digest(chapter, reference_dir):
+    if not shipped or shipped.get("seed") != seed or shipped.get("digest") != outcomes_digest(chapter, reference_dir):
         return ReferenceCache(store.outcomes_dir()), False
     references = ReferenceCache()
     folder = Path(reference_dir or chapter.solutions)

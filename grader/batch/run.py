@@ -29,7 +29,7 @@ from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
 from grader.grading import GradeOptions, new_seed
 from grader.i18n import T, TextError
 from grader.runner import sandbox as sandboxes
-from grader.runner.jobs import Limits
+from grader.runner.job_sessions import Limits
 
 #: time a worker gets beyond the submission's own limit (starting JAX, waiting for cores)
 WORKER_SLACK_S = 300.0
@@ -170,7 +170,7 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
         raise BatchError(T("batch.error.out", path=str(out), detail=exc.strerror or str(exc))) from None
     manifest = Manifest.load(out, chapter.id, batch_key(out, options.sign_key))
     seed = options.seed if options.seed is not None else manifest.seed or new_seed()
-    digest = references.content_digest(chapter)
+    digest = references.outcomes_digest(chapter)
     words = lambda text: chapter.catalog.render(text, options.lang)  # noqa: E731
     ids = [ex.id for ex in selected]
     manifest.start(seed, ids, digest)

@@ -103,9 +103,9 @@ BUILD_ENV = "GRADER_BUILD"
 def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     """Where a machine notes that ``chapter``'s programs were built (or could not be): in the cache of this
     JAX version, keyed by the reference's code (new solutions are built again)."""
-    from grader.outcomes import content_digest
+    from grader.outcomes import folder_digest
 
-    digest = content_digest(Path(reference_dir or chapter.solutions))[:16]
+    digest = folder_digest(Path(reference_dir or chapter.solutions))[:16]
     return store.root() / "built" / f"{chapter.id}-{digest}.json"
 
 

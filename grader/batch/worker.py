@@ -4,8 +4,8 @@ A batch (on this machine, or a Dask worker on another) keeps a worker subprocess
 grading slot and gives it one student after another: Dask's worker processes are
 daemonic and cannot have children of their own through :mod:`multiprocessing`, and a
 process of its own keeps the batch apart from the gradings. The worker reads JSON
-lines on standard input: ``{"op": "reference", ...}`` (the class's reference outcomes,
-shipped as data, once) and ``{"op": "grade", ...}`` (a packed submission, the batch's
+lines on standard input, each saying one of :class:`grader.protocol.ToWorker`'s words: ``REFERENCE``
+(the class's reference outcomes, shipped as data, once) and ``GRADE`` (a packed submission, the batch's
 options and seed), and writes a JSON line on standard output for each student: the
 files :func:`grader.report.render.write_reports` wrote for them (``report.json`` and
 ``report.md``, exactly what ``grade`` writes for that submission and seed), or why
@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from grader.protocol import ToWorker, message, word_of
 
 #: exit status of a worker stopped by Ctrl-C (its student is graded again on resume)
 INTERRUPTED = 130
@@ -117,7 +119,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
     from grader.i18n import T
     from grader.report.render import write_reports
     from grader.runner import sandbox as sandboxes
-    from grader.runner.jobs import Limits
+    from grader.runner.job_sessions import Limits
     from grader.submission import SubmissionError
 
     state = state or _State()
@@ -141,7 +143,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
                            sandbox=settings["sandbox"], submission_timeout_s=settings["timeout_s"],
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
                            limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20), reference_cache=cache,
-                           workers=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,
+                           at_once=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,
                            scratch_root=state.scratch)
     with tempfile.TemporaryDirectory(prefix="grade-batch-", dir=state.scratch) as tmp:
         path = roster.unpack(payload["submission"], payload["name"], Path(tmp) / "in")
@@ -188,15 +190,16 @@ def main() -> int:
     state = _State(scratch)
     try:
         for line in sys.stdin:
-            message = json.loads(line)
-            if message.get("op") == "reference":
-                state.shipped = message.get("reference")
+            order = json.loads(line)
+            word = word_of(order, ToWorker)  # a word it does not know ends the worker at once (ProtocolError)
+            if word is ToWorker.REFERENCE:
+                state.shipped = order.get("reference")
                 continue
-            if message.get("op") == "warm":  # hosts started while the batch runs the reference
-                state.prepare(message)
+            if word is ToWorker.WARM:  # hosts started while the batch runs the reference
+                state.prepare(order)
                 state.hosts.start()
                 continue
-            result = grade_payload(message, state)
+            result = grade_payload(order, state)
             sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
             sys.stdout.flush()
     except (Interrupted, KeyboardInterrupt):  # every process it started is already gone
@@ -256,7 +259,7 @@ class WorkerProcess:
             if self.proc is None or self.proc.poll() is not None:
                 self.proc = self._start()
             try:
-                _send(self.proc, {**payload, "op": "warm", "slots": payload.get("slots", self.slots)})
+                _send(self.proc, message(ToWorker.WARM, **{**payload, "slots": payload.get("slots", self.slots)}))
             except OSError:
                 pass
 
@@ -272,9 +275,9 @@ class WorkerProcess:
         try:
             shipped = ((reference or {}).get("digest"), (reference or {}).get("seed"))
             if self._sent != shipped:  # once per worker and class
-                _send(proc, {"op": "reference", "reference": reference})
+                _send(proc, message(ToWorker.REFERENCE, reference=reference))
                 self._sent = shipped
-            _send(proc, {**payload, "op": "grade", "slots": payload.get("slots", self.slots)})
+            _send(proc, message(ToWorker.GRADE, **{**payload, "slots": payload.get("slots", self.slots)}))
             line = self._lines.get(timeout=timeout_s)
         except queue.Empty:
             self._end(signal.SIGKILL)
@@ -334,8 +337,8 @@ class WorkerProcess:
         return (tail[0].strip() if tail else f"exit status {code}")[:300]
 
 
-def _send(proc: subprocess.Popen, message: dict) -> None:
-    proc.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+def _send(proc: subprocess.Popen, order: dict) -> None:
+    proc.stdin.write(json.dumps(order, ensure_ascii=False).encode() + b"\n")
     proc.stdin.flush()
 
 

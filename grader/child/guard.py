@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import sys
 from types import FunctionType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.primitives.compiles import CompileCounter
 
 _MODULES = ("time", "builtins", "jax", "jax.numpy", "jax.monitoring", "numpy", "grader.child.probe", "grader.wire",
             "grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.instrument",
@@ -64,17 +67,17 @@ def _targets(extra_modules: tuple[str, ...]) -> dict[str, Any]:
     if compiles is not None:
         counter = compiles.COUNTER
         targets["COUNTER"] = counter
-        targets["COUNTER._windows"] = counter._windows
+        targets["COUNTER._windows"] = counter.windows
         targets["COUNTER.__dict__"] = counter.__dict__
         targets["COUNTER.listening"] = _listening(counter)
-    trusted = sys.modules.get("grader.child.trusted")
+    trusted = sys.modules.get("grader.trusted")
     if trusted is not None:
         for name in ("perf_counter", "monotonic", "sleep"):
             targets[f"TRUSTED.{name}"] = getattr(trusted.TRUSTED, name, None)
     return targets
 
 
-def _listening(counter: Any) -> bool:
+def _listening(counter: CompileCounter) -> bool:
     """Whether the compile listener is still registered with JAX."""
     try:
         from jax._src import monitoring
@@ -82,7 +85,7 @@ def _listening(counter: Any) -> bool:
         listeners = monitoring.get_event_duration_listeners()
     except Exception:  # noqa: BLE001 - JAX moved its internals: nothing to compare
         return True
-    return any(getattr(l, "__func__", None) is type(counter)._on_event and getattr(l, "__self__", None) is counter
+    return any(getattr(l, "__func__", None) is type(counter).on_event and getattr(l, "__self__", None) is counter
                for l in listeners)
 
 

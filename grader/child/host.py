@@ -38,7 +38,10 @@ import signal
 import socket
 import sys
 import time
+from enum import StrEnum
 from typing import Callable
+
+from grader.protocol import OP, FromHost, ToHost, message, word_of
 
 
 def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
@@ -281,22 +284,22 @@ def flush_output() -> None:
             pass
 
 
-def begin(argv: list[str]) -> tuple:
+def begin(argv: list[str], orders: type[StrEnum] = ToHost) -> tuple:
     """What a host and a template do first (``argv``: the control socket's fd, the config in JSON):
-    the control channel, the subreaper, every module imported once; returns the channel, its fd
-    and the versions imported."""
+    the control channel (it takes ``orders`` only), the subreaper, every module imported once;
+    returns the channel, its fd and the versions imported."""
     control_fd = int(argv[0])
     config = json.loads(argv[1])
     from grader.wire import Channel
 
-    control = Channel(socket.socket(fileno=control_fd))
+    control = Channel(socket.socket(fileno=control_fd), expects=orders)
     become_subreaper()
     return control, control_fd, preload_frozen(config.get("modules", []), config.get("chapter_folders", []))
 
 
 def main(argv: list[str]) -> int:
     control, control_fd, versions = begin(argv)
-    control.send({"op": "ready", "versions": versions, "pid": os.getpid()})
+    control.send(message(FromHost.READY, versions=versions, pid=os.getpid()))
     return serve(control, control_fd)
 
 
@@ -304,36 +307,37 @@ def serve(control, control_fd: int) -> int:
     """A host's life: fork jobs on order until told to stop, then end them and what they left."""
     jobs: dict[int, str] = {}
 
-    def obey(message: dict, fds: list[int]) -> None:
-        op = message["op"]
-        if op == "fork" and len(fds) == 2:
+    def obey(order: dict, fds: list[int]) -> None:
+        op = word_of(order, ToHost)
+        if op is ToHost.FORK and len(fds) == 2:
             pid = os.fork()
             if pid == 0:
-                _job_child(message, fds[0], fds[1], control_fd)
-            jobs[pid] = message["job"]
-            control.send({"op": "started", "job": message["job"], "pid": pid})
-        elif op == "dump":  # where is the job now? (it ran past its limit)
-            signal_named(jobs, message["job"], os.kill, signal.SIGUSR1)
-        elif op == "kill":
-            signal_named(jobs, message["job"], os.killpg, signal.SIGKILL)
-            signal_named(jobs, message["job"], os.kill, signal.SIGKILL)
+                _job_child(order, fds[0], fds[1], control_fd)
+            jobs[pid] = order["job"]
+            control.send(message(FromHost.STARTED, job=order["job"], pid=pid))
+        elif op is ToHost.DUMP:  # where is the job now? (it ran past its limit)
+            signal_named(jobs, order["job"], os.kill, signal.SIGUSR1)
+        elif op is ToHost.KILL:
+            signal_named(jobs, order["job"], os.killpg, signal.SIGKILL)
+            signal_named(jobs, order["job"], os.kill, signal.SIGKILL)
 
     def exited(name: str, status: int, peak_kb: int, cpu_s: float) -> None:
-        info = {"op": "exited", "job": name, "peak_rss_kb": peak_kb, "cpu_s": cpu_s}
+        info = message(FromHost.EXITED, job=name, peak_rss_kb=peak_kb, cpu_s=cpu_s)
         if os.WIFSIGNALED(status):
             info["signal"] = os.WTERMSIG(status)
         else:
             info["code"] = os.WEXITSTATUS(status)
         control.send(info)
 
-    take_orders(control, 2, obey, jobs, exited, kill=os.killpg)
+    take_orders(control, 2, obey, jobs, exited, kill=os.killpg, stop=ToHost.EXIT)
     return 0
 
 
 def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], children: dict[int, str],
-                exited: Callable[[str, int, int, float], None], *, kill: Callable[[int, int], None] = os.kill) -> None:
+                exited: Callable[[str, int, int, float], None], *, kill: Callable[[int, int], None] = os.kill,
+                stop: StrEnum = ToHost.EXIT) -> None:
     """Obey the grader's orders (``obey(message, fds)``; the fds are closed after it) until it says
-    ``exit`` or goes; meanwhile collect each of ``children`` (pid: name) that ends (``exited(name,
+    ``stop`` or goes; meanwhile collect each of ``children`` (pid: name) that ends (``exited(name,
     status, peak_kb, cpu_s)``, its peak resident memory in KiB and the CPU seconds it used) and end what it left behind. Then end every child still there (``kill(pid, SIGKILL)``)
     and every leftover. A child's end wakes it at once (``SIGCHLD``), so the grader hears of it without delay."""
     wake = _wake_on_child_exit()
@@ -344,7 +348,7 @@ def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], 
             message, fds = control.recv_with_fds(max_fds, timeout=0.05)
         except TimeoutError:
             message, fds = "idle", []
-        if message is None or (isinstance(message, dict) and message.get("op") == "exit"):
+        if message is None or (isinstance(message, dict) and message.get(OP) == stop):
             break
         if isinstance(message, dict):
             obey(message, fds)

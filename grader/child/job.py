@@ -1,14 +1,15 @@
 """One job: the forked child that imports one student module and runs its probe.
 
-The conversation with the grader, over the job's socket::
+The conversation with the grader, over the job's socket (the words are
+:mod:`grader.protocol`'s ``FromJob`` and ``ToJob``)::
 
-    job    -> {"op": "hello", "env": {...}, "memory": {...}}   backend started, limits set
-    job    -> {"op": "imported", "names": {...}}     or {"op": "import_error", ...}
-    grader -> {"op": "inputs", "inputs": {...}}      hidden inputs, only after the import
-    job    -> {"op": "obs", "key": ..., "value": ...}   any number, as they happen
-    job    -> {"op": "mark", "key": ...}             a moment on the grader's clock: the job waits
-    grader -> {"op": "go"}                           for this, stamped when the grader sends it
-    job    -> {"op": "done"}                         or {"op": "probe_error", ...}
+    job    -> HELLO (env, memory)                 backend started, limits set
+    job    -> IMPORTED (names)                    or IMPORT_ERROR (type, message, where)
+    grader -> INPUTS (inputs)                     hidden inputs, only after the import
+    job    -> RECORD (key, value)                 any number, as they happen
+    job    -> MARK (key)                          a moment on the grader's clock: the job waits
+    grader -> GO                                  for this, stamped when the grader sends it
+    job    -> DONE (work)                         or PROBE_ERROR (type, traceback)
 
 Hidden inputs arrive after the student's module has been imported, so code run at
 import time cannot see them.
@@ -21,8 +22,10 @@ import socket
 import sys
 import time
 import traceback
+from types import ModuleType
 from typing import Any
 
+from grader.protocol import FromJob, ToJob, message, word_of
 from grader.wire import Channel
 
 
@@ -62,9 +65,9 @@ def _limit_memory(limits: dict, backend: str) -> dict:
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:
-    from grader.child.trusted import safe_str, student_frame
+    from grader.trusted import safe_str, student_frame
 
-    info = {"op": "import_error", "type": type(exc).__name__, "message": safe_str(exc)}
+    info = message(FromJob.IMPORT_ERROR, type=type(exc).__name__, message=safe_str(exc))
     if isinstance(exc, SyntaxError):
         info["where"] = f"{os.path.basename(exc.filename or '?')}:{exc.lineno}"
         info["message"] = str(exc.msg)
@@ -80,7 +83,7 @@ NOTEBOOK_MODULES = ".notebook"
 MAX_SKIPPED = 20
 
 
-def import_notebook(name: str, module_dir: str) -> tuple[Any, list[dict]]:
+def import_notebook(name: str, module_dir: str) -> tuple[ModuleType, list[dict]]:
     """Import the module ``name`` made of a notebook's cells, one top-level statement at a time.
 
     The cells ran in the student's kernel; a statement that raises here (a device assert,
@@ -96,7 +99,7 @@ def import_notebook(name: str, module_dir: str) -> tuple[Any, list[dict]]:
     import builtins
     import importlib.util
 
-    from grader.child.trusted import safe_str, student_frame
+    from grader.trusted import safe_str, student_frame
 
     if not hasattr(builtins, "display"):
         builtins.display = _display
@@ -347,7 +350,7 @@ class _JaxWork:
 
 
 def run(order: dict, sock: socket.socket) -> None:
-    channel = Channel(sock)
+    channel = Channel(sock, expects=ToJob)
     options = order.get("options", {})
     work = _JaxWork()
     _one_mlir_context()
@@ -362,14 +365,14 @@ def run(order: dict, sock: socket.socket) -> None:
     if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
         _portable_cache_keys()
     memory = _limit_memory(order.get("limits", {}), env["backend"])
-    channel.send({"op": "hello", "env": env, "memory": memory, "cpu_s": _cpu()})
+    channel.send(message(FromJob.HELLO, env=env, memory=memory, cpu_s=_cpu()))
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare
     from grader.primitives.compiles import COUNTER
 
     prepare()
-    code = importlib.import_module(order["code"])  # the exercise's module (already imported by the host)
+    package = importlib.import_module(order["package"])  # the exercise package (already imported by the host)
     watch = guard.snapshot(tuple(order.get("chapter_modules", ())))
 
     _dump_stack_on_request()
@@ -379,9 +382,9 @@ def run(order: dict, sock: socket.socket) -> None:
     skipped: list[dict] = []
     try:
         if os.path.exists(os.path.join(module_dir, NOTEBOOK_MODULES)):
-            module, skipped = import_notebook(order["module"], module_dir)
+            module, skipped = import_notebook(order["student_module"], module_dir)
         else:
-            module = importlib.import_module(order["module"])
+            module = importlib.import_module(order["student_module"])
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
         channel.send(_import_error(exc, module_dir))
         return
@@ -391,24 +394,21 @@ def run(order: dict, sock: socket.socket) -> None:
             names[name] = describe_callable(getattr(module, name))
         else:
             names[name] = {"missing": True}
-    channel.send({"op": "imported", "names": names, "skipped": skipped, "cpu_s": _cpu()})
-    channel.send({"op": "integrity", "stage": "import", "changed": watch.changes()})
+    channel.send(message(FromJob.IMPORTED, names=names, skipped=skipped, cpu_s=_cpu()))
+    channel.send(message(FromJob.INTEGRITY, stage="import", changed=watch.changes()))
 
-    message = channel.recv()
-    if not message or message.get("op") != "inputs":
+    given = channel.recv()
+    if not given or word_of(given, ToJob) is not ToJob.INPUTS:
         return
-    keys = getattr(code, "KEYS", None)
+    keys = getattr(package, "KEYS", None)
     reference = order.get("side") == "reference" and not options.get("all_records")
     keep = keys.for_reference if reference and keys is not None else None
-    ctx = ProbeContext(channel, module, message["inputs"], module_dir, os.getcwd(), keep=keep)
+    ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
-        code.probe(ctx)
+        package.probe(ctx)
     except BaseException as exc:  # noqa: BLE001
-        channel.send({
-            "op": "probe_error",
-            "type": type(exc).__name__,
-            "traceback": "".join(traceback.format_exception(exc))[-4000:],
-        })
+        channel.send(message(FromJob.PROBE_ERROR, type=type(exc).__name__,
+                             traceback="".join(traceback.format_exception(exc))[-4000:]))
         return
-    channel.send({"op": "integrity", "stage": "probe", "changed": watch.changes(), "compiles_total": COUNTER.total})
-    channel.send({"op": "done", "work": work.summary()})
+    channel.send(message(FromJob.INTEGRITY, stage="probe", changed=watch.changes(), compiles_total=COUNTER.total))
+    channel.send(message(FromJob.DONE, work=work.summary()))

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from grader.child.trusted import classify, defined_at, safe_str, student_frame
+from grader.trusted import classify, defined_at, safe_str, student_frame
+from grader.protocol import OP, FromJob, ToJob, message, word_of
 from grader.wire import SAFE_DTYPES, Channel
 
 MAX_ELEMENTS = 1 << 22
@@ -152,7 +153,7 @@ class ProbeContext:
 
     def record(self, key: str, value: Any) -> None:
         if self._claim(key):
-            self.channel.send({"op": "obs", "key": key, "value": value})
+            self.channel.send(message(FromJob.RECORD, key=key, value=value))
 
     def mark(self, key: str) -> None:
         """Record ``key`` as a moment of the grader's own clock, and go on only once the grader has it.
@@ -164,22 +165,22 @@ class ProbeContext:
         """
         if not self._claim(key):
             return
-        self.channel.send({"op": "mark", "key": key})
+        self.channel.send(message(FromJob.MARK, key=key))
         answer = self.channel.recv()
         if answer is None:
             raise SystemExit(0)
-        if answer.get("op") != "go":
-            raise RuntimeError(f"the grader answered a mark with {answer.get('op')!r}")
+        if word_of(answer, ToJob) is not ToJob.GO:
+            raise RuntimeError(f"the grader answered a mark with {answer[OP]!r}")
 
     def request(self) -> dict:
         """Wait for an instruction from the grader (used by timed exercises)."""
-        message = self.channel.recv()
-        if message is None:
+        order = self.channel.recv()
+        if order is None:
             raise SystemExit(0)
-        return message
+        return order
 
-    def reply(self, message: dict) -> None:
-        self.channel.send(message)
+    def reply(self, answer: dict) -> None:
+        self.channel.send(answer)
 
     # ---- the student's names
     def get(self, name: str) -> Any:
@@ -230,7 +231,7 @@ class ProbeContext:
         """Tell the grader which of the student's functions runs next (it says so if it hangs)."""
         if name != self._calling:
             self._calling = name
-            self.channel.send({"op": "calling", "function": name})
+            self.channel.send(message(FromJob.CALLING, function=name))
 
     def attempted(self, name: str, *args: Any, **kwargs: Any) -> bool:
         """Whether calling ``name`` gets past ``NotImplementedError`` (not recorded)."""

@@ -25,6 +25,7 @@ import sys
 
 from grader.child.host import (become_subreaper, begin, flush_output, forget_wakeup, serve, signal_named,
                                take_orders)
+from grader.protocol import FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 
 CLONE_NEWIPC = 0x08000000
 
@@ -56,22 +57,22 @@ def isolate() -> int:
 
 def _template(control, control_fd: int, versions: dict) -> int:
     """Fork isolated hosts on order; report each one's birth and end; end what they leave behind."""
-    control.send({"op": "ready", "versions": versions, "pid": os.getpid(), "template": True})
+    control.send(message(FromTemplate.READY, versions=versions, pid=os.getpid(), template=True))
     hosts: dict[int, str] = {}
 
-    def obey(message: dict, fds: list[int]) -> None:
-        op = message.get("op")
-        if op == "spawn" and len(fds) == 1:
+    def obey(order: dict, fds: list[int]) -> None:
+        op = word_of(order, ToTemplate)
+        if op is ToTemplate.SPAWN and len(fds) == 1:
             pid = os.fork()
             if pid == 0:
                 _host_child(fds[0], control_fd, versions)
-            hosts[pid] = str(message.get("host"))
-            control.send({"op": "spawned", "host": hosts[pid], "pid": pid})
-        elif op == "kill":
-            signal_named(hosts, str(message.get("host")), os.kill, signal.SIGKILL)
+            hosts[pid] = str(order.get("host"))
+            control.send(message(FromTemplate.SPAWNED, host=hosts[pid], pid=pid))
+        elif op is ToTemplate.KILL:
+            signal_named(hosts, str(order.get("host")), os.kill, signal.SIGKILL)
 
-    take_orders(control, 1, obey, hosts,
-                lambda name, status, _peak, _cpu: control.send({"op": "host_exited", "host": name}))
+    take_orders(control, 1, obey, hosts, stop=ToTemplate.EXIT,
+                exited=lambda name, status, _peak, _cpu: control.send(message(FromTemplate.HOST_EXITED, host=name)))
     return 0
 
 
@@ -83,15 +84,15 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
         forget_wakeup()
         from grader.wire import Channel
 
-        channel = Channel(socket.socket(fileno=fd))
+        channel = Channel(socket.socket(fileno=fd), expects=ToHost)
         try:
             isolate()
         except OSError as exc:  # never serve without a /tmp of its own
-            channel.send({"op": "failed", "error": str(exc)})
+            channel.send(message(FromHost.FAILED, error=str(exc)))
             code = 71
             return
         become_subreaper()
-        channel.send({"op": "ready", "versions": versions, "pid": os.getpid()})
+        channel.send(message(FromHost.READY, versions=versions, pid=os.getpid()))
         code = serve(channel, fd)
     except BaseException:  # noqa: BLE001 - whatever happens, this host ends here
         import traceback
@@ -106,7 +107,7 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    return _template(*begin(argv))
+    return _template(*begin(argv, ToTemplate))
 
 
 if __name__ == "__main__":

@@ -7,12 +7,15 @@ the grader's is one line too, its traceback in a log file.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import os
 import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
@@ -99,6 +102,21 @@ def limit_options(fn):
     return fn
 
 
+def gather(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Hand a command its options grouped: for each ``name=Group`` (a dataclass), the options named
+    after ``Group``'s fields come as one ``Group`` object, the parameter ``name``. Put it right above
+    the function, under its Click options: ``@gather(limits=LimitOptions)`` turns ``--sandbox``,
+    ``--timeout``, ``--exercise-timeout`` and ``--memory-limit`` into ``limits``."""
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            for name, group in groups.items():
+                kwargs[name] = group(**{f.name: kwargs.pop(f.name) for f in dataclasses.fields(group)})
+            return fn(**kwargs)
+
+        return command
+
+    return decorate
 
 
 def setup_logging(verbose: bool) -> None:

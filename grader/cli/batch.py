@@ -16,8 +16,10 @@ from pathlib import Path
 
 import click
 
-from grader.cli.app import UserError, cli, lang_option, limit_options, setup_logging
+from grader.cli.app import UserError, cli, gather, lang_option, limit_options, setup_logging
+from grader.cli.keys import signing_key
 from grader.i18n import T, default_lang, grader_catalog
+from grader.options import LimitOptions
 
 
 @cli.command("batch", short_help="Grade a whole class: a platform's download, or a folder per student.")
@@ -54,11 +56,11 @@ from grader.i18n import T, default_lang, grader_catalog
                    "--key FILE; default: a key of the batch's own, kept on this machine.")
 @lang_option
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
+@gather(limits=LimitOptions)
 def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path | None, teams: bool, chapter: str,
-              out: Path, jobs: int,
-              exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None, sandbox: str,
-              allow_weak_sandbox: bool, timeout_s: float, exercise_timeout_s: float | None, memory_mb: int,
-              force: bool, sign_key: Path | None, lang: str | None, verbose: bool) -> None:
+              out: Path, jobs: int, exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None,
+              limits: LimitOptions, allow_weak_sandbox: bool, force: bool, sign_key: Path | None, lang: str | None,
+              verbose: bool) -> None:
     """Grade every submission in SUBMISSIONS: a platform's download as it comes (Canvas's or
     Moodle's zip, Gradescope's export, or the folder they unzip to), or a folder with a
     folder, notebook or .zip per student. 批量评分全班作业（可直接使用平台的下载文件）。
@@ -80,11 +82,10 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
         except ImportError:
             raise UserError(words(T("batch.error.no_dask"))) from None
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
-                           scheduler=scheduler, sandbox=sandbox, allow_weak_sandbox=allow_weak_sandbox,
-                           timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb,
+                           scheduler=scheduler, allow_weak_sandbox=allow_weak_sandbox, **limits.to_dict(),
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams,
-                           sign_key=_read_key(sign_key, words, sandbox) if sign_key is not None else None)
+                           sign_key=signing_key(sign_key, lang, limits.sandbox) if sign_key is not None else None)
     display = _Display(words, options)
     executor = make_executor(options)
     if executor_name(executor) == "dask":
@@ -199,12 +200,6 @@ class _LogFile(logging.Handler):
             self._file.close()
             self._file = None
         super().close()
-
-
-def _read_key(path: Path, words, sandbox: str) -> bytes:
-    from grader.cli.keys import read_private_key
-
-    return read_private_key(path, words, sandbox)
 
 
 class _Display:

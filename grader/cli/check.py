@@ -8,15 +8,23 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from grader import safetext
 from grader.chapter import ChapterError, load_chapter
-from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options, setup_logging
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, gather, lang_option, limit_options, setup_logging
+from grader.cli.keys import signing_key
 from grader.copies import REPORT_DIR_NAME
 from grader.i18n import Catalog, T, default_lang, grader_catalog
+from grader.options import LimitOptions
 from grader.report.common import pasteable
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter
+    from grader.grading import GradeOptions
+    from grader.results import Report
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,38 @@ class BarType(click.ParamType):
         return Bar(number, percent)
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What ``grade PATH`` grades of the submission, and on which hidden inputs."""
+
+    #: the chapter's id; ``None``: told from the submission
+    chapter: str | None
+    #: the exercises (``-k``); empty: all
+    exercises: tuple[str, ...]
+    #: the copy to grade in a folder or zip that holds the chapter twice (``--inside``)
+    inside: str | None
+    #: the hidden inputs' seed (``--seed``); ``None``: a fresh one
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where ``grade PATH`` writes its report, and what it prints."""
+
+    #: the reports' folder (``--report-dir``); ``None``: the default beside the submission
+    report_dir: Path | None
+    #: the language (``--lang``); ``None``: from the locale
+    lang: str | None
+    #: print the JSON report instead of the table (``--json``)
+    as_json: bool
+    #: exit with status 1 below this score (``--fail-under``)
+    fail_under: Bar | None
+    #: the key file that signs the JSON report (``--sign-key``)
+    sign_key: Path | None
+    #: open the HTML report when done (``--open``)
+    open_: bool
+
+
 @cli.command("check", short_help="Grade one submission (the same as grade PATH).")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--chapter", help="Chapter id, e.g. ch4 (default: told from the name, else from the files).")
@@ -86,11 +126,9 @@ class BarType(click.ParamType):
               help="Show the next layer of a check's hint (e.g. ex02/piecewise.values), without grading: "
                    "why it matters under jit, then a worked explanation of the concept.")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
-def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: str | None,
-              exercises: tuple[str, ...],
-              seed: int | None, lang: str | None, as_json: bool, fail_under: Bar | None, sandbox: str,
-              timeout_s: float, exercise_timeout_s: float | None, memory_mb: int, sign_key: Path | None,
-              open_: bool, watch: bool, hint: str | None, verbose: bool) -> None:
+@gather(what=Selection, limits=LimitOptions, output=Output)
+def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output, watch: bool, hint: str | None,
+              verbose: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
@@ -98,28 +136,27 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
     report is left as it is. So does the report of a run stopped with Ctrl-C before
     its end.
     """
-    from grader.grading import GradeOptions, Interrupted, grade
-    from grader.report.render import render_terminal, write_reports
-    from grader.runner.jobs import Limits
+    from grader.grading import Interrupted, grade
+    from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
-    lang = lang or default_lang()
+    lang = output.lang or default_lang()
     catalog = grader_catalog()
     setup_logging(verbose)
+    report_dir = output.report_dir
     if hint is not None:
-        _show_hint(path, chapter, hint, report_dir, lang)
+        _show_hint(path, what.chapter, hint, report_dir, lang)
         return
-    key = _key(sign_key, catalog, lang, sandbox) if sign_key else None  # never where a student's code reads it
-    path, exercises = _one_exercise_file(path, chapter, exercises, catalog, lang)
+    # never where a student's code reads it
+    key = signing_key(output.sign_key, lang, limits.sandbox) if output.sign_key else None
+    path, exercises = _one_exercise_file(path, what.chapter, what.exercises, catalog, lang)
     try:
-        options = GradeOptions(chapter=chapter, exercises=exercises, inside=inside, seed=seed, sandbox=sandbox,
-                               submission_timeout_s=timeout_s, exercise_timeout_s=exercise_timeout_s,
-                               limits=Limits(memory_bytes=memory_mb << 20))
-        _build_once(path, chapter, sandbox, catalog, lang)
+        options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed)
+        _build_once(path, what.chapter, limits.sandbox, catalog, lang)
         if watch:
             _watch(path, options, report_dir or _default_report_dir(path), lang)
             return
-        live = sys.stderr.isatty() and not as_json
+        live = sys.stderr.isatty() and not output.as_json
         if live:
             click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown
         report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
@@ -143,7 +180,21 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
                 from None
         target = Path(tempfile.mkdtemp(prefix="grade-report-"))
         written = write_reports(report, catalog, lang, target, key=key)
-    if as_json:
+    _say_written(report, written, catalog, lang, output, earlier, key)
+    if output.fail_under is not None and report.score < output.fail_under.points(report.max_score) - 1e-9:
+        below = T("ui.below_bar", score=f"{report.score:g}", max_score=f"{report.max_score:g}",
+                  bar=output.fail_under.describe(report.max_score))
+        click.echo(f"grade: {catalog.render(below, lang)}", err=True)
+        sys.exit(EXIT_FAIL_UNDER)
+
+
+def _say_written(report: Report, written: Path, catalog: Catalog, lang: str, output: Output, earlier: dict | None,
+                 key: bytes | None) -> None:
+    """The report on standard output (its table, or its JSON), where it was written, whether it is signed;
+    the HTML report opened in the browser with ``--open``."""
+    from grader.report.render import render_terminal
+
+    if output.as_json:
         click.echo(safetext.json(written.read_text(encoding="utf-8")), nl=False)  # a terminal acts on no control
     else:
         click.echo(render_terminal(report, catalog, lang, color=sys.stdout.isatty(), earlier=earlier), nl=False)
@@ -151,19 +202,14 @@ def check_cmd(path: Path, chapter: str | None, report_dir: Path | None, inside: 
         where = T(written_key, json=pasteable(written), md=pasteable(written.with_suffix(".md")),
                   html=pasteable(written.with_suffix(".html")))
         click.echo(safetext.terminal(catalog.render(where, lang)))
-    if open_ and not as_json:
+    if output.open_ and not output.as_json:
         _open_in_browser(written.with_suffix(".html"), catalog, lang)
     if key is not None:
         from grader.signing import ALGORITHM, key_id
 
         click.echo(catalog.render(T("ui.signed", algorithm=ALGORITHM, key_id=key_id(key), path=str(written),
-                                    key_file=str(sign_key)), lang),
-                   err=as_json)
-    if fail_under is not None and report.score < fail_under.points(report.max_score) - 1e-9:
-        below = T("ui.below_bar", score=f"{report.score:g}", max_score=f"{report.max_score:g}",
-                  bar=fail_under.describe(report.max_score))
-        click.echo(f"grade: {catalog.render(below, lang)}", err=True)
-        sys.exit(EXIT_FAIL_UNDER)
+                                    key_file=str(output.sign_key)), lang),
+                   err=output.as_json)
 
 
 def _one_exercise_file(path: Path, chapter_id: str | None, exercises: tuple[str, ...], catalog: Catalog,
@@ -199,7 +245,7 @@ def _build_once(path: Path, chapter: str | None, sandbox: str, catalog: Catalog,
     build_once(found, sandbox=sandbox, say=lambda text: click.echo(catalog.render(text, lang), err=True))
 
 
-def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
+def _watch(path: Path, options: GradeOptions, report_dir: Path, lang: str) -> None:
     """``grade PATH --watch``: grade, then grade again on every save, until Ctrl-C."""
     catalog = grader_catalog()
     try:
@@ -218,7 +264,7 @@ def _watch(path: Path, options, report_dir: Path, lang: str) -> None:
 
 def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path | None, lang: str) -> None:
     """``grade PATH --hint CHECK``: the next layer of that check's hint, and how many are left."""
-    from grader.hints import HintError, next_layer
+    from grader.hint_layers import HintError, next_layer
     from grader.submission import SubmissionError, resolve_chapter
 
     catalog = grader_catalog()
@@ -230,11 +276,11 @@ def _show_hint(path: Path, chapter_id: str | None, wanted: str, report_dir: Path
     except HintError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
     words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
-    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("layers.not_graded"))
-    click.echo(words(T("layers.header", number=layer.number, total=layer.total, check=layer.key,
+    status = words(T(f"ui.status.{layer.status}")) if layer.status else words(T("hint_layers.not_graded"))
+    click.echo(words(T("hint_layers.header", number=layer.number, total=layer.total, check=layer.key,
                        title=layer.check.title, status=status)))
     click.echo(words(layer.text))
-    closing = "layers.last" if layer.number >= layer.total else "layers.more"
+    closing = "hint_layers.last" if layer.number >= layer.total else "hint_layers.more"
     click.echo(words(T(closing, path=str(path), check=wanted)))
 
 
@@ -250,12 +296,12 @@ def _open_in_browser(page: Path, catalog: Catalog, lang: str) -> None:
         click.echo(catalog.render(T("ui.open_failed", path=str(page)), lang), err=True)
 
 
-def _chapter_of(report):
+def _chapter_of(report: Report) -> Chapter:
     """The report's chapter."""
     return load_chapter(report.chapter)
 
 
-def _grade_live(path: Path, options, catalog: Catalog, lang: str):
+def _grade_live(path: Path, options: GradeOptions, catalog: Catalog, lang: str) -> Report:
     """Grade with a status line on the terminal saying what is graded now."""
     from grader.grading import grade
     from grader.report.live import LiveStatus
@@ -264,12 +310,6 @@ def _grade_live(path: Path, options, catalog: Catalog, lang: str):
     with LiveStatus(sys.stderr, catalog, lang, width=width) as status:
         options.on_progress = status
         return grade(path, options)
-
-
-def _key(path: Path, catalog: Catalog, lang: str, sandbox: str | None = None) -> bytes:
-    from grader.cli.keys import read_private_key
-
-    return read_private_key(path, lambda text: catalog.render(text, lang), sandbox)
 
 
 @cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
@@ -296,7 +336,7 @@ def verify_cmd(report: Path, key_path: Path | None, lang: str | None) -> None:
         return
     if key_path is None:
         raise UserError(catalog.render(T("error.key_needed", path=str(report)), lang))
-    key = _key(key_path, catalog, lang)
+    key = signing_key(key_path, lang)
     try:
         data = json.loads(report.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("schema") != "grade-report/1":
@@ -321,7 +361,7 @@ def verify_cmd(report: Path, key_path: Path | None, lang: str | None) -> None:
         click.echo(catalog.render(T("verify.valid", **fields), lang))
 
 
-def _verify_results(out: Path, key_path: Path | None, catalog, lang: str) -> None:
+def _verify_results(out: Path, key_path: Path | None, catalog: Catalog, lang: str) -> None:
     """``grade verify RESULTS/``: a line for each file not as the batch wrote it (exit 1), else one
     line saying all are."""
     import json
@@ -329,7 +369,7 @@ def _verify_results(out: Path, key_path: Path | None, catalog, lang: str) -> Non
     from grader.batch.manifest import MANIFEST, batch_key, verify
     from grader.signing import key_id
 
-    key = _key(key_path, catalog, lang) if key_path is not None else None
+    key = signing_key(key_path, lang) if key_path is not None else None
     problems = verify(out, batch_key(out, key))
     for problem in problems:
         click.echo(catalog.render(problem, lang), err=True)

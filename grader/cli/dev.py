@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from grader.chapter import ChapterError, load_chapter
-from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, lang_option, limit_options
+from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, gather, lang_option, limit_options
 from grader.i18n import LANGS, T, default_lang, grader_catalog
+from grader.options import LimitOptions
 
 
 @cli.group("dev", short_help="Tools for course authors: stubs, chapter validation, a release.")
@@ -181,8 +182,8 @@ def dev_release(chapter: str, out: Path, seed: int | None, lang: str | None) -> 
 @click.option("--lang", type=click.Choice([*LANGS, "both"]), default="en", show_default=True,
               help="Language of the results students read on Gradescope (both: English, then Chinese).")
 @limit_options
-def dev_gradescope(chapter: str, out: Path, force: bool, lang: str, sandbox: str, timeout_s: float,
-                   exercise_timeout_s: float | None, memory_mb: int) -> None:
+@gather(limits=LimitOptions)
+def dev_gradescope(chapter: str, out: Path, force: bool, lang: str, limits: LimitOptions) -> None:
     """Build the Gradescope autograder of a chapter into the zip OUT: setup.sh and run_autograder,
     the grader with JAX pinned to this machine's version, and the reference solutions, which stay
     on the autograder's side (readable by root only; students' code runs as a uid of its own).
@@ -196,8 +197,7 @@ def dev_gradescope(chapter: str, out: Path, force: bool, lang: str, sandbox: str
     catalog = grader_catalog()
     words = lambda text: catalog.render(text, words_lang)  # noqa: E731
     spec = _chapter(chapter)
-    config = Config(chapter=spec.id, lang=lang, instructor_lang=words_lang, sandbox=sandbox, timeout_s=timeout_s,
-                    exercise_timeout_s=exercise_timeout_s, memory_mb=memory_mb)
+    config = Config(chapter=spec.id, lang=lang, instructor_lang=words_lang, **limits.to_dict())
     announce = lambda versions: click.echo(words(T("gradescope.building", chapter=spec.id,  # noqa: E731
                                                    jax=versions["jax"], jaxlib=versions["jaxlib"])))
     try:
@@ -206,4 +206,4 @@ def dev_gradescope(chapter: str, out: Path, force: bool, lang: str, sandbox: str
         raise UserError(words(exc.text)) from None
     shown = {"en": "English", "zh": "中文", "both": "English, 中文"}[lang]
     click.echo(words(T("gradescope.wrote", out=str(bundle.out), size=f"{bundle.size / 1000:.0f}", lang=shown)))
-    click.echo(words(T("gradescope.next", points=f"{bundle.points:g}", timeout=f"{timeout_s:g}")))
+    click.echo(words(T("gradescope.next", points=f"{bundle.points:g}", timeout=f"{limits.timeout_s:g}")))

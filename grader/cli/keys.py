@@ -1,4 +1,4 @@
-"""The instructor's signing key, read for ``grade --sign-key``, ``grade batch --sign-key`` and ``grade verify``.
+"""The instructor's signing key, read here for ``grade --sign-key``, ``grade batch --sign-key`` and ``grade verify``.
 
 A key another user may read is refused, one line saying how to make it private
 (:func:`grader.signing.read_key`). When it signs a grading, it is refused too where the
@@ -11,15 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.cli.app import UserError
-from grader.i18n import T
+from grader.i18n import T, grader_catalog
 
 
-def read_private_key(path: Path, words, sandbox: str | None = None) -> bytes:
-    """The key at ``path``; ``words`` renders a text; ``sandbox``: the sandbox a grading signed with
-    it runs under (``None``: nothing is graded, as ``grade verify``). Raises :class:`UserError`."""
+def signing_key(path: Path, lang: str, sandbox: str | None = None) -> bytes:
+    """The key at ``path``, read once for the command; ``lang``: the language of its error;
+    ``sandbox``: the sandbox a grading signed with it runs under (``None``: nothing is graded,
+    as ``grade verify``). Raises :class:`UserError`."""
     from grader.runner import sandbox as sandboxes
     from grader.signing import KeyError_, read_key
 
+    words = lambda text: grader_catalog().render(text, lang)  # noqa: E731
     try:
         key = read_key(path)
     except KeyError_ as exc:

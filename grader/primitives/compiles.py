@@ -22,7 +22,7 @@ import contextlib
 import logging
 import re
 import threading
-from typing import Any, Iterator
+from typing import Callable, Iterator
 
 from grader.checks import Fail
 from grader.i18n import T, Text
@@ -58,7 +58,7 @@ class _MissHandler(logging.Handler):
         except Exception:  # noqa: BLE001 - a malformed record: nothing to explain
             return
         if "CACHE MISS" in text:
-            self.counter._on_miss(text)
+            self.counter.on_miss(text)
 
 
 class CompileCounter:
@@ -75,10 +75,11 @@ class CompileCounter:
             return
         import jax.monitoring
 
-        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+        jax.monitoring.register_event_duration_secs_listener(self.on_event)
         self.installed = True
 
-    def _on_event(self, name: str, _duration: float, **kwargs: object) -> None:
+    def on_event(self, name: str, _duration: float, **kwargs: object) -> None:
+        """JAX's event listener: a backend compile counts in every open window."""
         if name != BACKEND_COMPILE_EVENT:
             return
         label = str(kwargs.get("fun_name", "?"))
@@ -87,13 +88,19 @@ class CompileCounter:
             for window in self._windows:
                 window.names[label] += 1
 
-    def _on_miss(self, text: str) -> None:
+    def on_miss(self, text: str) -> None:
+        """A cache miss's explanation (JAX's log, through :class:`_MissHandler`) for every open window."""
         with self._lock:
             for window in self._windows:
                 if len(window.why) < MAX_EXPLANATIONS:
                     window.why.append({"call": window.calls, "params": window.params, "text": text[:1500]})
 
-    def note_call(self, fn: Any = None) -> None:
+    @property
+    def windows(self) -> list[_Window]:
+        """The windows open now (the list itself: the job's guard watches that it is not replaced)."""
+        return self._windows
+
+    def note_call(self, fn: Callable | None = None) -> None:
         """The probe is about to call ``fn``: later misses belong to this call (and name its parameters)."""
         params = _parameters(fn) if self._windows else []
         with self._lock:
@@ -157,7 +164,7 @@ def _explaining(counter: CompileCounter) -> Iterator[None]:
 COUNTER = CompileCounter()
 
 
-def _parameters(fn: Any) -> list[str]:
+def _parameters(fn: Callable | None) -> list[str]:
     """The parameter names of the Python function under a jit, for explanations that give positions."""
     import inspect
 
@@ -189,22 +196,22 @@ _DEFINED = re.compile(r"never seen function:\s*\n\s*(?P<name>\S+) id=\d+ defined
 
 
 # ---------------------------------------------------------------- grader side
-def count(observation: dict) -> int:
-    value = observation.get("count")
+def count(record: dict) -> int:
+    value = record.get("count")
     if type(value) is not int or value < 0:
         raise Fail(T("compile.implausible", value=repr(value)))
     return value
 
 
-def expect(observation: dict, *, what: Any, exactly: int | None = None, at_most: int | None = None) -> dict:
+def expect(record: dict, *, what: str | Text, exactly: int | None = None, at_most: int | None = None) -> dict:
     """Judge one window: the count must equal ``exactly`` or stay within ``at_most``.
 
     A failure says why the calls compiled again, from JAX's own explanations.
     """
-    seen = count(observation)
-    names = observation.get("names", {})
+    seen = count(record)
+    names = record.get("names", {})
     measured = {"compiles": seen, "compiled": names}
-    reasons = explain(observation.get("why") or [])
+    reasons = explain(record.get("why") or [])
     if reasons:
         measured["why"] = [r.args.get("call") for r in reasons]
     bad = None

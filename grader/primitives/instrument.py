@@ -27,8 +27,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from grader.checks import ARRIVALS, Fail, Key, Observations
-from grader.child.trusted import TRUSTED
+from grader.checks import ARRIVALS, Fail, Key, Records
+from grader.trusted import TRUSTED
 from grader.i18n import T
 
 #: how far a call's record may stand outside its bounds (the clocks' reading granularity)
@@ -164,7 +164,7 @@ class Call:
         return self.ended - self.began if self.began is not None and self.ended is not None else None
 
 
-def observed_calls(s: Observations, start: Key, done: Key, run: str, schedule: Schedule,
+def observed_calls(s: Records, start: Key, done: Key, run: str, schedule: Schedule,
                    waited: Key | None = None) -> list[Call]:
     """Every call of the instrument of ``run``, in order (counted by the grader: one record each);
     ``waited``: the key of an asynchronous call's wait."""

@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from grader.checks import Fail, Observations
-from grader.i18n import T
+from grader.checks import Fail, Records
+from grader.i18n import T, Text
 
 FLOAT32 = {"rtol": 1e-5, "atol": 1e-6}
 
@@ -143,9 +143,9 @@ def _kind(failure: Fail) -> str:
 _KIND_HINTS = {"type": "hint.return_type", "shape": "hint.shape", "dtype": "hint.dtype"}
 
 
-def compare_calls(student: Observations, reference: Observations, cases: Iterable[tuple[str, str]], *,
+def compare_calls(student: Records, reference: Records, cases: Iterable[tuple[str, str]], *,
                   expected: Callable[[str], Any] | None = None,
-                  diagnose: Callable[[list[CaseFailure]], Any] | None = None, **tolerance: Any) -> dict:
+                  diagnose: Callable[[list[CaseFailure]], str | None] | None = None, **tolerance: Any) -> dict:
     """Compare many recorded calls (``(key, label)`` pairs) with the expected values.
 
     The expected value of a key is the reference's recorded call under the same key,
@@ -184,7 +184,8 @@ def compare_calls(student: Observations, reference: Observations, cases: Iterabl
     return worst
 
 
-def _hint(failures: list[CaseFailure], diagnose: Callable[[list[CaseFailure]], Any] | None) -> Any:
+def _hint(failures: list[CaseFailure], diagnose: Callable[[list[CaseFailure]], str | None] | None
+          ) -> str | Text | None:
     raised = next((f.failure.hint for f in failures if f.kind == "raised"), None)
     if raised is not None:
         return raised

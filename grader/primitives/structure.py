@@ -73,7 +73,7 @@ def trace_abstractly(fn: Callable, *args: Any, student_dir: str = "", **kwargs: 
 def _raised(exc: BaseException, fn: Callable, student_dir: str) -> dict:
     """The record of an exception tracing or lowering ``fn`` raised: its kind, message and place
     (the student's line, else where ``fn`` is defined, see :func:`grader.checks.place`)."""
-    from grader.child.trusted import classify, defined_at, safe_str, student_frame
+    from grader.trusted import classify, defined_at, safe_str, student_frame
 
     where = student_frame(exc.__traceback__, student_dir)
     record = {"status": "raised", "type": type(exc).__name__, "kind_of_error": classify(exc),

@@ -12,11 +12,16 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
-from grader.child.trusted import TRUSTED
+from grader.trusted import TRUSTED
+from grader.protocol import FromJob, ToJob, message, word_of
+
+if TYPE_CHECKING:
+    from grader.child.probe import ProbeContext
+    from grader.runner.job_sessions import JobSession
 
 
 # =================================================================== child side
@@ -103,7 +108,7 @@ def pin_to_one_cpu() -> int | None:
 READY = "timing/ready"
 
 
-def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
+def serve_timing(ctx: ProbeContext, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
     ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
@@ -119,14 +124,14 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
     ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
     while True:
         request = ctx.request()
-        op = request.get("op")
-        if op == "stop":
+        word = word_of(request, ToJob)
+        if word == ToJob.STOP:
             return
-        if op == "ping":
-            ctx.reply({"op": "pong"})
+        if word == ToJob.PING:
+            ctx.reply(message(FromJob.PONG))
             continue
-        if op != "time" or request.get("case") not in cases:
-            ctx.reply({"op": "timed", "error": "bad request"})
+        if word != ToJob.TIME or request.get("case") not in cases:
+            ctx.reply(message(FromJob.TIMED, error="bad request"))
             continue
         baseline, candidate, args, fresh = cases[request["case"]]
         try:
@@ -134,9 +139,9 @@ def serve_timing(ctx: Any, cases: dict[str, tuple[Callable, Callable, tuple]]) -
                                   batch_baseline=int(request["batch_baseline"]),
                                   batch_candidate=int(request["batch_candidate"]), fresh=fresh)
         except BaseException as exc:  # noqa: BLE001 - the student's function failed while timed
-            ctx.reply({"op": "timed", "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            ctx.reply(message(FromJob.TIMED, error=f"{type(exc).__name__}: {str(exc)[:200]}"))
             continue
-        ctx.reply({"op": "timed", **result})
+        ctx.reply(message(FromJob.TIMED, **result))
 
 
 # =================================================================== grader side
@@ -220,7 +225,7 @@ def expect_speedup_over(student: dict, *, bar: float, what: str) -> dict:
     return measured
 
 
-def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float,
+def request_times(session: JobSession, case: str, *, reps: int, batches: tuple[int, int], deadline: float,
                   attempts: int = 3) -> dict:
     """One timing request to one child, checked against the grader's own clock.
 
@@ -236,12 +241,12 @@ def request_times(session: Any, case: str, *, reps: int, batches: tuple[int, int
     return got
 
 
-def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:
+def _request_times_once(session: JobSession, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:
     start = time.monotonic()
-    if not session.send({"op": "time", "case": case, "reps": reps, "batch_baseline": batches[0],
-                         "batch_candidate": batches[1]}):
+    if not session.send(message(ToJob.TIME, case=case, reps=reps, batch_baseline=batches[0],
+                                batch_candidate=batches[1])):
         return {"error": "the process is gone"}
-    reply = session.expect({"timed"}, deadline=deadline)
+    reply = session.expect({FromJob.TIMED}, deadline=deadline)
     wall = time.monotonic() - start
     if reply is None:
         return {"error": session.outcome.end}
@@ -254,7 +259,7 @@ def _request_times_once(session: Any, case: str, *, reps: int, batches: tuple[in
     return {"baseline": base, "candidate": cand, "wall": wall}
 
 
-def alternate(student: Any, reference: Any | None, case: str, *, rounds: int, reps: int,
+def alternate(student: JobSession, reference: JobSession | None, case: str, *, rounds: int, reps: int,
               batches: tuple[int, int], deadline: float, decided: Callable[[dict, dict], bool] | None = None,
               min_rounds: int = 4) -> tuple[dict, dict | None]:
     """Time ``case`` in both processes, alternating rounds (the grader's driver).

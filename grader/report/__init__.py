@@ -1,6 +1,6 @@
-"""The report: what a grading found (:mod:`grader.report.data`), and the ways to show it.
+"""The report: what a grading found (:mod:`grader.results`), and the ways to show it.
 
-The renderers are plain functions from one :class:`~grader.report.data.Report` to text;
+The renderers are plain functions from one :class:`~grader.results.Report` to text;
 they know nothing of how the results were obtained: each takes the report, the catalog
 that puts its messages into words, and the language. ``terminal`` prints the table,
 ``markdown`` writes ``report.md``, ``page`` the self-contained ``report.html``,

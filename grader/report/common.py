@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from grader.i18n import T, Text
-from grader.report.data import ExerciseResult, Report, graded_place, is_unrunnable
+from grader.results import ExerciseResult, Report, graded_place, is_unrunnable
 
 ICONS = {"passed": "✓", "partial": "◐", "failed": "✗", "not_attempted": "·", "error": "!", "timeout": "⏱",
          "skipped": "↷"}

@@ -14,7 +14,7 @@ from grader.i18n import Catalog, T
 from grader.report import html_parts as html
 from grader.report.common import (ICONS, environment_text, measured_text, next_step, num, problem_lines,
                                   replay_notes, seed_text)
-from grader.report.data import ExerciseResult, Report, headline
+from grader.results import ExerciseResult, Report, headline
 
 #: the class of the fragment's ``<div>``; every rule of :data:`STYLE` is under it (the table's rules
 #: name it twice: JupyterLab right-aligns an output's cells with ``:not(.jp-RenderedMarkdown)

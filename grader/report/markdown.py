@@ -5,7 +5,7 @@ from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
                                   problem_lines, replay_notes, seed_text)
-from grader.report.data import Report, headline
+from grader.results import Report, headline
 
 
 def _escape(text: str) -> str:

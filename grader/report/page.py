@@ -10,7 +10,7 @@ from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
 from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
                                   problem_lines, seed_text)
-from grader.report.data import CheckResult, ExerciseResult, Report, headline
+from grader.results import CheckResult, ExerciseResult, Report, headline
 
 
 def render_html(report: Report, catalog: Catalog, lang: str) -> str:

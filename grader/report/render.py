@@ -15,7 +15,7 @@ from grader.i18n import Catalog
 from grader.report.page import render_html
 from grader.report.markdown import render_markdown
 from grader.report.terminal import render_terminal
-from grader.report.data import Report, report_to_dict
+from grader.results import Report, report_to_dict
 
 __all__ = ["render_html", "render_json", "render_markdown", "render_terminal", "report_paths", "write_reports"]
 

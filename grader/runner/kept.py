@@ -24,7 +24,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from grader.runner.jobs import JobOutcome, JobSession
+from grader.protocol import FromJob, ToJob, message, word_of
+from grader.runner.job_sessions import JobOutcome, JobSession
 
 #: students one kept job serves before a fresh one is started (its CPU limit is far away)
 MOST_USES = 200
@@ -33,7 +34,7 @@ MOST_USES = 200
 class KeptSession:
     """A reference job that outlives the grading it was started for (see the module).
 
-    Seen by a timing driver as a :class:`~grader.runner.jobs.JobSession` (it delegates to
+    Seen by a timing driver as a :class:`~grader.runner.job_sessions.JobSession` (it delegates to
     one): starting it again, or sending it the same inputs again, does nothing; asked to
     stop or abandoned while healthy, it stays, serving timing requests; :meth:`finish`
     gives a copy of its outcome so far. A job that is no longer healthy (it ended,
@@ -74,9 +75,9 @@ class KeptSession:
     def _in_step(self) -> bool:
         """Whether the job answers a ping with nothing else in between (an answer a grading stopped
         waiting for, interrupted, is read and dropped here, never taken for the next one's)."""
-        if not self.session.send({"op": "ping"}):
+        if not self.session.send(message(ToJob.PING)):
             return False
-        return self.session.expect({"pong"}, deadline=time.monotonic() + 30) is not None
+        return self.session.expect({FromJob.PONG}, deadline=time.monotonic() + 30) is not None
 
     def send_inputs(self, inputs: dict) -> bool:
         if not self._inputs_sent:
@@ -84,10 +85,10 @@ class KeptSession:
             return self._inputs_sent
         return self.healthy()
 
-    def send(self, message: dict) -> bool:
-        if message.get("op") == "stop" and self.healthy():
+    def send(self, order: dict) -> bool:
+        if word_of(order, ToJob) is ToJob.STOP and self.healthy():
             return False  # kept for the next grading: nothing to wait for
-        return self.session.send(message)
+        return self.session.send(order)
 
     def abandon(self) -> None:
         if not self.healthy():
@@ -106,7 +107,7 @@ class KeptSession:
         """Stop the job for good (it ends its probe as any job does, or is killed)."""
         if self._started is None:
             return
-        if self.healthy() and self.session.send({"op": "stop"}):
+        if self.healthy() and self.session.send(message(ToJob.STOP)):
             self.session.deadline = time.monotonic() + 5
             self.session.run_to_end()
         else:
@@ -180,19 +181,20 @@ class EarlyStart:
     from then: the time spent waiting for the other exercises costs the exercise nothing.
     """
 
-    def __init__(self, student: JobSession, inputs: dict, reference: Callable[[], Any] | None, ready_key: str):
+    def __init__(self, student: JobSession, inputs: dict, reference: Callable[[], JobSession | KeptSession] | None,
+                 ready_key: str):
         self.student = Prestarted(student)
         self.reference: Prestarted | None = None
         self._thread = threading.Thread(target=self._run, args=(inputs, reference, ready_key), daemon=True,
                                         name=f"early-{student.exercise}")
         self._thread.start()
 
-    def _run(self, inputs: dict, reference: Callable[[], Any] | None, ready_key: str) -> None:
+    def _run(self, inputs: dict, reference: Callable[[], JobSession | KeptSession] | None, ready_key: str) -> None:
         if not self.student.begin(inputs) or reference is None:
             return
         session = self.student.session
         while not session.attempted.is_set() and ready_key not in session.outcome.observations:
-            if session.expect({"obs"}) is None:
+            if session.expect({FromJob.RECORD}) is None:
                 return  # it ended: the driver sees how
         if session.attempted.is_set():
             self.reference = Prestarted(reference())

@@ -1,5 +1,5 @@
 """How one job ended, and what it recorded before that: :class:`JobOutcome` (made by
-:class:`grader.runner.jobs.JobSession`, judged by :mod:`grader.verdicts`, kept by
+:class:`grader.runner.job_sessions.JobSession`, judged by :mod:`grader.verdicts`, kept by
 :class:`grader.outcomes.ReferenceCache`)."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A worker grades many students in a row. Starting two hosts for each (JAX importe
 twice) cost about as much as grading a stub; instead it keeps:
 
 * the reference's host (trusted: the same for every student), started once;
-* a :class:`~grader.runner.hosts.HostTemplate` in the student's sandbox, which forks
+* a :class:`~grader.runner.host_handles.HostTemplate` in the student's sandbox, which forks
   each student's host with JAX already imported and a fresh ``/tmp`` and IPC namespace
   of its own (where the template cannot make them, each student gets a host started
   afresh, as ``grade`` does).
@@ -24,11 +24,12 @@ import tempfile
 import threading
 from pathlib import Path
 
-from grader import chapters as chapter_folders, store
+from grader import store
 from grader.runner import sandbox as sandboxes
-from grader.runner.hosts import HostProcess, HostTemplate
-from grader.runner.jobs import Limits
+from grader.runner.host_handles import HostProcess, HostTemplate
+from grader.runner.job_sessions import Limits
 from grader.runner.kept import KeptJobs
+from grader.runner.reference_host import reference_host
 
 
 class WarmHosts:
@@ -45,14 +46,13 @@ class WarmHosts:
         self.stage = self.scratch / "stage"
         self.stage.mkdir()
         os.chmod(self.stage, 0o711)  # the jobs' uids reach their own student's folder, never list the others
-        self.folders = [] if chapter.search_folder == chapter_folders.BUILT_IN else [chapter.search_folder]
         self.reference_cache = store.reference_dir() if compile_cache else None
         self.readable = [self.reference_cache] if self.reference_cache is not None else []
         self.template: HostTemplate | None = None
         if self.plan.kind == "bwrap" and self.plan.uid_isolation:
             self.template = HostTemplate(stage=self.stage, scratch=self.scratch / "student", plan=self.plan,
                                          limits=Limits(), modules=chapter.child_modules,
-                                         chapter_folders=self.folders, read_caches=self.readable)
+                                         chapter_folders=chapter.import_folders, read_caches=self.readable)
         self._reference: HostProcess | None = None
         self._lock = threading.Lock()
         self._started = False
@@ -80,11 +80,8 @@ class WarmHosts:
         """The reference's host, started once (again after a grading was interrupted and closed it)."""
         with self._lock:
             if self._reference is None or self._reference.closed:
-                self._reference = HostProcess(side="reference", module_dir=self.reference_dir,
-                                              scratch=self.scratch / "reference",
-                                              plan=sandboxes.SandboxPlan("process", False), limits=Limits(),
-                                              modules=self.chapter.child_modules, chapter_folders=self.folders,
-                                              compile_cache=self.reference_cache)
+                self._reference = reference_host(self.chapter, self.reference_dir, self.scratch,
+                                                 compile_cache=self.reference_cache)
                 self._reference.kept = KeptJobs()  # its timed exercises' jobs serve student after student
                 self._reference.start()
             return self._reference
@@ -97,13 +94,11 @@ class WarmHosts:
 
     def student_host(self, module_dir: Path, uids: sandboxes.UidPool | None, limits: Limits) -> HostProcess:
         """A host for one student whose modules are in ``module_dir`` (under :meth:`grading_scratch`)."""
-        if self.template is None:  # no template here: a host started afresh, as grade starts one
-            return HostProcess(side="student", module_dir=module_dir, scratch=module_dir.parent.parent / "student",
-                               plan=self.plan, uids=uids, limits=limits, modules=self.chapter.child_modules,
-                               chapter_folders=self.folders, read_caches=self.readable)
-        return HostProcess(side="student", module_dir=module_dir, scratch=self.template.process.scratch,
-                           plan=self.plan, uids=uids, limits=limits, modules=self.chapter.child_modules,
-                           chapter_folders=self.folders, read_caches=self.readable, template=self.template)
+        # no template here: a host started afresh, as grade starts one
+        scratch = module_dir.parent.parent / "student" if self.template is None else self.template.process.scratch
+        return HostProcess(side="student", module_dir=module_dir, scratch=scratch, plan=self.plan, uids=uids,
+                           limits=limits, modules=self.chapter.child_modules, chapter_folders=self.chapter.import_folders,
+                           read_caches=self.readable, template=self.template)
 
     def release(self, scratch: Path) -> None:
         """After a grading: its scratch folder removed, and what its jobs left in the folders every

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks import NAMES, Fail, NotAttempted, Observations
+from grader.checks import NAMES, Fail, NotAttempted, Records
 from grader.i18n import T
 from grader.primitives import numeric
 
@@ -37,19 +37,19 @@ def failed_kinds(failures: list[numeric.CaseFailure], *, cases: tuple[str, ...] 
     return {f.kind for f in failures if cases is None or f.key.rsplit("/", 1)[1] in cases}
 
 
-def attempted(s: Observations, *keys: str) -> None:
+def attempted(s: Records, *keys: str) -> None:
     """Read calls first: a stub raises NotAttempted here, before anything is judged."""
     for key in keys:
         s.call(key)
 
 
-def returned(s: Observations, *keys: str) -> None:
+def returned(s: Records, *keys: str) -> None:
     """Like :func:`attempted`, and every call must have returned (else Fail with its error)."""
     for key in keys:
         s.result(key)
 
 
-def require_jitted(s: Observations, name: str) -> None:
+def require_jitted(s: Records, name: str) -> None:
     """Fail unless the module-level ``name`` is the object ``jax.jit`` returns."""
     described = s.value(NAMES(name=name))
     if not described.get("jitted"):
@@ -57,7 +57,7 @@ def require_jitted(s: Observations, name: str) -> None:
                    {"type": described.get("type")})
 
 
-def any_attempted(s: Observations, keys: dict[str, str], *, missing_counts: bool = True) -> list[str]:
+def any_attempted(s: Records, keys: dict[str, str], *, missing_counts: bool = True) -> list[str]:
     """The functions (of ``{function: key of its first call}``) that got past ``NotImplementedError``
     (a function the module does not define counts when ``missing_counts``).
 
@@ -78,7 +78,7 @@ def any_attempted(s: Observations, keys: dict[str, str], *, missing_counts: bool
     return done
 
 
-def all_jitted(s: Observations, names: list[str]) -> dict:
+def all_jitted(s: Records, names: list[str]) -> dict:
     """Fail naming every one of ``names`` that is not jitted."""
     not_jitted = [n for n in names if not s.value(NAMES(name=n)).get("jitted")]
     if not_jitted:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.chapters.ch4.common import F32, attempted, failed_kinds, label, put, returned
-from grader.checks import NAMES, CheckContext, Fail, Keys, Observations, Pass, check
+from grader.checks import NAMES, CheckContext, Fail, Keys, Records, Pass, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
@@ -112,7 +112,7 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("softmax.values")
-def softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def softmax_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name=name, case=case), label(name, x, case)) for name in ("softmax_raw", "softmax")
              for case, x in ctx.inputs["cases"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", diagnose=_softmax_mistake)
@@ -124,24 +124,24 @@ def _softmax_mistake(failures: list[numeric.CaseFailure]) -> str | None:
 
 
 @check("log_softmax.values")
-def log_softmax_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def log_softmax_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="log_softmax", case=case), label("log_softmax", x, case))
              for case, x in ctx.inputs["cases"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-5, diagnose=_softmax_mistake)
 
 
-def _structure(s: Observations, name: str, *, jitted: bool) -> dict:
+def _structure(s: Records, name: str, *, jitted: bool) -> dict:
     attempted(s, KEYS.value(name=name, case="1d"))
     return structure.expect_jitted(s.value(NAMES(name=name)), name=name, jitted=jitted)
 
 
 @check("softmax_raw.plain")
-def softmax_raw_plain(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def softmax_raw_plain(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _structure(s, "softmax_raw", jitted=False)
 
 
 @check("softmax.jitted")
-def softmax_jitted(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+def softmax_jitted(s: Records, r: Records, ctx: CheckContext) -> Pass:
     measured = _structure(s, "softmax", jitted=True)
     described = s.value(NAMES(name="softmax"))
     wrapped = described.get("wrapped") or described.get("name") or described.get("type")
@@ -152,12 +152,12 @@ def softmax_jitted(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
 
 
 @check("log_softmax.jitted")
-def log_softmax_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def log_softmax_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _structure(s, "log_softmax", jitted=True)
 
 
 @check("compiles", depends=("softmax.jitted", "log_softmax.jitted"))
-def compiles_once_per_shape(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def compiles_once_per_shape(s: Records, r: Records, ctx: CheckContext) -> dict:
     measured = {}
     for name in ("softmax", "log_softmax"):
         returned(s, *(KEYS.same_shape_call(name=name, i=i) for i in range(SAME_SHAPE_CALLS)),
@@ -170,7 +170,7 @@ def compiles_once_per_shape(s: Observations, r: Observations, ctx: CheckContext)
 
 
 @check("softmax_raw.pure")
-def softmax_raw_pure(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def softmax_raw_pure(s: Records, r: Records, ctx: CheckContext) -> dict:
     what = "softmax_raw"
     first = s.result(KEYS.first())
     second = s.result(KEYS.second())

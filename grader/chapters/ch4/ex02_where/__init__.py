@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned
-from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure
 
@@ -145,7 +145,7 @@ def probe(ctx) -> None:
 
 
 # =========================================================================== checks (grader)
-def _traceable(s: Observations, name: str) -> dict:
+def _traceable(s: Records, name: str) -> dict:
     record = s.value(KEYS.trace(name=name))
     if record.get("status") == "missing":
         raise Fail(T("call.missing", name=name, file=s.module_file))
@@ -154,7 +154,7 @@ def _traceable(s: Observations, name: str) -> dict:
     return structure.expect_traceable(record, name=name)
 
 
-def _values(s: Observations, r: Observations, ctx: CheckContext, name: str, group: str, diagnose=None) -> dict:
+def _values(s: Records, r: Records, ctx: CheckContext, name: str, group: str, diagnose=None) -> dict:
     cases = []
     for case, item in ctx.inputs[group].items():
         x = item[0] if name == "clip_by_norm" else item
@@ -171,44 +171,44 @@ def _divides_by_zero(*zero_cases: str):
 
 
 @check("piecewise.traceable")
-def piecewise_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def piecewise_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _traceable(s, "piecewise")
 
 
 @check("piecewise.values", depends=("piecewise.traceable",))
-def piecewise_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def piecewise_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _values(s, r, ctx, "piecewise", "piecewise")
 
 
 @check("normalize_if_positive.traceable")
-def normalize_if_positive_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def normalize_if_positive_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _traceable(s, "normalize_if_positive")
 
 
 @check("normalize_if_positive.values", depends=("normalize_if_positive.traceable",))
-def normalize_if_positive_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def normalize_if_positive_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _values(s, r, ctx, "normalize_if_positive", "normalize", _divides_by_zero("zero_sum", "all_zero"))
 
 
 @check("clip_by_norm.traceable")
-def clip_by_norm_traceable(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def clip_by_norm_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _traceable(s, "clip_by_norm")
 
 
 @check("clip_by_norm.values", depends=("clip_by_norm.traceable",))
-def clip_by_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def clip_by_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _values(s, r, ctx, "clip_by_norm", "clip", _divides_by_zero("zero"))
 
 
 @check("jitted")
-def jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     any_attempted(s, {name: KEYS.window_call(name=name, i=0) for name in FUNCTIONS})
     return all_jitted(s, list(FUNCTIONS))
 
 
 @check("compiles", depends=("jitted", "piecewise.traceable", "normalize_if_positive.traceable",
                             "clip_by_norm.traceable"))
-def compiles_once(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def compiles_once(s: Records, r: Records, ctx: CheckContext) -> dict:
     groups = (("piecewise", "piecewise_same", "ch4.ex02.branches"),
               ("normalize_if_positive", "normalize_same", "ch4.ex02.branches"),
               ("clip_by_norm", "clip_same", "ch4.ex02.norms"))

@@ -6,13 +6,11 @@ each twice (a continuous hyper-parameter stays dynamic).
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from grader.chapters.ch4.common import F32, put, require_jitted, returned, shown
-from grader.checks import CheckContext, Fail, Keys, Observations, check
-from grader.i18n import T
+from grader.checks import CheckContext, Fail, Keys, Records, check
+from grader.i18n import T, Text
 from grader.primitives import compiles, numeric
 
 KEYS = Keys(
@@ -103,27 +101,27 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("poly.values")
-def poly_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def poly_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     coeffs = shown(ctx.inputs["coeffs"], (0.0,))  # the digits that matter: the sign always shows
     cases = [(KEYS.value(name="poly", case=i), f"poly(x, coeff={c})") for i, c in enumerate(coeffs)]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("repeat_scale.values")
-def repeat_scale_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def repeat_scale_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="repeat_scale", case=n), f"repeat_scale(x, n_steps={n})")
              for n in ctx.inputs["n_steps_values"]]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("reduce_along.values")
-def reduce_along_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def reduce_along_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="reduce_along", case=a), f"reduce_along(x, {a})") for a in ctx.inputs["axes_values"]]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("activate.values")
-def activate_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def activate_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     alphas = shown(ctx.inputs["alphas"], (1.0,))  # alpha 1.0017 reads 1.002, never 1
     cases = [(KEYS.mode_value(mode=m, j=j), f"activate(x, {m!r}, {a})")
              for m in ctx.inputs["modes"] for j, a in enumerate(alphas)]
@@ -137,7 +135,7 @@ def activate_values(s: Observations, r: Observations, ctx: CheckContext) -> dict
     return measured
 
 
-def _compiles(s: Observations, ctx: CheckContext, name: str, exactly: int, what: Any, *,
+def _compiles(s: Records, ctx: CheckContext, name: str, exactly: int, what: str | Text, *,
               too_few: bool = False) -> dict:
     """A compile count; ``too_few``: fewer compiles than expected has a hint of its own."""
     n_calls = len(_compile_calls(ctx.inputs, None, None)[name])
@@ -152,25 +150,25 @@ def _compiles(s: Observations, ctx: CheckContext, name: str, exactly: int, what:
 
 
 @check("poly.compiles", depends=("poly.values",))
-def poly_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def poly_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _compiles(s, ctx, "poly", 1, T("ch4.ex03.poly", n=len(ctx.inputs["coeffs"])))
 
 
 @check("repeat_scale.compiles", depends=("repeat_scale.values",))
-def repeat_scale_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def repeat_scale_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     steps = ctx.inputs["n_steps_compile"]
     return _compiles(s, ctx, "repeat_scale", len(set(steps)), T("ch4.ex03.repeat_scale", values=", ".join(map(str, steps))),
                      too_few=True)
 
 
 @check("reduce_along.compiles", depends=("reduce_along.values",))
-def reduce_along_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def reduce_along_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     axes = ctx.inputs["axes_compile"]
     return _compiles(s, ctx, "reduce_along", len(set(axes)), T("ch4.ex03.reduce_along", values=", ".join(map(str, axes))))
 
 
 @check("activate.compiles", depends=("activate.values",))
-def activate_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def activate_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     modes = ctx.inputs["modes_compile"]
     return _compiles(s, ctx, "activate", len(set(modes)),
                      T("ch4.ex03.activate", modes=", ".join(modes), n=len(ctx.inputs["alphas"])))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.chapters.ch4.common import any_attempted
-from grader.checks import CheckContext, Fail, GraderError, Keys, Observations, check
+from grader.checks import CheckContext, Fail, GraderError, Keys, Records, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric
 
@@ -103,7 +103,7 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("bucket_length.values")
-def bucket_length_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def bucket_length_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     """Against the reference's own bucket_length on the same range (the grader holds no copy of the answer)."""
     record = s.result(KEYS.buckets())
     failed_at = s.call(KEYS.buckets()).get("failed_at")
@@ -126,14 +126,14 @@ def bucket_length_values(s: Observations, r: Observations, ctx: CheckContext) ->
 
 
 @check("masked_mean_sq.values")
-def masked_mean_sq_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def masked_mean_sq_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(i=i), f"masked_mean_sq({c['kind']}[{len(c['data'])}])")
              for i, c in enumerate(ctx.inputs["calls"])]
     return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array", rtol=1e-5, atol=1e-6)
 
 
 @check("masked_mean_sq.compiles", depends=("bucket_length.values",))
-def masked_mean_sq_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def masked_mean_sq_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     calls = ctx.inputs["calls"]
     any_attempted(s, {"masked_mean_sq": KEYS.value(i=0)})
     raised = [i for i in range(len(calls)) if s.call(KEYS.value(i=i))["status"] == "raised"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks import CheckContext, Fail, Keys, Observations, check
+from grader.checks import CheckContext, Fail, Keys, Records, check
 from grader.i18n import T
 from grader.primitives import instrument
 from grader.primitives.instrument import Schedule
@@ -171,7 +171,7 @@ def _first_output_time(chain, a, rounds: int = 3) -> float:
     each call's work is waited on afterwards, untimed, so that none piles up."""
     import jax
 
-    from grader.child.trusted import TRUSTED
+    from grader.trusted import TRUSTED
 
     took: list[float] = []
     while len(took) < rounds:
@@ -183,7 +183,7 @@ def _first_output_time(chain, a, rounds: int = 3) -> float:
 
 
 # =========================================================================== checks (grader)
-def _seconds(s: Observations, key: str, what: str) -> float:
+def _seconds(s: Records, key: str, what: str) -> float:
     """The harness's return value, which must be a float (a NumPy float is one too)."""
     got = s.result(key)
     if got.get("t") == "scalar" and got.get("type") == "float":
@@ -195,7 +195,7 @@ def _seconds(s: Observations, key: str, what: str) -> float:
     raise Fail(T("harness.not_float", what=what, type=kind), {"type": kind})
 
 
-def _unit_factor(s: Observations, ctx: CheckContext) -> float:
+def _unit_factor(s: Records, ctx: CheckContext) -> float:
     """How far the harness's unit is from seconds (1000 for milliseconds); 1 when right.
 
     Measured once, by "seconds", and divided out of the other checks so that one
@@ -226,7 +226,7 @@ def unit_of(returned: float, truth: float) -> float:
     return 1.0 if 1 / 3 <= ratio <= 3.0 else ratio
 
 
-def _observed(s: Observations, ctx: CheckContext, run: str, what: str) -> tuple[list, float | None, list[float]]:
+def _observed(s: Records, ctx: CheckContext, run: str, what: str) -> tuple[list, float | None, list[float]]:
     """The calls of ``run`` (each record held to the grader's clock and schedule), the median the
     harness should have returned, and the work of each call it should have timed."""
     schedule = plan(ctx.inputs)[run]
@@ -235,7 +235,7 @@ def _observed(s: Observations, ctx: CheckContext, run: str, what: str) -> tuple[
     return calls, instrument.truth(calls, schedule), instrument.timed_works(calls, schedule)
 
 
-def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
+def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
                    unit: float = 1.0, statistic: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
 
@@ -265,19 +265,19 @@ def _harness_ratio(s: Observations, ctx: CheckContext, run: str, what: str, *, l
 
 
 @check("time_call.seconds")
-def time_call_seconds(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_seconds(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _harness_ratio(s, ctx, "seconds", "time_call(fn, warmup=1)", low=SECONDS_AGREE[0],
                           high=SECONDS_AGREE[1], reason=T("harness.units"))
 
 
 @check("time_call.waits")
-def time_call_waits(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_waits(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _harness_ratio(s, ctx, "waits", "time_call(async fn)", low=0.5, high=3.0, reason=T("harness.no_wait"),
                           unit=_unit_factor(s, ctx))
 
 
 @check("time_call.warmup")
-def time_call_warmup(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_warmup(s: Records, r: Records, ctx: CheckContext) -> dict:
     inp = ctx.inputs
     what = f"time_call(fn, warmup={inp['warmup_n']}, iters={inp['warmup_iters']})"
     return _harness_ratio(s, ctx, "warmup", what, low=0.5, high=2.5,
@@ -285,7 +285,7 @@ def time_call_warmup(s: Observations, r: Observations, ctx: CheckContext) -> dic
 
 
 @check("time_call.median")
-def time_call_median(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_median(s: Records, r: Records, ctx: CheckContext) -> dict:
     schedule = plan(ctx.inputs)["median"]
     what = f"time_call(fn, iters={schedule.iters})"
 
@@ -303,7 +303,7 @@ def time_call_median(s: Observations, r: Observations, ctx: CheckContext) -> dic
 
 
 @check("time_call.call_count")
-def time_call_call_count(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_call_count(s: Records, r: Records, ctx: CheckContext) -> dict:
     runs = plan(ctx.inputs)
     measured = {}
     for run in ("seconds", *(f"count{i}" for i in range(len(ctx.inputs["counts"])))):
@@ -322,7 +322,7 @@ def time_call_call_count(s: Observations, r: Observations, ctx: CheckContext) ->
 
 
 @check("time_call.jax_async", depends=("time_call.waits",))
-def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def time_call_jax_async(s: Records, r: Records, ctx: CheckContext) -> dict:
     what = "time_call(jax.jit(f), a)"
     call = s.call(KEYS.result(run="jax"))
     if call["status"] == "raised" and "block_until_ready" in str(call.get("message", "")):
@@ -346,7 +346,7 @@ def time_call_jax_async(s: Observations, r: Observations, ctx: CheckContext) -> 
 
 
 @check("speedup.value")
-def speedup_value(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def speedup_value(s: Records, r: Records, ctx: CheckContext) -> dict:
     what = "speedup(eager_fn, jit_fn)"
     returned = _seconds(s, KEYS.result(run="speedup"), what)
     runs = plan(ctx.inputs)

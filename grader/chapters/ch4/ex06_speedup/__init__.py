@@ -13,15 +13,19 @@ process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENC
 """
 from __future__ import annotations
 
-import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.chapters.ch4.common import F32, attempted, put, returned
-from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Observations, Pass, check,
+from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Records, Pass, check,
                            exception_hint, raised_text)
 from grader.i18n import T
-from grader.primitives import compiles, numeric, structure, timing
+from grader.primitives import comparison, compiles, numeric, structure, timing
+
+if TYPE_CHECKING:
+    from grader.runner.job_sessions import JobOutcome
+    from grader.sides import Sides
 
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
@@ -142,7 +146,7 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | d
     speed-up check says why there is no timing)."""
     import jax
 
-    from grader.child.trusted import defined_at, safe_str
+    from grader.trusted import defined_at, safe_str
 
     def renew() -> tuple:
         return tuple(put(arrays))
@@ -167,69 +171,26 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | d
 
 
 # =========================================================================== timing driver (grader)
-def drive(sides, inputs: dict, budget: float):
-    """Run the student's and the reference's jobs side by side and time them in turn.
+def drive(sides: Sides, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+    """Run the student's and the reference's jobs side by side and time them in turn
+    (:func:`grader.primitives.comparison.timed_comparison` drives the jobs).
 
     Both probes record their values, then serve timing requests. For each function the
     grader first times every candidate size on the reference, keeps the one where the
     reference's gain is clearest on this device, sizes the batches from it, then
-    alternates rounds between the two processes. The results are computed here, in the
-    grader, and stored under ``grader/timing``. ``sides`` gives new jobs of this
-    exercise on either side (:class:`grader.sides.Sides`), nothing more.
+    alternates rounds between the two processes (:func:`_time_function`). The results are
+    computed here, in the grader, and stored under ``grader/timing``.
 
     In a preview (``sides.recorded``: the reference's records, no reference process)
     only the student's job runs: the size is the one where the student's own gain is
     clearest, and the records stand for the reference's outcome.
     """
-    deadline = time.monotonic() + budget
-    sessions = {"student": sides.student(timeout_s=budget)}
-    if sides.recorded is None:
-        sessions["reference"] = sides.reference(timeout_s=max(budget, sides.exercise.timeout_s))
-    student, reference = sessions["student"], sessions.get("reference")
-    results: dict = {}
-    phases: dict[str, float] = {}
-    t0 = time.monotonic()
-    ready: dict = {}
-    try:
-        started = {name: session.start() and session.send_inputs(inputs)  # both prepare at once
-                   for name, session in sessions.items()}
-        for name, session in sessions.items():
-            if name == "reference" and not (ready["student"] or student.outcome.attempted()):
-                ready[name] = None  # nothing to time or to compare: stop the reference now
-                break
-            got = _await_record(session, timing.READY, deadline) if started[name] else None
-            ready[name] = set(got["cases"]) if got else None
-            phases[f"{name}_ready_s"] = round(time.monotonic() - t0, 3)
-        if reference is not None and ready["reference"] is None and ready["student"]:
-            results["error"] = "reference"  # said in the student's words by the speed-up check
-        elif ready["student"] is not None:
-            for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES)):
-                cases = [f"{name}/{size}" for size in sizes if all(f"{name}/{size}" in ready[n] for n in sessions)]
-                if cases:
-                    results[name] = _time_function(student, reference, cases, deadline,
-                                                   sides.exercise.speedup_fraction)
-                    phases[f"{name}_timed_s"] = round(time.monotonic() - t0, 3)
-        for name, session in sessions.items():
-            if ready.get(name) is None:
-                session.abandon()  # not needed, or broken: killed at once
-            elif session.send({"op": "stop"}):
-                session.run_to_end()
-    finally:
-        outcomes = {name: session.finish() for name, session in sessions.items()}
-    phases["finished_s"] = round(time.monotonic() - t0, 3)
-    results["phases"] = phases
-    student_out = outcomes["student"]
-    student_out.observations[TIMING] = results
-    if sides.recorded is not None:
-        return student_out, sides.recorded
-    return student_out, (outcomes["reference"] if ready.get("reference") is not None else None)
-
-
-def _await_record(session, key: str, deadline: float):
-    while key not in session.outcome.observations:
-        if session.expect({"obs"}, deadline=deadline) is None:
-            return None
-    return session.outcome.observations[key]
+    fraction = sides.exercise.speedup_fraction
+    functions = {name: [f"{name}/{size}" for size in sizes]
+                 for name, sizes in (("fast_heavy", HEAVY_SIZES), ("layer_norm", LN_SIZES))}
+    return comparison.timed_comparison(
+        sides, inputs, budget, functions,
+        lambda student, reference, cases, deadline: _time_function(student, reference, cases, deadline, fraction))
 
 
 def _time_function(student, reference, cases: list[str], deadline: float, fraction: float) -> dict:
@@ -273,7 +234,7 @@ def _time_function(student, reference, cases: list[str], deadline: float, fracti
 
 
 # =========================================================================== checks (grader)
-def _jitted(s: Observations, name: str) -> dict:
+def _jitted(s: Records, name: str) -> dict:
     attempted(s, KEYS.value(name=name, i=0))
     try:
         return structure.expect_jitted(s.value(NAMES(name=name)), name=name)
@@ -286,12 +247,12 @@ def _jitted(s: Observations, name: str) -> dict:
 
 
 @check("fast_heavy.jitted")
-def fast_heavy_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def fast_heavy_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _jitted(s, "fast_heavy")
 
 
 @check("fast_heavy.values")
-def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def fast_heavy_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     """Against the eager heavy, run by the grader's copy in the reference's process."""
     cases = [(KEYS.value(name="fast_heavy", i=i), f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)")
              for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"])]
@@ -310,12 +271,12 @@ def fast_heavy_values(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 
 @check("layer_norm.jitted")
-def layer_norm_jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _jitted(s, "layer_norm")
 
 
 @check("layer_norm.values")
-def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     """Against the float64 layer norm recorded in the reference's process (:data:`FLOAT64_REFERENCE`)."""
     cases = ctx.inputs["ln_values"]
     labels = [(KEYS.value(name="layer_norm", i=i), f"layer_norm(x: f32[{c['args'][0].shape[0]},"
@@ -333,14 +294,14 @@ def layer_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 
 @check("layer_norm.compiles", depends=("layer_norm.jitted",))
-def layer_norm_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def layer_norm_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     eps = ctx.inputs["ln_eps"]
     returned(s, *(KEYS.window_call(i=i) for i in range(len(eps))))
     return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex06.eps", values=", ".join(f"{e:g}" for e in eps)),
                            exactly=1)
 
 
-def _speedup(s: Observations, ctx: CheckContext, name: str) -> Pass:
+def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
     results = s.value(TIMING)
     result = results.get(name)
     warmed = s.value(KEYS.warmed(name=name)) if s.has(KEYS.warmed(name=name)) else {}
@@ -392,10 +353,10 @@ def _release_bar(ctx: CheckContext, name: str) -> float:
 
 
 @check("fast_heavy.speedup", depends=("fast_heavy.jitted", "fast_heavy.values"))
-def fast_heavy_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+def fast_heavy_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
     return _speedup(s, ctx, "fast_heavy")
 
 
 @check("layer_norm.speedup", depends=("layer_norm.jitted", "layer_norm.values"))
-def layer_norm_speedup(s: Observations, r: Observations, ctx: CheckContext) -> Pass:
+def layer_norm_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
     return _speedup(s, ctx, "layer_norm")

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned, shown
-from grader.checks import CheckContext, Fail, Keys, NotAttempted, Observations, check, exception_hint, place
+from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check, exception_hint, place
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 
@@ -104,7 +104,7 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("jitted")
-def jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
     firsts = {"normalize_and_count": KEYS.count_call(i=0), "debug_norm": KEYS.value(name="debug_norm", case=0),
               "mean_abs": KEYS.value(name="mean_abs", case="1d"),
               "power_iteration": KEYS.value(name="power_iteration", case=10), "ema": KEYS.value(name="ema", case=0)}
@@ -112,7 +112,7 @@ def jitted(s: Observations, r: Observations, ctx: CheckContext) -> dict:
 
 
 @check("normalize_and_count.values")
-def normalize_and_count_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def normalize_and_count_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     failures = []
     for i, x in enumerate(ctx.inputs["count_xs"]):
         got = s.result(KEYS.count_call(i=i))
@@ -133,13 +133,13 @@ def normalize_and_count_values(s: Observations, r: Observations, ctx: CheckConte
 
 
 @check("normalize_and_count.globals")
-def normalize_and_count_globals(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def normalize_and_count_globals(s: Records, r: Records, ctx: CheckContext) -> dict:
     s.call(KEYS.count_call(i=0))
     return purity.expect_globals_unchanged(s.value(KEYS.count_globals()), what="normalize_and_count")
 
 
 @check("debug_norm.values")
-def debug_norm_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def debug_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="debug_norm", case=i), label("debug_norm", x)) for i, x in enumerate(ctx.inputs["norm_xs"])]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
@@ -155,7 +155,7 @@ def _printed_norms(text: str) -> list[float | None]:
 
 
 @check("debug_norm.prints")
-def debug_norm_prints(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def debug_norm_prints(s: Records, r: Records, ctx: CheckContext) -> dict:
     measured = {"lines": []}
     texts = []
     for i in range(len(ctx.inputs["norm_xs"])):
@@ -177,20 +177,20 @@ def debug_norm_prints(s: Observations, r: Observations, ctx: CheckContext) -> di
 
 
 @check("mean_abs.values")
-def mean_abs_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def mean_abs_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="mean_abs", case=k), label("mean_abs", x)) for k, x in ctx.inputs["abs_xs"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array")
 
 
 @check("power_iteration.values")
-def power_iteration_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def power_iteration_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     cases = [(KEYS.value(name="power_iteration", case=n), f"power_iteration(A, v0, {n})") for n in ctx.inputs["n_steps"]]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5,
                                  diagnose=lambda failures: "overflow" if "non_finite" in failed_kinds(failures)
                                  else None)
 
 
-def _program_sizes(s: Observations, r: Observations, name: str, small, large, what: str) -> dict:
+def _program_sizes(s: Records, r: Records, name: str, small, large, what: str) -> dict:
     got_small = s.value(KEYS.size(name=name, length=small))
     got_large = s.value(KEYS.size(name=name, length=large))
     for record in (got_small, got_large):
@@ -210,13 +210,13 @@ def _program_sizes(s: Observations, r: Observations, name: str, small, large, wh
 
 
 @check("power_iteration.program_size")
-def power_iteration_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def power_iteration_program_size(s: Records, r: Records, ctx: CheckContext) -> dict:
     steps = ctx.inputs["n_steps"]
     return _program_sizes(s, r, "power_iteration", steps[0], steps[-1], "power_iteration, n_steps")
 
 
 @check("power_iteration.compiles", depends=("power_iteration.program_size",))
-def power_iteration_compiles(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def power_iteration_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     steps = ctx.inputs["n_steps"]
     returned(s, *(KEYS.value(name="power_iteration", case=n) for n in steps))
     return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex07.n_steps", values=", ".join(map(str, steps))),
@@ -224,7 +224,7 @@ def power_iteration_compiles(s: Observations, r: Observations, ctx: CheckContext
 
 
 @check("ema.values")
-def ema_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def ema_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     alphas = shown([a for _, a in ctx.inputs["ema"]], (0.5,))
     cases = [(KEYS.value(name="ema", case=i), f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a})")
              for i, ((xs, _), a) in enumerate(zip(ctx.inputs["ema"], alphas))]
@@ -232,5 +232,5 @@ def ema_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
 
 
 @check("ema.program_size")
-def ema_program_size(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def ema_program_size(s: Records, r: Records, ctx: CheckContext) -> dict:
     return _program_sizes(s, r, "ema", "8", "64", "ema, sequence length")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.chapters.ch4.common import F32, put
-from grader.checks import CheckContext, Fail, Keys, Observations, check, raised_text
+from grader.checks import CheckContext, Fail, Keys, Records, check, raised_text
 from grader.i18n import T
 from grader.primitives import compiles, numeric
 
@@ -174,7 +174,7 @@ COMPILED_TYPES = ("jax._src.stages.Compiled", "jax.stages.Compiled")
 
 
 @check("precompile.compiled")
-def precompile_compiled(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def precompile_compiled(s: Records, r: Records, ctx: CheckContext) -> dict:
     measured = {}
     for label in ("plain", "jitted"):
         got = s.result(KEYS.compiled(label=label))
@@ -188,7 +188,7 @@ def precompile_compiled(s: Observations, r: Observations, ctx: CheckContext) -> 
 
 
 @check("precompile.calls", depends=("precompile.compiled",))
-def precompile_calls(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def precompile_calls(s: Records, r: Records, ctx: CheckContext) -> dict:
     measured, failures, hints = {}, [], []
     for label in ("plain", "jitted"):
         n = len(ctx.inputs["aot"][label]["new"])
@@ -229,7 +229,7 @@ def _as_counts(described: dict, what: str) -> dict[str, int]:
 
 
 @check("count_primitives.values")
-def count_primitives_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def count_primitives_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     failures, measured = [], {}
     for i, spec in enumerate(ctx.inputs["hidden"]):
         what = f"count_primitives(hidden #{i + 1}: {spec['kind']})"
@@ -251,7 +251,7 @@ def count_primitives_values(s: Observations, r: Observations, ctx: CheckContext)
 
 
 @check("flops_of.values")
-def flops_of_values(s: Observations, r: Observations, ctx: CheckContext) -> dict:
+def flops_of_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     measured = {}
     for i, (spec, args) in enumerate(zip(ctx.inputs["flops"], ctx.inputs["flops_args"])):
         what = f"flops_of({spec['kind']}, " + ", ".join("f32[" + ",".join(map(str, a.shape)) + "]" for a in args) + ")"

@@ -27,6 +27,7 @@ from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
 from grader.runner.outcome import JobOutcome
 from grader.runner.traces import count_xla_modules, disk_usage, student_line
+from grader.protocol import FromHost, FromJob, ToHost, ToJob, fields, message, word_of
 from grader.wire import Channel, ProtocolError
 
 log = logging.getLogger("grader")
@@ -64,7 +65,7 @@ class Limits:
 
 
 class JobHost(Protocol):
-    """What a job needs of the host that forks it (:class:`grader.runner.hosts.HostProcess`)."""
+    """What a job needs of the host that forks it (:class:`grader.runner.host_handles.HostProcess`)."""
 
     #: ``student`` or ``reference``
     side: str
@@ -90,18 +91,18 @@ class JobHost(Protocol):
 
     def send(self, message: dict, fds: list[int] | None = None) -> None: ...
 
-    def next_event(self, job: str, ops: set[str], deadline: float) -> dict | None: ...
+    def next_event(self, job: str, ops: set[FromHost], deadline: float) -> dict | None: ...
 
 
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
-    def __init__(self, host: JobHost, name: str, *, exercise: str, module: str, code: str,
+    def __init__(self, host: JobHost, name: str, *, exercise: str, student_module: str, package: str,
                  functions: tuple[str, ...], timeout_s: float, options: dict | None = None,
                  import_timeout_s: float | None = None):
         self.host = host
-        #: the exercise module whose probe the job runs (``grader.chapters.ch4.ex02_where``)
-        self.code = code
+        #: the exercise package whose probe the job runs (``grader.chapters.ch4.ex02_where``)
+        self.package = package
         self.import_timeout_s = import_timeout_s
         #: where the job is, one of :data:`PHASES`
         self.phase = "starting"
@@ -109,7 +110,8 @@ class JobSession:
         self.options = options or {}
         self.name = name
         self.exercise = exercise
-        self.module = module
+        #: the student's module the job imports (``ex02_where``)
+        self.student_module = student_module
         self.functions = functions
         self.timeout_s = timeout_s
         self.outcome = JobOutcome(end="not_started", side=host.side)
@@ -143,13 +145,13 @@ class JobSession:
         output_dir.mkdir(exist_ok=True)
         self._output = output_dir / f"{self.name}.txt"
         out_fd = os.open(self._output, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
-        order = {
-            "op": "fork", "job": self.name, "exercise": self.exercise, "code": self.code,
-            "chapter_modules": host.modules, "module": self.module, "module_dir": str(host.module_dir),
-            "functions": list(self.functions), "workdir": str(self._workdir),
-            "limits": host.limits.for_job(self.timeout_s), "options": self.options,
-            "side": host.side,
-        }
+        order = message(
+            ToHost.FORK, job=self.name, exercise=self.exercise, package=self.package,
+            chapter_modules=host.modules, student_module=self.student_module, module_dir=str(host.module_dir),
+            functions=list(self.functions), workdir=str(self._workdir),
+            limits=host.limits.for_job(self.timeout_s), options=self.options,
+            side=host.side,
+        )
         if host.uids is not None and host.plan.uid_isolation:
             self.uid = host.uids.acquire()
             order["uid"] = self.uid
@@ -163,8 +165,8 @@ class JobSession:
         finally:
             theirs.close()
             os.close(out_fd)
-        self.channel = Channel(ours)
-        hello = self.expect({"hello"})
+        self.channel = Channel(ours, expects=FromJob)
+        hello = self.expect({FromJob.HELLO})
         if hello is None:
             return False
         self.outcome.env = hello.get("env")
@@ -173,13 +175,13 @@ class JobSession:
             self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "limit_bytes")}
         self._set_phase("importing")
         limit = time.monotonic() + self.import_timeout_s if self.import_timeout_s else None
-        imported = self.expect({"imported", "import_error"}, deadline=limit)
+        imported = self.expect({FromJob.IMPORTED, FromJob.IMPORT_ERROR}, deadline=limit)
         if imported is None:
             return False
         self._set_phase("running")
-        if imported["op"] == "import_error":
+        if word_of(imported, FromJob) is FromJob.IMPORT_ERROR:
             self.outcome.end = "import_error"
-            self.outcome.detail.update({k: v for k, v in imported.items() if k != "op"})
+            self.outcome.detail.update(fields(imported))
             return False
         self._work("imported_cpu_s", imported.get("cpu_s"))
         self.outcome.names = imported.get("names", {})
@@ -194,7 +196,7 @@ class JobSession:
         self.deadline = time.monotonic() + timeout_s
 
     def send_inputs(self, inputs: dict) -> bool:
-        return self.send({"op": "inputs", "inputs": inputs})
+        return self.send(message(ToJob.INPUTS, inputs=inputs))
 
     # ------------------------------------------------------------- conversation
     def send(self, message: dict) -> bool:
@@ -206,8 +208,8 @@ class JobSession:
         except OSError:
             return False
 
-    def expect(self, ops: set[str], *, deadline: float | None = None) -> dict | None:
-        """Receive until a message whose op is in ``ops``; observations are stored on the way.
+    def expect(self, ops: set[FromJob], *, deadline: float | None = None) -> dict | None:
+        """Receive until a message saying one of the words ``ops``; records are stored on the way.
 
         Returns ``None`` when the job ended first (``outcome.end`` says how).
         """
@@ -223,7 +225,7 @@ class JobSession:
                 self._end("cancelled")
                 return None
             try:
-                message = self.channel.recv(timeout=min(remaining, DISK_POLL_S))
+                said = self.channel.recv(timeout=min(remaining, DISK_POLL_S))
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     self._timed_out()
@@ -232,27 +234,27 @@ class JobSession:
             except (ProtocolError, OSError) as exc:
                 self._end("protocol_error", {"error": str(exc)})
                 return None
-            if message is None:
+            if said is None:
                 self._end("crashed")
                 return None
-            op = message.get("op")
-            if op == "obs":
-                value = message.get("value")
-                if self._observe(message.get("key"), value) and isinstance(value, dict) \
+            op = word_of(said, FromJob)
+            if op is FromJob.RECORD:
+                value = said.get("value")
+                if self._observe(said.get("key"), value) and isinstance(value, dict) \
                         and value.get("status") in ("ok", "raised"):
                     self.attempted.set()
-            elif op == "mark":  # the job waits for "go": what it does next starts after this stamp
-                self._observe(message.get("key"), True)
-                self.send({"op": "go"})
-            elif op == "calling":
-                self.calling = str(message.get("function", "?"))[:80]
+            elif op is FromJob.MARK:  # the job waits for GO: what it does next starts after this stamp
+                self._observe(said.get("key"), True)
+                self.send(message(ToJob.GO))
+            elif op is FromJob.CALLING:
+                self.calling = str(said.get("function", "?"))[:80]
                 self._set_phase("calling")
-            elif op == "integrity" and len(self.outcome.integrity) < 4:
-                self.outcome.integrity.append({k: message.get(k) for k in ("stage", "changed", "compiles_total")})
+            elif op is FromJob.INTEGRITY and len(self.outcome.integrity) < 4:
+                self.outcome.integrity.append({k: said.get(k) for k in ("stage", "changed", "compiles_total")})
             if op in ops:
-                return message
-            if op == "probe_error":
-                self._end("probe_error", {"type": message.get("type"), "traceback": message.get("traceback")})
+                return said
+            if op is FromJob.PROBE_ERROR:
+                self._end("probe_error", {"type": said.get("type"), "traceback": said.get("traceback")})
                 return None
 
     def _observe(self, key: Any, value: Any) -> bool:
@@ -285,7 +287,7 @@ class JobSession:
         if self._workdir is None:
             return None
         try:
-            self.host.send({"op": "dump", "job": self.name})
+            self.host.send(message(ToHost.DUMP, job=self.name))
         except OSError:
             return None
         stack = self._workdir / STACK_FILE
@@ -327,7 +329,7 @@ class JobSession:
                 pass
 
     def run_to_end(self) -> None:
-        done = self.expect({"done"})
+        done = self.expect({FromJob.DONE})
         if done is not None:
             self.outcome.end = "done"
             work = done.get("work")
@@ -359,10 +361,10 @@ class JobSession:
         exited = None
         if self.outcome.end not in ("done", "import_error", "crashed"):
             self._kill()
-        exited = host.next_event(self.name, {"exited"}, time.monotonic() + 3.0)
+        exited = host.next_event(self.name, {FromHost.EXITED}, time.monotonic() + 3.0)
         if exited is None:
             self._kill()
-            exited = host.next_event(self.name, {"exited"}, time.monotonic() + 2.0)
+            exited = host.next_event(self.name, {FromHost.EXITED}, time.monotonic() + 2.0)
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
             if isinstance(exited.get("cpu_s"), float):
@@ -384,7 +386,7 @@ class JobSession:
         if self.uid is not None:
             sandboxes.kill_uid(self.uid)
         try:
-            self.host.send({"op": "kill", "job": self.name})
+            self.host.send(message(ToHost.KILL, job=self.name))
         except OSError:
             pass
 

@@ -4,8 +4,8 @@
 A host is one long-lived child (inside the sandbox for a student) that has imported
 JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
 :meth:`HostProcess.session` prepares a fresh job for one exercise: a
-:class:`~grader.runner.jobs.JobSession`, which the host forks on :meth:`start
-<grader.runner.jobs.JobSession.start>`. A host that dies is restarted for the next job;
+:class:`~grader.runner.job_sessions.JobSession`, which the host forks on :meth:`start
+<grader.runner.job_sessions.JobSession.start>`. A host that dies is restarted for the next job;
 a closed one never is.
 
 A host is started as a process of its own (its sandbox around it), or forked by a
@@ -25,13 +25,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Callable
 
 from grader.runner import sandbox as sandboxes
-from grader.runner.jobs import JobSession, Limits
+from grader.runner.job_sessions import JobSession, Limits
+from grader.protocol import OP, FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
+    from grader.chapter import ExerciseSpec
     from grader.runner.kept import KeptJobs
 
 log = logging.getLogger("grader")
@@ -68,7 +71,8 @@ class HostProcess:
     ``side``: ``student`` (sandboxed with ``plan``, jobs under their own uids from
     ``uids``) or ``reference`` (trusted); ``module_dir``: the modules it imports jobs
     from; ``modules``: what it imports before any job (the chapter's modules);
-    ``chapter_folders``: folders to find a chapter that is not one of the grader's own.
+    ``chapter_folders``: folders to find a chapter that is not one of the grader's own;
+    ``words``: the boundary it speaks, its orders and what it says (a template's, for a template).
     """
 
     def __init__(self, *, side: str, module_dir: Path, scratch: Path, plan: sandboxes.SandboxPlan,
@@ -76,8 +80,10 @@ class HostProcess:
                  uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0,
                  compile_cache: Path | None = None, read_caches: list[Path] | None = None,
                  template: "HostTemplate | None" = None, entry: str = "grader.child.host",
-                 caps: tuple[str, ...] = (), config: dict | None = None):
+                 caps: tuple[str, ...] = (), config: dict | None = None,
+                 words: tuple[type[StrEnum], type[StrEnum]] = (ToHost, FromHost)):
         self.side = side
+        self.orders, self.says = words
         #: JAX's persistent compilation cache of this side (:mod:`grader.store`), writable by its jobs
         self.compile_cache = compile_cache
         #: caches its jobs may also load programs from, by key only (never written, never listed)
@@ -139,7 +145,7 @@ class HostProcess:
             return
         finally:
             theirs.close()
-        self._control = Channel(ours)
+        self._control = Channel(ours, expects=self.says)
         threading.Thread(target=self._read_control, args=(self._control, self._proc), daemon=True,
                          name=f"host-{self.side}").start()
 
@@ -177,11 +183,12 @@ class HostProcess:
                     self._events_cv.notify_all()
                 self._ready.set()
                 return
-            if message.get("op") == "ready":
+            word = word_of(message, self.says)
+            if word in (FromHost.READY, FromTemplate.READY):
                 self.versions = message.get("versions", {})
                 self._ready.set()
                 continue
-            if message.get("op") == "failed":  # a forked host that could not be isolated: it never serves
+            if word is FromHost.FAILED:  # a forked host that could not be isolated: it never serves
                 self._failed = str(message.get("error", "host failed"))
                 self._ready.set()
                 continue
@@ -222,7 +229,7 @@ class HostProcess:
         if control is not None:
             try:
                 with self._send_lock:
-                    control.send({"op": "exit"})
+                    control.send(message(self.orders.EXIT))
             except OSError:
                 pass
         if proc is not None:
@@ -258,11 +265,23 @@ class HostProcess:
             else:
                 self._control.send(message)
 
-    def next_event(self, job: str, ops: set[str], deadline: float) -> dict | None:
+    @property
+    def failed(self) -> bool:
+        """Whether the process failed, ended or was stopped (no event comes any more)."""
+        return self._failed is not None
+
+    def forget(self, name: str) -> None:
+        """Let go of the events of ``name`` (a job or host that has ended)."""
+        with self._events_cv:
+            self._events.pop(name, None)
+
+    def next_event(self, job: str, ops: set[StrEnum], deadline: float) -> dict | None:
+        """The first event of ``job`` (a job's or a forked host's name) saying one of ``ops``, taken; ``None``
+        when none comes by ``deadline`` or the process failed."""
         with self._events_cv:
             while True:
                 for i, event in enumerate(self._events.get(job, [])):
-                    if event.get("op") in ops:
+                    if event.get(OP) in ops:
                         return self._events[job].pop(i)
                 if self._failed:
                     return None
@@ -271,18 +290,18 @@ class HostProcess:
                     return None
                 self._events_cv.wait(remaining)
 
-    def session(self, *, exercise: str, module: str, code: str, functions: tuple[str, ...], timeout_s: float,
-                options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
-        """A new job (not started): the student's ``module`` probed by the exercise module ``code``."""
+    def session(self, *, exercise: str, student_module: str, package: str, functions: tuple[str, ...],
+                timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
+        """A new job (not started): the student's ``student_module`` probed by the exercise ``package``."""
         self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, module=module, code=code,
+        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, student_module=student_module, package=package,
                           functions=functions, timeout_s=timeout_s, options=options,
                           import_timeout_s=import_timeout_s)
 
-    def exercise_session(self, ex: Any, timeout_s: float) -> JobSession:
+    def exercise_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
         with its settings; the import limit applies to the student's side only."""
-        return self.session(exercise=ex.id, module=ex.student_module, code=ex.code_name, functions=ex.functions,
+        return self.session(exercise=ex.id, student_module=ex.student_module, package=ex.package_name, functions=ex.functions,
                             timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
@@ -307,7 +326,8 @@ class HostTemplate:
         self.process = HostProcess(side="template", module_dir=stage, scratch=scratch, plan=plan, limits=limits,
                                    modules=modules, chapter_folders=chapter_folders, read_caches=read_caches,
                                    entry="grader.child.template",
-                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"))
+                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"),
+                                   words=(ToTemplate, FromTemplate))
         self._counter = 0
         self._lock = threading.Lock()
         #: hosts seen to end (their events are let go)
@@ -334,8 +354,8 @@ class HostTemplate:
         with self._lock:
             self._counter += 1
             name = f"host-{self._counter}"
-        self.process.send({"op": "spawn", "host": name}, [sock.fileno()])
-        if self.process.next_event(name, {"spawned"}, time.monotonic() + 60) is None:
+        self.process.send(message(ToTemplate.SPAWN, host=name), [sock.fileno()])
+        if self.process.next_event(name, {FromTemplate.SPAWNED}, time.monotonic() + 60) is None:
             raise OSError("the host template did not fork a host")
         return _Forked(self, name)
 
@@ -345,24 +365,18 @@ class HostTemplate:
 
     def wait_ended(self, name: str, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds for the host ``name`` to end; whether it has."""
+        if name in self._gone:
+            return True
         deadline = time.monotonic() + (timeout if timeout is not None else 3600)
-        process = self.process
-        with process._events_cv:
-            while True:
-                if name in self._gone or process._failed is not None:
-                    return True
-                if any(e.get("op") == "host_exited" for e in process._events.get(name, [])):
-                    self._gone.add(name)
-                    process._events.pop(name, None)
-                    return True
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                process._events_cv.wait(remaining)
+        if self.process.next_event(name, {FromTemplate.HOST_EXITED}, deadline) is None and not self.process.failed:
+            return False
+        self._gone.add(name)
+        self.process.forget(name)
+        return True
 
     def kill(self, name: str) -> None:
         try:
-            self.process.send({"op": "kill", "host": name})
+            self.process.send(message(ToTemplate.KILL, host=name))
         except OSError:
             pass
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
-from grader.i18n import Catalog, T, Text
+from grader.i18n import Bilingual, Catalog, T, Text, Words
 
 SCHEMA = "grade-report/1"
 
@@ -28,7 +28,7 @@ class CheckResult:
     #: the check's id in its exercise (``piecewise.values``)
     id: str
     #: what it checks, in both languages (a :class:`~grader.i18n.Bilingual`)
-    title: Any
+    title: Bilingual
     #: one of :data:`CATEGORIES`
     category: str
     #: the points it got (``max_points`` when passed, else 0)
@@ -41,9 +41,9 @@ class CheckResult:
     #: on did not pass)
     status: str
     #: what was seen, a :class:`~grader.i18n.Text` (or a list of them) put into words late
-    message: Any = None
+    message: Words = None
     #: what to do about it, naming the chapter's section; ``None`` when no hint applies
-    hint: Any = None
+    hint: Words = None
     #: the numbers behind the verdict (plain JSON-ready data)
     measured: dict = field(default_factory=dict)
     #: which hint ``hint`` is: ``check`` (the check's own), ``check:<name>`` (one of its
@@ -78,7 +78,7 @@ class ExerciseResult(_Scored):
     #: the exercise's id (``ex02_where``)
     id: str
     #: its title, in both languages
-    title: Any
+    title: Bilingual
     #: the section of the chapter it practises
     section: str
     #: its checks' verdicts, in the chapter's order
@@ -86,7 +86,7 @@ class ExerciseResult(_Scored):
     #: one of :data:`EXERCISE_STATUSES` (see :func:`exercise_status`)
     status: str = "failed"
     #: why the exercise could not be graded fully (a :class:`~grader.i18n.Text`), else ``None``
-    error: Any = None
+    error: Words = None
     #: what the student's code printed: head and tail, up to the job's limits
     output: str = ""
     #: how long grading it took, in seconds
@@ -114,7 +114,7 @@ class Report(_Scored):
     #: the chapter's id
     chapter: str
     #: the chapter's title, in both languages
-    chapter_title: Any
+    chapter_title: Bilingual
     #: the hidden inputs' seed (``grade --seed`` replays it)
     seed: int
     #: when grading started (ISO 8601, UTC)
@@ -238,7 +238,7 @@ def _number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else round(value, 4)
 
 
-def _graded(submission: dict, words) -> dict | None:
+def _graded(submission: dict, words: Callable[[Words], str]) -> dict | None:
     """``report.json``'s ``graded``: what was graded (``path``, ``inside`` a zip, ``kind``, the
     sentence the first line ends with), and the other copies the student changed, if any."""
     text = graded_text(submission)

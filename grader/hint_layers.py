@@ -55,11 +55,11 @@ def find_check(chapter: Chapter, wanted: str) -> tuple[ExerciseSpec, CheckSpec]:
     if len(found) == 1:
         return found[0]
     if found:  # the same check id in several exercises: name those
-        raise HintError(T("layers.ambiguous", check=wanted,
+        raise HintError(T("hint_layers.ambiguous", check=wanted,
                           known=", ".join(f"{ex.id.split('_')[0]}/{c.id}" for ex, c in found)))
     known = ", ".join(f"{ex.id.split('_')[0]}/{c.id}" for ex in exercises for c in ex.checks) if exercise_part \
         else ", ".join(ex.id for ex in exercises)
-    raise HintError(T("layers.unknown_check", check=wanted, known=known))
+    raise HintError(T("hint_layers.unknown_check", check=wanted, known=known))
 
 
 def next_layer(chapter: Chapter, wanted: str, report_dir: Path) -> Layer:
@@ -80,9 +80,9 @@ def _layers(check: CheckSpec, last: dict | None) -> list[Bilingual | Text]:
     """The nudge the learner saw (the named hint of their last failure, else the check's own), then the layers."""
     nudge: Bilingual | Text = check.hint
     hint_id = (last or {}).get("hint_id", "")
-    if hint_id.startswith("check:") and hint_id[6:] in check.hints:
-        nudge = check.hints[hint_id[6:]]
-    return [nudge, *check.layers]
+    if hint_id.startswith("check:") and hint_id[6:] in check.named_hints:
+        nudge = check.named_hints[hint_id[6:]]
+    return [nudge, *check.hint_layers]
 
 
 def _last_result(report_dir: Path, exercise: str, check: str) -> dict | None:

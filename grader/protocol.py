@@ -1,0 +1,127 @@
+"""The words the grader's processes say to each other, each declared once, here.
+
+A message between two of the grader's processes is a JSON object whose ``op`` is one
+word of the boundary it crosses, in the direction it goes; both ends take the word from
+here (``message(ToJob.INPUTS, inputs=...)`` to send, ``word_of(message, FromJob)`` to
+read), as both ends of a record take its key from an exercise's ``Keys``. A misspelt word
+is an ``AttributeError`` where it is written, and a word the receiving end does not know
+is a :class:`ProtocolError` the moment it arrives, never a wait that ends in a time-out::
+
+    grade batch ──JSON lines──▶ batch worker        ToWorker             (grader.batch.worker)
+    grading ──control socket──▶ host template       ToTemplate / FromTemplate (grader.child.template)
+    grading ──control socket──▶ host                ToHost / FromHost    (grader.child.host)
+    grading ───job socket─────▶ job                 ToJob / FromJob      (grader.child.job, .probe)
+
+The batch worker's answers (one JSON line a student) carry no word: it says one thing.
+A message is framed and encoded by :mod:`grader.wire`; :class:`ProtocolError` is its
+error too.
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, TypeVar
+
+#: the key under which a message carries its word
+OP = "op"
+
+
+class ProtocolError(Exception):
+    """A peer sent something that is not a well-formed message (a word it may not say included)."""
+
+
+class ToWorker(StrEnum):
+    """``grade batch`` to a batch worker process, one JSON line each on its standard input."""
+
+    REFERENCE = "reference"  #: the class's reference outcomes, shipped as data once per worker and seed: ``reference``
+    WARM = "warm"  #: start the hosts for this chapter and sandbox now, before a student comes
+    GRADE = "grade"  #: grade one packed student (``submission``, ``name``, ``seed``, ``exercises``, ``options``, ...)
+
+
+class ToTemplate(StrEnum):
+    """The grader to a host template (:class:`grader.runner.host_handles.HostTemplate`), on its control socket."""
+
+    SPAWN = "spawn"  #: fork a host named ``host``, whose control socket travels with the message
+    KILL = "kill"  #: kill the host ``host`` and its jobs
+    EXIT = "exit"  #: end, with every host forked
+
+
+class FromTemplate(StrEnum):
+    """A host template to the grader."""
+
+    READY = "ready"  #: imported and listening: ``versions``, ``pid``, ``template``
+    SPAWNED = "spawned"  #: forked the host ``host`` (its ``pid``)
+    HOST_EXITED = "host_exited"  #: the host ``host`` has ended
+
+
+class ToHost(StrEnum):
+    """The grader to a host (:class:`grader.runner.host_handles.HostProcess`), on its control socket."""
+
+    FORK = "fork"  #: fork the job ``job`` of ``exercise`` (its socket and output file travel with the message)
+    DUMP = "dump"  #: write where the job ``job`` is now (it ran past its limit)
+    KILL = "kill"  #: kill the job ``job``
+    EXIT = "exit"  #: end, killing every job
+
+
+class FromHost(StrEnum):
+    """A host to the grader."""
+
+    READY = "ready"  #: imported and listening: ``versions``, ``pid``
+    FAILED = "failed"  #: a host the template forked could not be isolated (``error``): it never serves
+    STARTED = "started"  #: the job ``job`` is forked (its ``pid``)
+    EXITED = "exited"  #: the job ``job`` has ended (its ``status``, its peak memory)
+
+
+class ToJob(StrEnum):
+    """The grader to a job, on the job's socket."""
+
+    INPUTS = "inputs"  #: the hidden inputs, only after the student's module is imported: ``inputs``
+    GO = "go"  #: the answer to a ``mark``: what the job does next starts after the grader's stamp
+    TIME = "time"  #: a timed exercise's probe: time ``case`` (``reps``, ``batch_baseline``, ``batch_candidate``)
+    PING = "ping"  #: a timed exercise's probe: answer ``pong`` (is it in step?)
+    STOP = "stop"  #: a timed exercise's probe: stop serving, end the job
+
+
+class FromJob(StrEnum):
+    """A job to the grader."""
+
+    HELLO = "hello"  #: JAX's backend started, the limits set: ``env``, ``memory``
+    IMPORTED = "imported"  #: the student's module imported: ``names`` (how each module-level name looked), ``skipped``
+    IMPORT_ERROR = "import_error"  #: the student's module raised on import: ``type``, ``message``, ``where``, ...
+    INTEGRITY = "integrity"  #: the instruments as found after a ``stage``: ``changed``, ``compiles_total``
+    RECORD = "obs"  #: one record of the probe's: ``key``, ``value``
+    MARK = "mark"  #: a moment on the grader's clock under ``key``: the job waits for ``go``
+    CALLING = "calling"  #: the probe calls the student's ``function`` now (for a live display)
+    PROBE_ERROR = "probe_error"  #: the probe itself failed (the grader's bug): ``type``, ``traceback``
+    DONE = "done"  #: the probe ended
+    TIMED = "timed"  #: a timed exercise's probe: the figures of a ``time`` request, or its ``error``
+    PONG = "pong"  #: a timed exercise's probe: the answer to ``ping``
+
+
+Word = TypeVar("Word", bound=StrEnum)
+
+#: every boundary's words, in both directions
+BOUNDARIES: tuple[type[StrEnum], ...] = (ToWorker, ToTemplate, FromTemplate, ToHost, FromHost, ToJob, FromJob)
+
+
+def message(word: StrEnum, **fields: Any) -> dict:
+    """A message saying ``word`` (a member of one of the boundaries' words) with ``fields``."""
+    if not isinstance(word, StrEnum) or type(word) not in BOUNDARIES:
+        raise TypeError(f"a message's word is one of grader.protocol's, not {word!r}")
+    if OP in fields:
+        raise TypeError(f"a message's word is given once, not again as a field {OP!r}")
+    return {OP: word, **fields}
+
+
+def word_of(received: dict, words: type[Word]) -> Word:
+    """The word of a message received, one of ``words``; :class:`ProtocolError` names any other."""
+    said = received.get(OP) if isinstance(received, dict) else None
+    try:
+        return words(said)
+    except ValueError:
+        known = ", ".join(w.value for w in words)
+        raise ProtocolError(f"{words.__name__}: unknown word {said!r} (known: {known})") from None
+
+
+def fields(received: dict) -> dict:
+    """A message's fields, without its word."""
+    return {k: v for k, v in received.items() if k != OP}

@@ -1,0 +1,148 @@
+"""The words of the grader's process boundaries are declared once (grader/protocol.py) and a
+word the receiving end does not know fails as it arrives, never as a time-out."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import protocol, wire
+from grader.protocol import FromJob, ProtocolError, ToJob, message, word_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_message_is_built_from_a_declared_word_only():
+    assert message(ToJob.INPUTS, inputs={"x": 1}) == {"op": "inputs", "inputs": {"x": 1}}
+    with pytest.raises(TypeError, match="grader.protocol"):
+        message("inputs", inputs={})  # a word spelt by hand
+    with pytest.raises(TypeError):
+        message(ToJob.GO, op="stop")  # the word given twice
+
+
+def test_a_word_is_read_against_its_boundary():
+    assert word_of({"op": "done"}, FromJob) is FromJob.DONE
+    with pytest.raises(ProtocolError, match="'donee'.*known: hello"):
+        word_of({"op": "donee"}, FromJob)
+    with pytest.raises(ProtocolError):
+        word_of({"op": "inputs"}, FromJob)  # a word of the other direction
+    with pytest.raises(ProtocolError):
+        word_of({"no": "word"}, FromJob)
+
+
+def test_no_boundary_says_two_words_alike():
+    """An enum takes a second member of the same value as an alias of the first, silently: two words
+    of one boundary spelt alike would be one word."""
+    for words in protocol.BOUNDARIES:
+        assert len(words.__members__) == len(list(words)), words.__name__
+
+
+def test_a_misspelt_word_fails_as_it_arrives_not_at_the_time_out():
+    ours, theirs = socket.socketpair()
+    receiver, sender = wire.Channel(ours, expects=FromJob), wire.Channel(theirs)
+    try:
+        sender.send({"op": "donee"})  # what a typo on the sending end looked like
+        t0 = time.monotonic()
+        with pytest.raises(ProtocolError, match="donee"):
+            receiver.recv(timeout=30)
+        assert time.monotonic() - t0 < 5
+        sender.send(message(FromJob.DONE))
+        assert word_of(receiver.recv(timeout=5), FromJob) is FromJob.DONE
+    finally:
+        receiver.close()
+        sender.close()
+
+
+def test_a_channel_that_expects_no_words_in_particular_takes_any():
+    ours, theirs = socket.socketpair()
+    receiver, sender = wire.Channel(ours), wire.Channel(theirs)
+    try:
+        sender.send({"op": "anything"})
+        assert receiver.recv(timeout=5) == {"op": "anything"}
+    finally:
+        receiver.close()
+        sender.close()
+
+
+# ------------------------------------------------------------------ each end of each boundary
+class _PlayedHost:
+    """A host as a job session sees it (:class:`grader.runner.job_sessions.JobHost`), whose job is played
+    here: the job's end of the socket says ``said`` as soon as the job is forked."""
+
+    side, closed, listener, compile_cache, uids, modules = "student", False, None, None, None, []
+
+    def __init__(self, scratch, said: dict):
+        from grader.runner import sandbox
+        from grader.runner.job_sessions import Limits
+
+        self.scratch, self.module_dir, self.said = scratch, scratch, said
+        self.limits, self.plan = Limits(), sandbox.SandboxPlan(kind="process", uid_isolation=False)
+        (scratch / "jobs").mkdir()
+        self.job: wire.Channel | None = None
+
+    def ensure(self) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return True
+
+    def log_tail(self) -> str:
+        return ""
+
+    def send(self, order: dict, fds: list[int] | None = None) -> None:
+        if word_of(order, protocol.ToHost) is protocol.ToHost.FORK:
+            self.job = wire.Channel(socket.socket(fileno=os.dup(fds[0])))
+            self.job.send(self.said)
+
+    def next_event(self, job, ops, deadline):
+        return None
+
+
+def test_a_job_session_ends_at_once_when_the_job_says_a_word_it_may_not(tmp_path):
+    """Without the check the word was passed over and the session waited for its deadline (a time-out)."""
+    from grader.runner.job_sessions import JobSession
+
+    host = _PlayedHost(tmp_path, {"op": "helo"})
+    session = JobSession(host, "ex01-1", exercise="ex01", student_module="m", package="c", functions=(), timeout_s=4)
+    t0 = time.monotonic()
+    assert session.start() is False
+    outcome = session.finish()
+    assert outcome.end == "protocol_error", outcome.end
+    assert "FromJob: unknown word 'helo'" in outcome.detail["error"]
+    assert time.monotonic() - t0 < 2
+    host.job.close()
+
+
+def test_a_host_ends_at_once_on_an_order_it_does_not_know():
+    """Without the check the host passed over the order and went on waiting for the next one."""
+    ours, theirs = socket.socketpair()
+    config = json.dumps({"modules": [], "chapter_folders": []})
+    host = subprocess.Popen([sys.executable, "-m", "grader.child.host", str(theirs.fileno()), config],
+                            pass_fds=[theirs.fileno()], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    theirs.close()
+    grader = wire.Channel(ours, expects=protocol.FromHost)
+    try:
+        assert word_of(grader.recv(timeout=120), protocol.FromHost) is protocol.FromHost.READY
+        grader.send({"op": "frok", "job": "ex01-1"})
+        assert host.wait(timeout=20) != 0
+        assert "ToHost: unknown word 'frok'" in host.stderr.read()
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        grader.close()
+
+
+def test_a_batch_worker_ends_at_once_on_a_line_it_does_not_know():
+    """Without the check a line of any other word was taken for a student to grade."""
+    worker = subprocess.run([sys.executable, "-m", "grader.batch.worker"], input='{"op": "grde", "name": "x"}\n',
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert worker.returncode != 0
+    assert worker.stdout == ""
+    assert "ToWorker: unknown word 'grde'" in worker.stderr
