@@ -13,7 +13,7 @@ meanwhile). On Ctrl-C, ``cancel`` stops every process at once and the interrupt 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -25,20 +25,21 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
             done: Callable[[ExerciseSpec, ExerciseResult], None], *, at_once: int | None,
             cancel: Callable[[], None], prepare: Callable[[ExerciseSpec], None] | None = None,
             expected: dict[str, float] | None = None) -> None:
-    """Grade each of ``exercises`` (``grade(ex)``) and hand each result to ``done(ex, result)`` as it
-    comes, in the order above; ``at_once``: how many untimed ones at once (``None``: the cores, and
-    one more); ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
+    """Grade each of ``exercises`` (``grade(ex)``) and hand each result to ``done(ex, result)`` as soon
+    as it comes (an untimed one that hangs holds back no other's: its progress shows, Ctrl-C keeps
+    it); ``at_once``: how many untimed ones at once (``None``: the cores, and one more);
+    ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
     pool = ThreadPoolExecutor(max_workers=at_once or (os.cpu_count() or 1) + 1)
     expected = expected or {}
     try:
         plain = sorted((ex for ex in exercises if not ex.timed),
                        key=lambda ex: (-expected.get(ex.id, 0.0), -ex.timeout_s))
         timed = [ex for ex in exercises if ex.timed]
-        results = pool.map(grade, plain)
+        running = {pool.submit(grade, ex): ex for ex in plain}
         for ex in timed if prepare is not None else ():
             prepare(ex)
-        for ex, result in zip(plain, results):
-            done(ex, result)
+        for future in as_completed(running):  # as each ends: a hanging one holds back no other's result
+            done(running[future], future.result())
         for ex in timed:  # alone on the machine
             done(ex, grade(ex))
     except KeyboardInterrupt:

@@ -419,6 +419,39 @@ def test_the_exercise_that_took_longest_last_time_starts_first_and_timed_ones_pr
     assert events.index(("prepare", "timed")) < events.index(("grade", "other"))  # prepared meanwhile
 
 
+def test_an_exercise_that_hangs_holds_back_no_other_exercises_result():
+    """The longest-expected exercise starts first; when it hangs, the others' results still reach
+    ``done`` as they end (the progress line says "1/2 done", Ctrl-C keeps them): in the order of
+    starting, they waited for the hanging one's end (tests/test_feedback.py's Ctrl-C test failed so)."""
+    import threading
+    from types import SimpleNamespace
+
+    from grader.scheduling import run_all
+
+    release = threading.Event()
+    exercises = [SimpleNamespace(id=name, timed=False, timeout_s=60) for name in ("quick", "hangs")]
+
+    def grade(ex):
+        if ex.id == "hangs":
+            assert release.wait(30)
+        return ex.id
+
+    order = []
+
+    def done(ex, result):
+        order.append(result)
+        if result == "quick":
+            release.set()  # only now may the hanging one end
+
+    runner = threading.Thread(target=run_all, args=(exercises, grade, done),
+                              kwargs=dict(at_once=2, cancel=lambda: None, expected={"hangs": 9.0, "quick": 1.0}))
+    runner.start()
+    runner.join(20)
+    release.set()
+    runner.join(35)
+    assert order == ["quick", "hangs"]
+
+
 def test_a_timed_exercise_prepares_while_the_others_run_and_is_timed_after_them():
     from grader.grading import GradeOptions, grade
 
