@@ -179,6 +179,39 @@ def test_a_reference_job_skips_the_work_of_records_no_check_reads(tmp_path):
         assert recorded - {"f/compiles/0"} == expected_keys
 
 
+def test_keys_name_what_only_the_reference_records():
+    keys = Keys(value="{name}/values/{i}", eager="eager/{i}", reference_only=("eager",))
+    assert keys.for_student(keys.value(name="f", i=0)) and not keys.for_student(keys.eager(i=0))
+    assert keys.for_reference(keys.eager(i=0))
+    assert Keys(value="v/{i}").for_student("v/1")  # no declaration: everything
+    with pytest.raises(ValueError, match="eager"):
+        Keys(value="v/{i}", reference_only=("eager",))
+    with pytest.raises(ValueError, match="reference_only"):
+        Keys(value="v/{i}", eager="e/{i}", reference=("value",), reference_only=("eager",))
+
+
+def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch):
+    """ex06's checks read the provided eager ``heavy``'s values from the reference's run alone: the student's
+    job neither computes nor records them (it cost every student a dozen eager programs); the reference's does."""
+    import grader.sides
+    from grader.grading import GradeOptions, grade
+
+    seen = {}
+    original = grader.sides.judge
+
+    def spy(ex, student, reference, **kwargs):
+        seen[ex.id] = (student, reference)
+        return original(ex, student, reference, **kwargs)
+
+    monkeypatch.setattr(grader.sides, "judge", spy)
+    report = grade(SOLUTIONS, GradeOptions(exercises=("ex06",), seed=11))
+    assert report.score == report.exercises[0].max_score
+    student, reference = seen["ex06_speedup"]
+    assert not [key for key in student.observations if key.startswith("heavy/eager/")]
+    assert {"heavy/eager/0", "heavy/eager/1"} <= set(reference.observations)
+    assert "fast_heavy/values/0" in student.observations and "heavy/student" in student.observations
+
+
 def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
     import grader.sides
     from grader.grading import GradeOptions, grade

@@ -402,7 +402,8 @@ def run(order: dict, sock: socket.socket) -> None:
         return
     keys = getattr(package, "KEYS", None)
     reference = order.get("side") == "reference" and not options.get("all_records")
-    keep = keys.for_reference if reference and keys is not None else None
+    keep = None if keys is None else keys.for_reference if reference else \
+        keys.for_student if getattr(keys, "reference_only", ()) else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
         package.probe(ctx)
