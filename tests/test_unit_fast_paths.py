@@ -384,6 +384,29 @@ def test_a_job_without_a_cache_of_its_own_writes_nowhere(tmp_path):
     assert _programs(reference) == before  # a batch's student: the reference's cache is read, never written
 
 
+def test_a_job_without_a_cache_of_its_own_does_not_serialize_what_it_compiles(tmp_path):
+    """JAX serializes and compresses every program it compiles before handing it to the cache (whose
+    put then drops it): a batch's student job, whose cache is read-only, has it skip that work; a job with
+    a cache of its own still writes (above)."""
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(reference)], check=True, cwd=ROOT,
+                   capture_output=True, timeout=300)
+    counting = textwrap.dedent(_TIERED).replace("x = jnp.arange(12.0)", textwrap.dedent("""\
+        from jax._src import compilation_cache
+        serialized = []
+        put = compilation_cache.put_executable_and_time
+        compilation_cache.put_executable_and_time = lambda *a, **k: serialized.append(a[1]) or put(*a, **k)
+        x = jnp.arange(20.0).reshape(4, 5)  #"""))
+    counting += "print('serialized', len(serialized))\n"
+    done = subprocess.run([sys.executable, "-c", counting, "-", str(reference)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "serialized 0"
+    own = subprocess.run([sys.executable, "-c", counting, str(tmp_path / "own"), str(reference)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert own.returncode == 0 and own.stdout.splitlines()[-1] != "serialized 0", own.stderr[-2000:]
+
+
 def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
     """Without it, JAX puts the cache folder's path into every key (through XLA's GPU autotuning
     caches): the same program in two folders would be two entries, and seeding would never hit."""
