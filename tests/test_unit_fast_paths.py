@@ -190,9 +190,8 @@ def test_keys_name_what_only_the_reference_records():
         Keys(value="v/{i}", eager="e/{i}", reference=("value",), reference_only=("eager",))
 
 
-def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch):
-    """ex06's checks read the provided eager ``heavy``'s values from the reference's run alone: the student's
-    job neither computes nor records them (it cost every student a dozen eager programs); the reference's does."""
+def _both_outcomes(monkeypatch, exercise: str, **options):
+    """Grade the solutions' ``exercise`` (full marks); the student's and the reference's job outcomes."""
     import grader.sides
     from grader.grading import GradeOptions, grade
 
@@ -204,29 +203,22 @@ def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch)
         return original(ex, student, reference, **kwargs)
 
     monkeypatch.setattr(grader.sides, "judge", spy)
-    report = grade(SOLUTIONS, GradeOptions(exercises=("ex06",), seed=11))
+    report = grade(SOLUTIONS, GradeOptions(exercises=(exercise,), seed=11, **options))
     assert report.score == report.exercises[0].max_score
-    student, reference = seen["ex06_speedup"]
+    return next(iter(seen.values()))
+
+
+def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch):
+    """ex06's checks read the provided eager ``heavy``'s values from the reference's run alone: the student's
+    job neither computes nor records them (it cost every student a dozen eager programs); the reference's does."""
+    student, reference = _both_outcomes(monkeypatch, "ex06")
     assert not [key for key in student.observations if key.startswith("heavy/eager/")]
     assert {"heavy/eager/0", "heavy/eager/1"} <= set(reference.observations)
     assert "fast_heavy/values/0" in student.observations and "heavy/student" in student.observations
 
 
 def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
-    import grader.sides
-    from grader.grading import GradeOptions, grade
-
-    seen = {}
-    original = grader.sides.judge
-
-    def spy(ex, student, reference, **kwargs):
-        seen[ex.id] = (student, reference)
-        return original(ex, student, reference, **kwargs)
-
-    monkeypatch.setattr(grader.sides, "judge", spy)
-    report = grade(SOLUTIONS, GradeOptions(exercises=("ex02",), seed=11, compile_cache=False))
-    assert report.score == report.exercises[0].max_score
-    student, reference = seen["ex02_where"]
+    student, reference = _both_outcomes(monkeypatch, "ex02", compile_cache=False)
     assert student.xla_compiles and student.xla_compiles > 0  # the student's compiles are counted by XLA too
     assert reference.xla_compiles is None
     assert reference.observations and all("/values/" in key for key in reference.observations)
