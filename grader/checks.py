@@ -241,18 +241,31 @@ class Keys:
     values to compare with, usually). The reference's job then records only those and
     skips the rest of the probe's work (compile windows, traces, calls whose records no
     check reads from it); ``None``: it records everything, as the student's job does.
+
+    ``reference_only``: the names of the keys the checks read from the reference's run
+    alone (what the grader's own code computes there, to compare the student's with):
+    the student's job skips them and their work (:meth:`for_student`).
     """
 
-    def __init__(self, *, reference: tuple[str, ...] | None = None, **templates: str):
+    def __init__(self, *, reference: tuple[str, ...] | None = None, reference_only: tuple[str, ...] = (),
+                 **templates: str):
         self.keys = {name: Key(template) for name, template in templates.items()}
-        unknown = sorted(set(reference or ()) - set(self.keys))
-        if unknown:
-            raise ValueError(f"Keys(reference=...) names keys it does not declare: {', '.join(unknown)}")
+        for word, names in (("reference", reference or ()), ("reference_only", reference_only)):
+            unknown = sorted(set(names) - set(self.keys))
+            if unknown:
+                raise ValueError(f"Keys({word}=...) names keys it does not declare: {', '.join(unknown)}")
+        if reference is not None and not set(reference_only) <= set(reference):
+            raise ValueError("Keys(reference_only=...) names keys the reference does not record")
         self.reference = tuple(reference) if reference is not None else None
+        self.reference_only = tuple(reference_only)
 
     def for_reference(self, key: str) -> bool:
         """Whether the reference's job records ``key`` (every key, unless ``reference`` was given)."""
         return self.reference is None or self.kind_of(key) in self.reference
+
+    def for_student(self, key: str) -> bool:
+        """Whether the student's job records ``key`` (every key but those of ``reference_only``)."""
+        return self.kind_of(key) not in self.reference_only
 
     def __getattr__(self, name: str) -> Key:
         try:

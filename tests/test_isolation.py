@@ -3,6 +3,7 @@ and the report is always written."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -92,3 +93,34 @@ def test_a_killed_host_is_restarted_for_the_other_exercises(tmp_path, monkeypatc
     assert by_id["ex03_static_args"]["status"] == "passed"
     assert by_id["ex04_cache_keys"]["status"] == "passed"
     assert report["timings"]["host_restarts"] >= 1
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="a process of another uid needs root")
+def test_the_uid_scan_finds_a_process_by_its_real_uid_whatever_its_name():
+    """processes_in_range reads each process's /proc status as bytes, its head only: a process under a
+    sandbox uid is found, and a name that spells a Uid line (the kernel escapes its newline) fools nobody."""
+    import subprocess
+    import sys
+    import time
+
+    from grader.runner import sandbox
+
+    pool = sandbox.UidPool()
+    uid = pool.acquire()  # locked for this test: no grading on the machine uses it meanwhile
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, os, time\n"
+        "ctypes.CDLL(None).prctl(15, b'x\\nUid:\\t4242\\t', 0, 0, 0)\n"  # PR_SET_NAME
+        f"os.setgid({uid}); os.setuid({uid})\n"
+        "print('ready', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while child.pid not in sandbox.processes_of(uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.pid in sandbox.processes_in_range(uid, uid + 1)
+        assert child.pid not in sandbox.processes_in_range(4242, 4243)
+        assert sandbox.kill_uid(uid) >= 1 and child.wait(timeout=10) == -9
+    finally:
+        child.kill()
+        child.wait()
+        pool.release(uid)

@@ -179,7 +179,19 @@ def test_a_reference_job_skips_the_work_of_records_no_check_reads(tmp_path):
         assert recorded - {"f/compiles/0"} == expected_keys
 
 
-def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
+def test_keys_name_what_only_the_reference_records():
+    keys = Keys(value="{name}/values/{i}", eager="eager/{i}", reference_only=("eager",))
+    assert keys.for_student(keys.value(name="f", i=0)) and not keys.for_student(keys.eager(i=0))
+    assert keys.for_reference(keys.eager(i=0))
+    assert Keys(value="v/{i}").for_student("v/1")  # no declaration: everything
+    with pytest.raises(ValueError, match="eager"):
+        Keys(value="v/{i}", reference_only=("eager",))
+    with pytest.raises(ValueError, match="reference_only"):
+        Keys(value="v/{i}", eager="e/{i}", reference=("value",), reference_only=("eager",))
+
+
+def _both_outcomes(monkeypatch, exercise: str, **options):
+    """Grade the solutions' ``exercise`` (full marks); the student's and the reference's job outcomes."""
     import grader.sides
     from grader.grading import GradeOptions, grade
 
@@ -191,9 +203,22 @@ def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatc
         return original(ex, student, reference, **kwargs)
 
     monkeypatch.setattr(grader.sides, "judge", spy)
-    report = grade(SOLUTIONS, GradeOptions(exercises=("ex02",), seed=11, compile_cache=False))
+    report = grade(SOLUTIONS, GradeOptions(exercises=(exercise,), seed=11, **options))
     assert report.score == report.exercises[0].max_score
-    student, reference = seen["ex02_where"]
+    return next(iter(seen.values()))
+
+
+def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch):
+    """ex06's checks read the provided eager ``heavy``'s values from the reference's run alone: the student's
+    job neither computes nor records them (it cost every student a dozen eager programs); the reference's does."""
+    student, reference = _both_outcomes(monkeypatch, "ex06")
+    assert not [key for key in student.observations if key.startswith("heavy/eager/")]
+    assert {"heavy/eager/0", "heavy/eager/1"} <= set(reference.observations)
+    assert "fast_heavy/values/0" in student.observations and "heavy/student" in student.observations
+
+
+def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
+    student, reference = _both_outcomes(monkeypatch, "ex02", compile_cache=False)
     assert student.xla_compiles and student.xla_compiles > 0  # the student's compiles are counted by XLA too
     assert reference.xla_compiles is None
     assert reference.observations and all("/values/" in key for key in reference.observations)
@@ -349,6 +374,29 @@ def test_a_job_without_a_cache_of_its_own_writes_nowhere(tmp_path):
                            "-", str(reference)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _programs(reference) == before  # a batch's student: the reference's cache is read, never written
+
+
+def test_a_job_without_a_cache_of_its_own_does_not_serialize_what_it_compiles(tmp_path):
+    """JAX serializes and compresses every program it compiles before handing it to the cache (whose
+    put then drops it): a batch's student job, whose cache is read-only, has it skip that work; a job with
+    a cache of its own still writes (above)."""
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(reference)], check=True, cwd=ROOT,
+                   capture_output=True, timeout=300)
+    counting = textwrap.dedent(_TIERED).replace("x = jnp.arange(12.0)", textwrap.dedent("""\
+        from jax._src import compilation_cache
+        serialized = []
+        put = compilation_cache.put_executable_and_time
+        compilation_cache.put_executable_and_time = lambda *a, **k: serialized.append(a[1]) or put(*a, **k)
+        x = jnp.arange(20.0).reshape(4, 5)  #"""))
+    counting += "print('serialized', len(serialized))\n"
+    done = subprocess.run([sys.executable, "-c", counting, "-", str(reference)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "serialized 0"
+    own = subprocess.run([sys.executable, "-c", counting, str(tmp_path / "own"), str(reference)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert own.returncode == 0 and own.stdout.splitlines()[-1] != "serialized 0", own.stderr[-2000:]
 
 
 def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):

@@ -178,6 +178,15 @@ def _use_compile_caches(own: str | None, read: list[str]) -> None:
         if compilation_cache._cache is None:
             compilation_cache._cache = _TieredCache(own, read)
             compilation_cache._cache_initialized = True
+        cache = compilation_cache._cache
+    if isinstance(cache, _TieredCache) and cache.own is None:
+        # nothing can be written (a batch's student): JAX would serialize and compress every program
+        # it compiles for a write that is dropped; it writes only what took at least this long
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", NEVER_WRITE_S)
+
+
+#: a compile time no program reaches: a job whose cache is read-only has JAX write nothing
+NEVER_WRITE_S = 1e9
 
 
 class _TieredCache:
@@ -402,7 +411,8 @@ def run(order: dict, sock: socket.socket) -> None:
         return
     keys = getattr(package, "KEYS", None)
     reference = order.get("side") == "reference" and not options.get("all_records")
-    keep = keys.for_reference if reference and keys is not None else None
+    keep = None if keys is None else keys.for_reference if reference else \
+        keys.for_student if getattr(keys, "reference_only", ()) else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
         package.probe(ctx)
