@@ -37,3 +37,19 @@ def test_no_build_when_turned_off(tmp_path):
     run = _grade(tmp_path, {"GRADER_BUILD": "0"})
     assert "First grading" not in run.stderr
     assert not list((tmp_path / "cache").glob("jaxlib-*/built/*"))
+
+
+def test_a_batch_on_a_machine_never_built_builds_first(tmp_path):
+    import shutil
+
+    klass = tmp_path / "class" / "alice"
+    shutil.copytree(STUBS, klass, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "GRADER_BUILD"}
+    env["GRADER_CACHE_DIR"] = str(tmp_path / "cache")
+    run = subprocess.run([sys.executable, "-m", "grader", "batch", str(tmp_path / "class"), "--chapter", "ch4",
+                          "--out", str(tmp_path / "out"), "-j", "1", "-k", "2", "--lang", "en"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "First grading of ch4 on this machine" in run.stderr
+    assert len(list((tmp_path / "cache").glob("jaxlib-*/built/ch4-*.json"))) == 1
+    assert (tmp_path / "out" / "grades.csv").is_file()

@@ -86,6 +86,8 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams,
                            sign_key=signing_key(sign_key, lang, limits.sandbox) if sign_key is not None else None)
+    if scheduler is None:  # graded on this machine: the chapter's programs built once, first
+        _build_once(chapter, limits.sandbox, words)
     display = _Display(words, options)
     executor = make_executor(options)
     if executor_name(executor) == "dask":
@@ -110,6 +112,19 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            total=len(result.rows))), err=True)
     click.echo(words(T("batch.ui.done", graded=len(result.graded), skipped=len(result.skipped), problems=problems,
                        grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
+
+
+def _build_once(chapter: str, sandbox: str, words) -> None:
+    """Before the first batch (or grading) of a chapter on this machine, its programs are built
+    (:func:`grader.batch.warmup.build_once`): no student's grading compiles them."""
+    from grader.batch.warmup import build_once
+    from grader.chapter import ChapterError, load_chapter
+
+    try:
+        found = load_chapter(chapter)
+    except ChapterError:  # the batch names what is wrong
+        return
+    build_once(found, sandbox=sandbox, say=lambda text: click.echo(words(text), err=True))
 
 
 #: Dask's own log, in the results folder (:data:`grader.batch.manifest.LOGS`)
