@@ -76,7 +76,7 @@ class ReferenceRecords:
     seed: int
     #: where the reference ran: ``python``, ``jax``, ``jaxlib``, ``backend``, ``device_kind``
     environment: dict = field(default_factory=dict)
-    #: by exercise id: ``inputs_sha256`` (the digest of its hidden inputs) and ``observations``
+    #: by exercise id: ``inputs_sha256`` (the digest of its hidden inputs) and ``records``
     #: (what the reference's probe recorded, as :func:`grader.wire.encode` writes it)
     exercises: dict[str, dict] = field(default_factory=dict)
 
@@ -85,7 +85,8 @@ class ReferenceRecords:
         entry = self.exercises.get(exercise_id)
         if entry is None or seed != self.seed or entry.get("inputs_sha256") != inputs_digest(inputs):
             return None
-        return JobOutcome(end="done", side="reference", observations=wire.decode(entry["observations"]))
+        recorded = entry.get("records", entry.get("observations"))  # a release's file written before the rename
+        return JobOutcome(end="done", side="reference", records=wire.decode(recorded))
 
     def recorded(self, exercise_id: str, seed: int, inputs: dict) -> JobOutcome:
         """:meth:`outcome`, or a failed outcome when no record fits (judged as the reference's failure)."""
@@ -177,9 +178,9 @@ def read_by_checks(ex: ExerciseSpec, outcome: JobOutcome, inputs: dict, seed: in
     from grader.checks import ARRIVALS, NAMES, CheckContext, Records
     from grader.verdicts import Termination, run_checks
 
-    data = {**outcome.observations, ARRIVALS: dict(outcome.arrivals)}
+    data = {**outcome.records, ARRIVALS: dict(outcome.arrivals)}
     data.update({NAMES(name=name): {**described, "file": ex.filename} for name, described in outcome.names.items()})
-    reference = Records("reference", dict(outcome.observations))
+    reference = Records("reference", dict(outcome.records))
     run_checks(ex, Records("student", data, module_file=ex.filename), reference,
                CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=True), Termination())
     return reference.read
@@ -211,6 +212,6 @@ def record_reference(chapter: Chapter, seed: int, *, reference_dir: Path | None 
         records.environment = records.environment or {k: v for k, v in (outcome.env or {}).items()
                                                       if k in ("python", "jax", "jaxlib", "backend", "device_kind")}
         kept = read_by_checks(ex, outcome, inputs, seed)
-        records.exercises[ex.id] = {"inputs_sha256": inputs_digest(inputs), "observations": wire.encode(
-            {key: value for key, value in outcome.observations.items() if key in kept})}
+        records.exercises[ex.id] = {"inputs_sha256": inputs_digest(inputs), "records": wire.encode(
+            {key: value for key, value in outcome.records.items() if key in kept})}
     return records

@@ -70,7 +70,7 @@ def judge(ex: ExerciseSpec, student: JobOutcome, reference: JobOutcome | None, *
         finding = {"file": ex.filename, "line": 0, "code": "runtime", "detail": ex.id,
                    "message": T("integrity.runtime", detail=problems)}
         return unrunnable(ex, problems, "failed", output=student.output), [finding]
-    data = dict(student.observations)
+    data = dict(student.records)
     data[ARRIVALS] = dict(student.arrivals)
     for name, described in student.names.items():
         data[NAMES(name=name)] = {**described, "file": ex.filename}
@@ -78,7 +78,7 @@ def judge(ex: ExerciseSpec, student: JobOutcome, reference: JobOutcome | None, *
     ref_data: dict = {}
     if reference is not None:
         if reference.end == "done":
-            ref_data = dict(reference.observations)
+            ref_data = dict(reference.records)
         else:
             log.error("reference run of %s failed: %s %s\n%s", ex.id, reference.end, reference.detail,
                       reference.output[-2000:])

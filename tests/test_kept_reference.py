@@ -21,7 +21,7 @@ class _Session:
 
     def __init__(self, log: list):
         self.log = log
-        self.outcome = JobOutcome(end="not_started", side="reference", observations={"timing/ready": {"cases": []}})
+        self.outcome = JobOutcome(end="not_started", side="reference", records={"timing/ready": {"cases": []}})
         self.channel = object()
         self.timeout_s = self.deadline = 0.0
 
@@ -69,8 +69,8 @@ def test_a_kept_job_serves_the_next_grading_of_its_seed_and_is_ended_for_another
     assert not first.send({"op": "stop"})  # kept: not stopped, nothing to wait for
     first.abandon()  # not needed by this student (a stub): kept all the same
     outcome = first.finish()
-    assert outcome.end == "done" and outcome.observations == {"timing/ready": {"cases": []}}
-    assert outcome.observations is not first.outcome.observations and outcome.work == {"kept_uses": 1}
+    assert outcome.end == "done" and outcome.records == {"timing/ready": {"cases": []}}
+    assert outcome.records is not first.outcome.records and outcome.work == {"kept_uses": 1}
     assert made[0] == ["start", "inputs"]
 
     again = kept.session("ex06", (7, "ref"), 60, make)

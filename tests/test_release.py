@@ -212,8 +212,8 @@ def _lookup_submission(records: ReferenceRecords, folder: Path) -> Path:
     shutil.copy(VARIANTS / "ex06_speedup" / "layer_norm_callback.py", target / "ex06_speedup.py")
     ex04, ex08 = CHAPTER.exercise("ex04_cache_keys"), CHAPTER.exercise("ex08_aot_debug")
     inputs4, inputs8 = ex04.inputs(records.seed), ex08.inputs(records.seed)
-    obs4 = records.outcome(ex04.id, records.seed, inputs4).observations
-    obs8 = records.outcome(ex08.id, records.seed, inputs8).observations
+    obs4 = records.outcome(ex04.id, records.seed, inputs4).records
+    obs8 = records.outcome(ex08.id, records.seed, inputs8).records
     means = {_key([np.asarray(c["data"], np.float64)]): float(obs4[f"masked_mean_sq/values/{i}"]["value"]["value"])
              for i, c in enumerate(inputs4["calls"])}
     buckets = obs4["bucket_length/values"]["value"]["values"]

@@ -135,7 +135,7 @@ def test_a_shipped_reference_is_used_only_for_the_same_chapter_code_and_seed(tmp
 
     chapter = load_chapter("ch4")
     ex = chapter.exercises[0]
-    outcome = JobOutcome(end="done", side="reference", observations={"k": [1.5]})
+    outcome = JobOutcome(end="done", side="reference", records={"k": [1.5]})
     shipped = {"digest": outcomes_digest(chapter), "seed": 4,
                "outcomes": {ex.id: wire.encode(dataclasses.asdict(outcome))}}
     cache, used = seed_cache(shipped, chapter, 4, None)

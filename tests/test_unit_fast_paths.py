@@ -212,17 +212,17 @@ def test_the_students_job_of_ex06_skips_the_graders_own_eager_heavy(monkeypatch)
     """ex06's checks read the provided eager ``heavy``'s values from the reference's run alone: the student's
     job neither computes nor records them (it cost every student a dozen eager programs); the reference's does."""
     student, reference = _both_outcomes(monkeypatch, "ex06")
-    assert not [key for key in student.observations if key.startswith("heavy/eager/")]
-    assert {"heavy/eager/0", "heavy/eager/1"} <= set(reference.observations)
-    assert "fast_heavy/values/0" in student.observations and "heavy/student" in student.observations
+    assert not [key for key in student.records if key.startswith("heavy/eager/")]
+    assert {"heavy/eager/0", "heavy/eager/1"} <= set(reference.records)
+    assert "fast_heavy/values/0" in student.records and "heavy/student" in student.records
 
 
 def test_the_reference_job_writes_no_xla_dump_and_records_values_only(monkeypatch):
     student, reference = _both_outcomes(monkeypatch, "ex02", compile_cache=False)
     assert student.xla_compiles and student.xla_compiles > 0  # the student's compiles are counted by XLA too
     assert reference.xla_compiles is None
-    assert reference.observations and all("/values/" in key for key in reference.observations)
-    assert any("/trace" in key for key in student.observations)
+    assert reference.records and all("/values/" in key for key in reference.records)
+    assert any("/trace" in key for key in student.records)
 
 
 # ------------------------------------------------------------------ in the child

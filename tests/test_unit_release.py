@@ -44,7 +44,7 @@ def test_records_round_trip_and_answer_for_their_seed_and_inputs_only(tmp_path):
     ex = CH4.exercise("ex02_where")
     outcome = records.outcome(ex.id, 7, ex.inputs(7))
     assert outcome.end == "done" and outcome.side == "reference"
-    got = outcome.observations["piecewise/values/x"]["value"]["value"]
+    got = outcome.records["piecewise/values/x"]["value"]["value"]
     assert got.dtype == np.float32 and got.tolist() == [0, 1, 2]
     assert records.outcome(ex.id, 8, ex.inputs(8)) is None  # another seed
     assert records.outcome(ex.id, 7, ex.inputs(8)) is None  # other inputs under the public seed's name

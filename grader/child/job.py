@@ -410,9 +410,12 @@ def run(order: dict, sock: socket.socket) -> None:
     if not given or word_of(given, ToJob) is not ToJob.INPUTS:
         return
     keys = getattr(package, "KEYS", None)
-    reference = order.get("side") == "reference" and not options.get("all_records")
-    keep = None if keys is None else keys.for_reference if reference else \
-        keys.for_student if getattr(keys, "reference_only", ()) else None
+    if keys is None or options.get("all_records"):  # a release's reference run plays the student too: every record
+        keep = None
+    elif order.get("side") == "reference":
+        keep = keys.for_reference
+    else:
+        keep = keys.for_student if getattr(keys, "reference_only", ()) else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
     try:
         package.probe(ctx)

@@ -123,7 +123,7 @@ def name_of(obj: Any, _depth: int = 0) -> str:
 
 # ------------------------------------------------------------------ the context
 class ProbeContext:
-    """What a probe uses to touch the student's module and to record observations."""
+    """What a probe uses to touch the student's module and to make its records."""
 
     def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
                  keep: Callable[[str], bool] | None = None):

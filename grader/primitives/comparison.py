@@ -74,7 +74,7 @@ def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[
     phases["finished_s"] = round(time.monotonic() - t0, 3)
     results["phases"] = phases
     student_out = outcomes["student"]
-    student_out.observations[TIMING] = results
+    student_out.records[TIMING] = results
     if sides.recorded is not None:
         return student_out, sides.recorded
     return student_out, (outcomes["reference"] if ready.get("reference") is not None else None)
@@ -82,7 +82,7 @@ def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[
 
 def await_record(session: JobSession, key: str, deadline: float) -> Any:
     """The value the job records under ``key``, once it has (``None`` if it ended first or ``deadline`` passed)."""
-    while key not in session.outcome.observations:
+    while key not in session.outcome.records:
         if session.expect({FromJob.RECORD}, deadline=deadline) is None:
             return None
-    return session.outcome.observations[key]
+    return session.outcome.records[key]

@@ -260,9 +260,9 @@ class JobSession:
     def _observe(self, key: Any, value: Any) -> bool:
         """Keep a record of the child's, stamped now; ``False`` for a key it may not write: one of
         the grader's own (``grader/...``) or one already recorded."""
-        if not isinstance(key, str) or key.startswith("grader/") or key in self.outcome.observations:
+        if not isinstance(key, str) or key.startswith("grader/") or key in self.outcome.records:
             return False
-        self.outcome.observations[key] = value
+        self.outcome.records[key] = value
         self.outcome.arrivals[key] = time.monotonic() - self._started
         return True
 

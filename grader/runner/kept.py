@@ -99,7 +99,7 @@ class KeptSession:
         if not self.healthy():
             return self.session.finish()
         outcome = self.session.outcome
-        return dataclasses.replace(outcome, end="done", observations=dict(outcome.observations),
+        return dataclasses.replace(outcome, end="done", records=dict(outcome.records),
                                    arrivals=dict(outcome.arrivals), detail=dict(outcome.detail),
                                    duration_s=time.monotonic() - self._began, work={"kept_uses": self.uses})
 
@@ -193,7 +193,7 @@ class EarlyStart:
         if not self.student.begin(inputs) or reference is None:
             return
         session = self.student.session
-        while not session.attempted.is_set() and ready_key not in session.outcome.observations:
+        while not session.attempted.is_set() and ready_key not in session.outcome.records:
             if session.expect({FromJob.RECORD}) is None:
                 return  # it ended: the driver sees how
         if session.attempted.is_set():

@@ -18,7 +18,7 @@ class JobOutcome:
     #: ``student`` or ``reference``: whose job it was
     side: str = ""
     #: what the probe recorded, by key (the exercise module's ``KEYS``)
-    observations: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Any] = field(default_factory=dict)
     #: how each of the exercise's module-level names looked after the import
     names: dict[str, dict] = field(default_factory=dict)
     #: a notebook's statements that raised when its module was imported, each skipped
@@ -58,4 +58,4 @@ class JobOutcome:
         after an import error, or a crash before any record (the checks report those).
         """
         return self.end != "import_error" and any(
-            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.observations.values())
+            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.records.values())
