@@ -53,3 +53,26 @@ def test_a_batch_on_a_machine_never_built_builds_first(tmp_path):
     assert "First grading of ch4 on this machine" in run.stderr
     assert len(list((tmp_path / "cache").glob("jaxlib-*/built/ch4-*.json"))) == 1
     assert (tmp_path / "out" / "grades.csv").is_file()
+
+
+def test_ctrl_c_during_the_build_stops_the_command_and_notes_nothing(tmp_path, monkeypatch):
+    """Ctrl-C while the first run builds: the command stops (no grading goes on, no failed build is noted
+    for good); the next run builds again."""
+    from grader.batch import warmup
+    from grader.chapter import load_chapter
+    from grader.grading import Interrupted
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GRADER_BUILD", raising=False)
+
+    def interrupted(chapter, **_):
+        raise Interrupted(None, [])
+
+    monkeypatch.setattr(warmup, "build", interrupted)
+    chapter = load_chapter("ch4")
+    try:
+        warmup.build_once(chapter)
+        raise AssertionError("the build's Ctrl-C was swallowed")
+    except KeyboardInterrupt:
+        pass
+    assert not warmup.built_marker(chapter).exists()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from grader import store
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, grade
+from grader.grading import GradeOptions, Interrupted, grade
 
 #: the seed of the building grading (any seed gives the same programs but ex08's drawn shapes)
 SEED = 20240501
@@ -133,8 +133,8 @@ def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | N
         say(T("build.first", chapter=chapter.id))
     try:
         built = build(chapter, sandbox=sandbox)
-    except KeyboardInterrupt:
-        raise
+    except Interrupted:  # Ctrl-C: the command stops (nothing noted: the next run builds)
+        raise KeyboardInterrupt from None
     except Exception as exc:  # noqa: BLE001 - the grading itself goes on and says what is wrong
         logging.getLogger("grader").warning("the first run's build failed: %s", exc)
         built = {"failed": str(exc)[:300]}
