@@ -249,6 +249,33 @@ def timed_works(calls: list[Call], schedule: Schedule) -> list[float]:
     return [c.work for c in calls[schedule.warmup:schedule.warmup + schedule.iters] if c.work is not None]
 
 
+def timed_spans(calls: list[Call], schedule: Schedule, returned: float | None) -> list[float]:
+    """The longest each call a harness should time may have looked on its own clock, in the order
+    of :func:`timed_works`: from the end of the call before it (the run's start for the first) to
+    the start of the call after it (for the last, ``returned``: when the grader read what the
+    harness returned, on the grader's clock, which is a little later than the instrument's).
+
+    A harness that times its calls one after the other starts each timer after the previous call
+    returned and stops it before the next begins, so each of its samples lies between the call's
+    work and its span, and any statistic of its samples between that statistic of the works and
+    of the spans (every statistic of :func:`statistics_of` grows with each sample). What a loaded
+    machine adds outside the work (a descheduled process, a record leaving) is within the span,
+    and the grader sees it. An asynchronous run's spans are its works (what its waits add is in them).
+    """
+    if schedule.asynchronous:
+        return timed_works(calls, schedule)
+    spans = []
+    for i in range(schedule.warmup, min(schedule.warmup + schedule.iters, len(calls))):
+        work = calls[i].work
+        if work is None:
+            continue
+        before = calls[i - 1].ended if i > 0 else 0.0
+        after = calls[i + 1].began if i + 1 < len(calls) else returned
+        span = after - before if before is not None and after is not None else work
+        spans.append(max(span, work))
+    return spans
+
+
 def statistics_of(values: list[float]) -> dict[str, float]:
     """The statistics a harness may take of its samples: the median first, then the wrong ones
     (``min``, ``max``, ``mean``, and ``trimmedK``, the mean with ``K`` samples cut at each end, for
@@ -260,13 +287,25 @@ def statistics_of(values: list[float]) -> dict[str, float]:
     return found
 
 
-def nearest_statistic(value: float, values: list[float]) -> tuple[str, float]:
+def nearest_statistic(value: float, values: list[float], spans: list[float] | None = None) -> tuple[str, float]:
     """Which statistic of ``values`` ``value`` is nearest (as a ratio), and its value; the median on a tie.
+
+    ``spans``: the longest each value may have looked to the harness (:func:`timed_spans`); a
+    statistic is then the range from its value of ``values`` to its value of ``spans``, and a
+    value within the median's range is the median's.
 
     A machine's load adds to every call, the harness's and the grader's alike, which brings all
     the statistics nearer one another as ratios but keeps their order: the nearest still says
     which one a harness took.
     """
     found = statistics_of(values)
-    name = min(found, key=lambda k: abs(math.log(value / found[k])) if value > 0 and found[k] > 0 else math.inf)
+    upper = statistics_of(spans) if spans and len(spans) == len(values) else found
+
+    def distance(name: str) -> float:
+        low, high = found[name], max(found[name], upper[name])
+        if value <= 0 or low <= 0:
+            return math.inf
+        return 0.0 if low <= value <= high else min(abs(math.log(value / low)), abs(math.log(value / high)))
+
+    name = min(found, key=distance)
     return name, found[name]

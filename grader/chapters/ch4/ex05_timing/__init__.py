@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.checks import CheckContext, Fail, Keys, Records, check
+from grader.checks import ARRIVALS, CheckContext, Fail, Keys, Records, check
 from grader.i18n import T
 from grader.primitives import instrument
 from grader.primitives.instrument import Schedule
@@ -235,6 +235,16 @@ def _observed(s: Records, ctx: CheckContext, run: str, what: str) -> tuple[list,
     return calls, instrument.truth(calls, schedule), instrument.timed_works(calls, schedule)
 
 
+def _spans(s: Records, ctx: CheckContext, run: str, calls: list) -> list[float]:
+    """The longest each timed call of ``run`` may have looked on the harness's clock
+    (:func:`grader.primitives.instrument.timed_spans`): up to the next call, or to the moment
+    the grader read the harness's result."""
+    arrivals = s.value(ARRIVALS)
+    start, result = KEYS.start(run=run), KEYS.result(run=run)
+    returned = arrivals[result] - arrivals[start] if start in arrivals and result in arrivals else None
+    return instrument.timed_spans(calls, plan(ctx.inputs)[run], returned)
+
+
 def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
                    unit: float = 1.0, statistic: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
@@ -247,16 +257,23 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
     """
     returned = _seconds(s, KEYS.result(run=run), what)
     calls, real, works = _observed(s, ctx, run, what)
+    spans = _spans(s, ctx, run, calls)
     ratio = (returned / unit) / real if real else float("inf")
-    lowest, highest = (real, real) if statistic or not works else (min(works), max(works))
+    if not works:
+        lowest = highest = real
+    elif statistic:  # the median of the works, up to the median of the spans
+        lowest, highest = real, float(np.median(spans))
+    else:
+        lowest, highest = min(works), max(spans)
     schedule = plan(ctx.inputs)[run]
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
                 "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
-    nearest = instrument.nearest_statistic(returned / unit, works) if statistic and works else ("median", real)
+    nearest = instrument.nearest_statistic(returned / unit, works, spans) if statistic and works \
+        else ("median", real)
     if not statistic and works:
         measured.update(fastest_s=lowest, slowest_s=highest)
     if statistic:
-        measured["nearest"] = nearest[0]
+        measured.update(nearest=nearest[0], truth_span_s=highest)
     if not real or not (low * lowest <= returned / unit <= high * highest) or nearest[0] != "median":
         why = reason(nearest, works) if callable(reason) else reason
         raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real or 0.0, ratio=ratio, reason=why),
