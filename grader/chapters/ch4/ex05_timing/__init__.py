@@ -368,13 +368,17 @@ def speedup_value(s: Records, r: Records, ctx: CheckContext) -> dict:
     returned = _seconds(s, KEYS.result(run="speedup"), what)
     runs = plan(ctx.inputs)
     # each side's median and range (a side the harness timed no call of: its work as the grader scheduled it)
-    (_, eager, eager_works), (_, jitted, jitted_works) = (_observed(s, ctx, run, what) for run in ("eager", "jit"))
+    (eager_calls, eager, eager_works), (jitted_calls, jitted, jitted_works) = (
+        _observed(s, ctx, run, what) for run in ("eager", "jit"))
+    # (one result for both sides, read after both: each side's last timed call counts its work alone)
+    eager_spans = _spans(s, ctx, "eager", eager_calls) or [runs["eager"].default]
+    jitted_spans = _spans(s, ctx, "jit", jitted_calls) or [runs["jit"].default]
     eager_works, jitted_works = eager_works or [runs["eager"].default], jitted_works or [runs["jit"].default]
     real = (eager or runs["eager"].default) / (jitted or runs["jit"].default)
     ratio = returned / real
     # as for the other checks, any statistic of the calls: from the fastest eager over the slowest jitted call
-    # to the slowest eager over the fastest jitted one
-    lowest, highest = min(eager_works) / max(jitted_works), max(eager_works) / min(jitted_works)
+    # to the slowest eager over the fastest jitted one (each call as long as its span on the harness's clock)
+    lowest, highest = min(eager_works) / max(jitted_spans), max(eager_spans) / min(jitted_works)
     measured = {"returned": returned, "truth": real, "ratio": ratio, "lowest": lowest, "highest": highest}
     if not (0.6 * lowest <= returned <= 1.6 * highest):
         raise Fail(T("harness.speedup", what=what, returned=returned, truth=real), measured)
