@@ -509,3 +509,33 @@ def test_a_timed_exercise_prepares_while_the_others_run_and_is_timed_after_them(
     forked = t["ex06_speedup"]["ended_s"] - t["ex06_speedup"]["student_s"]  # when its student's job started
     assert forked < t["ex05_timing"]["ended_s"], t  # its jobs prepared while ex05 ran
     assert t["ex06_speedup"]["began_s"] >= t["ex05_timing"]["ended_s"] - 0.01, t  # its timing, alone after
+
+
+def test_a_loop_unrolled_1000_times_is_not_compiled_and_grades_the_same(monkeypatch, tmp_path):
+    """ex07's power_iteration written as a Python loop over a static n_steps traces a program that
+    grows with n_steps: power_iteration.program_size fails (the compile count is then skipped), so the
+    call with n_steps=1000 is run op by op (``jax.disable_jit``) instead of compiling 1000 unrolled steps
+    (about 8 s of XLA on this machine); its value is still the student's, and still judged."""
+    import grader.sides
+    from grader.grading import GradeOptions, grade
+
+    folder = tmp_path / "work"
+    shutil.copytree(SOLUTIONS, folder)
+    shutil.copy(ROOT / "tests" / "variants" / "ch4" / "ex07_pitfalls" / "python_loop.py", folder / "ex07_pitfalls.py")
+    seen = {}
+    original = grader.sides.judge
+
+    def spy(ex, student, reference, **kwargs):
+        seen[ex.id] = student
+        return original(ex, student, reference, **kwargs)
+
+    monkeypatch.setattr(grader.sides, "judge", spy)
+    report = grade(folder, GradeOptions(exercises=("ex07",), seed=11))
+    statuses = {c.id: c.status for c in report.exercises[0].checks}
+    assert statuses["power_iteration.program_size"] == "failed"
+    assert statuses["power_iteration.compiles"] == "skipped"
+    assert statuses["power_iteration.values"] == "passed"
+    records = seen["ex07_pitfalls"].records
+    assert records["power_iteration/values/1000"]["status"] == "ok"
+    assert records["power_iteration/compiles"]["calls"] == 2  # 10 and 100 compiled; 1000 run op by op
+    assert records["power_iteration/size/1000"]["lines"] > 10 * records["power_iteration/size/10"]["lines"]
