@@ -203,10 +203,11 @@ def _unit_factor(s: Records, ctx: CheckContext) -> float:
     """
     try:
         returned = _seconds(s, KEYS.result(run="seconds"), "time_call")
-        _, real, works = _observed(s, ctx, "seconds", "time_call")
+        calls, real, works = _observed(s, ctx, "seconds", "time_call")
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
-    if not real or not works or SECONDS_AGREE[0] * min(works) <= returned <= SECONDS_AGREE[1] * max(works):
+    lowest, highest = _bounds(s, ctx, "seconds", calls, real, works)
+    if not real or not works or SECONDS_AGREE[0] * lowest <= returned <= SECONDS_AGREE[1] * highest:
         return 1.0  # what the seconds check accepts: no unit to divide out
     return unit_of(returned, real)
 
@@ -245,6 +246,17 @@ def _spans(s: Records, ctx: CheckContext, run: str, calls: list) -> list[float]:
     return instrument.timed_spans(calls, plan(ctx.inputs)[run], returned)
 
 
+def _bounds(s: Records, ctx: CheckContext, run: str, calls: list, real: float | None, works: list[float],
+            statistic: bool = False) -> tuple[float | None, float | None]:
+    """What a harness's figure of ``run`` is held between (before the check's tolerance): the median
+    of the works up to the median of the spans (``statistic``), else the fastest work up to the
+    longest span."""
+    if not works:
+        return real, real
+    spans = _spans(s, ctx, run, calls)
+    return (real, float(np.median(spans))) if statistic else (min(works), max(spans))
+
+
 def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
                    unit: float = 1.0, statistic: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
@@ -257,19 +269,13 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
     """
     returned = _seconds(s, KEYS.result(run=run), what)
     calls, real, works = _observed(s, ctx, run, what)
-    spans = _spans(s, ctx, run, calls)
     ratio = (returned / unit) / real if real else float("inf")
-    if not works:
-        lowest = highest = real
-    elif statistic:  # the median of the works, up to the median of the spans
-        lowest, highest = real, float(np.median(spans))
-    else:
-        lowest, highest = min(works), max(spans)
+    lowest, highest = _bounds(s, ctx, run, calls, real, works, statistic)
     schedule = plan(ctx.inputs)[run]
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
                 "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
-    nearest = instrument.nearest_statistic(returned / unit, works, spans) if statistic and works \
-        else ("median", real)
+    nearest = instrument.nearest_statistic(returned / unit, works, _spans(s, ctx, run, calls)) \
+        if statistic and works else ("median", real)
     if not statistic and works:
         measured.update(fastest_s=lowest, slowest_s=highest)
     if statistic:
