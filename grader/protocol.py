@@ -79,6 +79,8 @@ class ToJob(StrEnum):
     TIME = "time"  #: a timed exercise's probe: time ``case`` (``reps``, ``batch_baseline``, ``batch_candidate``)
     PING = "ping"  #: a timed exercise's probe: answer ``pong`` (is it in step?)
     STOP = "stop"  #: a timed exercise's probe: stop serving, end the job
+    COMPILE = "compile"  #: to the class's compiler (:mod:`grader.child.compiler`): compile ``module`` with ``options``
+    COMPILED = "compiled"  #: to a job that asked: the class's compiler wrote the program under ``key`` (``None``: compile it yourself)
 
 
 class FromJob(StrEnum):
@@ -95,6 +97,8 @@ class FromJob(StrEnum):
     DONE = "done"  #: the probe ended
     TIMED = "timed"  #: a timed exercise's probe: the figures of a ``time`` request, or its ``error``
     PONG = "pong"  #: a timed exercise's probe: the answer to ``ping``
+    COMPILE = "compile"  #: a batch student's job: have the class's compiler compile ``module`` with ``options``
+    COMPILED = "compiled"  #: the class's compiler: the program is in the class's cache under ``key`` (or ``error``)
 
 
 Word = TypeVar("Word", bound=StrEnum)

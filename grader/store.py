@@ -11,6 +11,9 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
   identically itself: JAX's own operations on the same inputs, and any function the
   student wrote exactly as the reference did. It gives nobody anything they did not
   write, and saves every first grading (and every student of a batch) the compiles;
+* ``xla/class``: in a batch, the programs students' jobs asked the grader's own compiler for
+  (:mod:`grader.child.compiler`): each compiled by the grader from the program whose digest is
+  its key, read by key by every student's job of a batch, written by no student's;
 * ``xla/students/<digest of the submission's path>``: a submission's own compiled
   programs, written by that student's jobs, read by nobody else's;
 * ``reference-outcomes``: the reference's outcomes (:mod:`grader.outcomes`);
@@ -50,6 +53,14 @@ def reference_dir() -> Path | None:
     """The reference's compilation cache (only the grader's own processes write it; students' jobs
     may open a program in it whose key they know, never list it)."""
     return make_folder(root() / "xla" / "reference", mode=0o711)
+
+
+def class_dir() -> Path | None:
+    """The class's compilation cache: programs of students' jobs in a batch, compiled by the grader's own
+    compiler from the program whose digest is their key (:mod:`grader.child.compiler`). Only that
+    compiler writes it (its uid creates files; 1733: nobody lists it or removes another's file);
+    students' sandboxes mount it read-only."""
+    return make_folder(root() / "xla" / "class", mode=0o1733)
 
 
 def student_dir(submission: Path) -> Path | None:

@@ -241,8 +241,8 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         os.chdir(order["workdir"])
         os.environ["HOME"] = order["workdir"]
         os.environ["TMPDIR"] = order["workdir"]
-        if order.get("side") != "reference":  # XLA writes every module it compiles here, from C++,
-            # and the grader counts them itself (the reference is trusted: nothing to count)
+        if order.get("side") == "student":  # XLA writes every module it compiles here, from C++,
+            # and the grader counts them itself (the reference and the class's compiler run no student code)
             os.environ["XLA_FLAGS"] = f"--xla_dump_to={os.path.join(order['workdir'], XLA_DUMP)}"
         from grader.child import job
 

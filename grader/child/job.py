@@ -352,7 +352,9 @@ class _JaxWork:
 
     def summary(self) -> dict:
         try:
-            return {"cpu_s": _cpu(), "programs": int(self.programs), "loaded": int(self.loaded),
+            from grader.child.compiler import SERVED
+
+            return {"cpu_s": _cpu(), "programs": int(self.programs), "loaded": int(self.loaded), "served": SERVED[0],
                     **{k: round(float(v), 4) for k, v in self.seconds.items()}}
         except Exception:  # noqa: BLE001 - figures for the timings only: a job never fails on them
             return {}
@@ -375,6 +377,14 @@ def run(order: dict, sock: socket.socket) -> None:
         _portable_cache_keys()
     memory = _limit_memory(order.get("limits", {}), env["backend"])
     channel.send(message(FromJob.HELLO, env=env, memory=memory, cpu_s=_cpu()))
+    from grader.child import compiler
+
+    if options.get("serve") == "compiles":  # the class's compiler: no student's module, programs to compile
+        channel.send(message(FromJob.IMPORTED, names={}, skipped=[], cpu_s=_cpu()))
+        compiler.serve(channel)
+        return
+    if options.get("class_compiler"):
+        compiler.route_compiles(channel)
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare

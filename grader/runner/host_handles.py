@@ -35,6 +35,7 @@ from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
+    from grader.runner.class_compiler import ClassCompiler
     from grader.runner.kept import KeptJobs
 
 log = logging.getLogger("grader")
@@ -115,6 +116,8 @@ class HostProcess:
         self.listener: Callable[["JobSession"], None] | None = None
         #: a batch worker's reference host keeps its timed exercises' jobs here (:mod:`grader.runner.kept`)
         self.kept: "KeptJobs | None" = None
+        #: a batch's students: the class's compiler their jobs ask (:mod:`grader.runner.class_compiler`)
+        self.compiler: "ClassCompiler | None" = None
 
     # ------------------------------------------------------------- life cycle
     def start(self) -> None:
@@ -305,7 +308,8 @@ class HostProcess:
                             timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
-                                     "compile_cache_read": [str(p) for p in self.read_caches]},
+                                     "compile_cache_read": [str(p) for p in self.read_caches],
+                                     "class_compiler": self.compiler is not None},
                             import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None)
 
 

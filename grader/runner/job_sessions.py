@@ -64,6 +64,12 @@ class Limits:
         }
 
 
+class Compiles(Protocol):
+    """The class's compiler, as a job's session uses it (:class:`grader.runner.class_compiler.ClassCompiler`)."""
+
+    def compile(self, module: str, options: str, deadline: float) -> str | None: ...
+
+
 class JobHost(Protocol):
     """What a job needs of the host that forks it (:class:`grader.runner.host_handles.HostProcess`)."""
 
@@ -82,6 +88,8 @@ class JobHost(Protocol):
     closed: bool
     #: told of every job's progress
     listener: Callable[["JobSession"], None] | None
+    #: a batch's students: what compiles the programs their jobs ask for (``compile(module, options, deadline)``)
+    compiler: "Compiles | None"
 
     def ensure(self) -> bool: ...
 
@@ -249,6 +257,8 @@ class JobSession:
             elif op is FromJob.CALLING:
                 self.calling = str(said.get("function", "?"))[:80]
                 self._set_phase("calling")
+            elif op is FromJob.COMPILE:  # the job waits for the answer: its own compile, done elsewhere
+                self._compile(said, deadline)
             elif op is FromJob.INTEGRITY and len(self.outcome.integrity) < 4:
                 self.outcome.integrity.append({k: said.get(k) for k in ("stage", "changed", "compiles_total")})
             if op in ops:
@@ -256,6 +266,15 @@ class JobSession:
             if op is FromJob.PROBE_ERROR:
                 self._end("probe_error", {"type": said.get("type"), "traceback": said.get("traceback")})
                 return None
+
+    def _compile(self, asked: dict, deadline: float) -> None:
+        """Have the class's compiler compile the program the job sent; tell the job its key (``None``: the
+        job compiles it itself). It waits no longer than the job's own deadline."""
+        compiler = getattr(self.host, "compiler", None)
+        key = None
+        if compiler is not None and isinstance(asked.get("module"), str) and isinstance(asked.get("options"), str):
+            key = compiler.compile(asked["module"], asked["options"], deadline)
+        self.send(message(ToJob.COMPILED, key=key))
 
     def _observe(self, key: Any, value: Any) -> bool:
         """Keep a record of the child's, stamped now; ``False`` for a key it may not write: one of

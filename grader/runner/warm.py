@@ -26,6 +26,7 @@ from pathlib import Path
 
 from grader import store
 from grader.runner import sandbox as sandboxes
+from grader.runner.class_compiler import ClassCompiler
 from grader.runner.host_handles import HostProcess, HostTemplate
 from grader.runner.job_sessions import Limits
 from grader.runner.kept import KeptJobs
@@ -48,6 +49,13 @@ class WarmHosts:
         os.chmod(self.stage, 0o711)  # the jobs' uids reach their own student's folder, never list the others
         self.reference_cache = store.reference_dir() if compile_cache else None
         self.readable = [self.reference_cache] if self.reference_cache is not None else []
+        self.compiler: ClassCompiler | None = None
+        class_cache = store.class_dir() if compile_cache and self.plan.kind == "bwrap" and self.plan.uid_isolation \
+            else None
+        if class_cache is not None:  # a sandbox of its own, where no student's code can reach it
+            self.compiler = ClassCompiler(folder=class_cache, read=list(self.readable), scratch=self.scratch / "compiler",
+                                          plan=self.plan)
+            self.readable.append(class_cache)
         self.template: HostTemplate | None = None
         if self.plan.kind == "bwrap" and self.plan.uid_isolation:
             self.template = HostTemplate(stage=self.stage, scratch=self.scratch / "student", plan=self.plan,
@@ -66,6 +74,8 @@ class WarmHosts:
         reference = self.reference()
         if self.template is not None:
             self.template.start()
+        if self.compiler is not None:
+            self.compiler.start()
         reference.wait_ready()
         if self.template is not None and not self.template.works():
             self.template.close()
@@ -96,9 +106,11 @@ class WarmHosts:
         """A host for one student whose modules are in ``module_dir`` (under :meth:`grading_scratch`)."""
         # no template here: a host started afresh, as grade starts one
         scratch = module_dir.parent.parent / "student" if self.template is None else self.template.process.scratch
-        return HostProcess(side="student", module_dir=module_dir, scratch=scratch, plan=self.plan, uids=uids,
+        host = HostProcess(side="student", module_dir=module_dir, scratch=scratch, plan=self.plan, uids=uids,
                            limits=limits, modules=self.chapter.child_modules, chapter_folders=self.chapter.import_folders,
                            read_caches=self.readable, template=self.template)
+        host.compiler = self.compiler
+        return host
 
     def release(self, scratch: Path) -> None:
         """After a grading: its scratch folder removed, and what its jobs left in the folders every
@@ -116,6 +128,9 @@ class WarmHosts:
         for host in (self._reference, self.template):
             if host is not None:
                 host.close()
+        if self.compiler is not None:
+            self.compiler.close()
+            store.prune(self.compiler.folder)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
