@@ -6,7 +6,7 @@
 * accelerator plugins are told from their metadata folders' names (:func:`grader.outcomes.machine`);
 * the reference's job makes only the records its checks read (``Keys(reference=...)``);
 * a job lowers its programs in one MLIR context and compiles the same programs;
-* a host freezes what it imported before it forks jobs.
+* a host freezes what it imported before it forks jobs, and looks for JAX plugins once for them.
 """
 from __future__ import annotations
 
@@ -539,3 +539,25 @@ def test_a_loop_unrolled_1000_times_is_not_compiled_and_grades_the_same(monkeypa
     assert records["power_iteration/values/1000"]["status"] == "ok"
     assert records["power_iteration/compiles"]["calls"] == 2  # 10 and 100 compiled; 1000 run op by op
     assert records["power_iteration/size/1000"]["lines"] > 10 * records["power_iteration/size/10"]["lines"]
+
+
+# ------------------------------------------------------------------ plugins looked for once, by the host
+def test_a_host_looks_for_jax_plugins_once_so_that_no_job_does():
+    """Each process's first backend scans every installed distribution's entry points for PJRT plugins
+    (jax._src.xla_bridge.discover_pjrt_plugins, via _discover_and_register_pjrt_plugins, once per
+    process: its ``_plugins_registered`` flag). A host does it before it forks (a CPU-only JAX has none
+    to load), so a job's backend starts without it: here the scan is made to fail after the host's
+    preload, and the backend still starts."""
+    script = textwrap.dedent("""
+        import importlib.metadata, jax
+        from grader.child import host
+        host._preload([], [])
+        def no_scan(*args, **kwargs):
+            raise AssertionError("a job scanned the entry points for plugins")
+        importlib.metadata.entry_points = no_scan
+        print(jax.devices()[0].platform)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.strip().splitlines()[-1] == "cpu"

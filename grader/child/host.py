@@ -80,6 +80,7 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
     from grader.child import job
 
     job.premake_mlir_context()
+    job.find_no_plugins()
 
     return {
         "python": sys.version.split()[0],

@@ -312,6 +312,28 @@ def premake_mlir_context() -> bool:
         return False
 
 
+def find_no_plugins() -> bool:
+    """In a host, before it forks: where no PJRT plugin is installed (no ``jax_plugins`` module, no entry
+    point of that group: a CPU-only JAX), look for them once here, so that no job does.
+
+    Every process's first backend starts by scanning the entry points of every installed
+    distribution for plugins (about 10 ms of a job's CPU here); with none found that scan
+    loads nothing and starts nothing, so forking after it is as safe as before. Where a
+    plugin is installed (a GPU's) nothing is done here: loading it is left to each job.
+    ``True`` when the scan was done here."""
+    try:
+        from importlib import metadata
+
+        from jax._src import xla_bridge
+
+        if getattr(xla_bridge, "jax_plugins", None) is not None or metadata.entry_points(group="jax_plugins"):
+            return False
+        xla_bridge._discover_and_register_pjrt_plugins()
+        return True
+    except (ImportError, AttributeError, TypeError):
+        return False
+
+
 #: this process's CPU seconds, by the clock taken before any student code ran (for the report's timings)
 _PROCESS_TIME = time.process_time
 
