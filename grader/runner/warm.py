@@ -13,8 +13,10 @@ Each grading gets a scratch folder of its own under the template's ``stage`` (mo
 read-only in the sandbox, not listable by the jobs' uids): its modules lie there while
 it is graded and are removed after it (:meth:`WarmHosts.release`), together with
 whatever its jobs left in the folders the hosts share. Student jobs load programs the
-reference compiled by key (:mod:`grader.store`) and write none of their own: each is
-graded once.
+reference compiled by key (:mod:`grader.store`) and write none of their own: a program
+they find in no cache is compiled by the class's compiler
+(:mod:`grader.runner.class_compiler`, in a sandbox of its own, started beside the hosts)
+into the class's cache, where a classmate who wrote the same program finds it.
 """
 from __future__ import annotations
 
