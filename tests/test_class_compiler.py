@@ -114,6 +114,17 @@ def test_the_class_compiler_writes_each_program_under_its_own_key(tmp_path):
         # a program that crashes the compiler (options XLA aborts on) ends its job in its sandbox: the
         # next request is served by a new one
         assert (compiler.answered, compiler.refused + compiler.ended, compiler.failures) == (2, 2, 0)
+        # options that name a dump folder (a job's own do; a student's could name the class's cache):
+        # the compiler dumps nothing anywhere, and files the program under the same key
+        from jax._src.lib import xla_client as xc
+
+        dumping = xc.CompileOptions.ParseFromString(base64.b64decode(sent[1]["options"]))
+        dumping.executable_build_options.debug_options.xla_dump_to = str(folder)
+        dumping.env_option_overrides = [("xla_dump_to", str(folder)), ("xla_dump_hlo_as_text", "true")]
+        again = base64.b64encode(dumping.SerializeAsString()).decode()
+        (folder / f"{sent[1]['key']}-cache").unlink()
+        assert compiler.compile(sent[1]["module"], again, deadline) == sent[1]["key"]
+        assert sorted(p.name for p in folder.iterdir()) == sorted(f"{s['key']}-cache" for s in sent)
         # the same program asked again is not compiled again: its file is left as it was
         first = folder / f"{sent[0]['key']}-cache"
         stamp = first.stat().st_mtime_ns

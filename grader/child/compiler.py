@@ -93,6 +93,21 @@ def _ask(channel: Any, computation: Any, compile_options: Any) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def _without_dumps(options: Any) -> Any:
+    """``options`` with XLA's dump settings cleared: a job's options name its own dump folder (the
+    grader counts what XLA compiled there), and a student's could name any folder the compiler may
+    write, the class's cache among them. Dumping changes no program, and JAX leaves these settings
+    out of a program's key (``cache_key._hash_serialized_compile_options``), so the key is the same."""
+    debug = options.executable_build_options.debug_options
+    for name in dir(debug):
+        if name.startswith("xla_dump"):
+            value = getattr(debug, name)
+            setattr(debug, name, type(value)())  # "", False, 0
+    options.env_option_overrides = [(flag, value) for flag, value in options.env_option_overrides
+                                    if not str(flag).lstrip("-").startswith("xla_dump")]
+    return options
+
+
 def serve(channel: Any) -> None:
     """The class's compiler: compile each program sent (``compile``), answer its key (``compiled``),
     until the grader closes the channel. Runs no student code; its cache is the class's."""
@@ -119,8 +134,8 @@ def serve(channel: Any) -> None:
             with context:
                 module = ir.Module.parse(base64.b64decode(str(order.get("module")), validate=True))
                 strip.run(module.operation)  # no student's file, line or name in what others load
-                options = xc.CompileOptions.ParseFromString(base64.b64decode(str(order.get("options")),
-                                                                             validate=True))
+                options = _without_dumps(xc.CompileOptions.ParseFromString(
+                    base64.b64decode(str(order.get("options")), validate=True)))
                 key = compiler._get_cache_key(options, backend, module, devices)
                 if key is None:
                     raise ValueError("no cache key")
