@@ -142,6 +142,45 @@ def test_the_class_compiler_writes_each_program_under_its_own_key(tmp_path):
     assert b"student_code_xyz" in program
 
 
+@needs_strong
+def test_a_compiler_whose_host_is_not_ready_never_holds_a_students_job(tmp_path):
+    """The first requests of a batch can come while the compiler's host still imports JAX; a host can
+    also hang or die. A request then waits at most MAX_QUEUE_S and its job compiles the program itself;
+    the host is started in the background and serves the requests after it is ready."""
+    from grader.runner import class_compiler
+
+    sent = _captured(tmp_path)
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "slowstart.py").write_text("import time\ntime.sleep(6)\n", encoding="utf-8")
+    folder = tmp_path / "class"
+    folder.mkdir()
+    os.chmod(folder, 0o1733)
+    compiler = ClassCompiler(folder=folder, read=[], scratch=tmp_path / "scratch", plan=PLAN)
+    compiler.host.modules = ["grader.chapters.slowstart"]  # a host that takes 6 s to be ready
+    compiler.host.chapter_folders = [slow]
+    compiler.start()
+    try:
+        began = time.monotonic()
+        assert compiler.compile(sent[0]["module"], sent[0]["options"], began + 60) is None
+        assert time.monotonic() - began < class_compiler.MAX_QUEUE_S + 1.0
+        assert compiler.host.wait_ready(timeout=60)
+        assert compiler.compile(sent[0]["module"], sent[0]["options"], time.monotonic() + 60) == sent[0]["key"]
+        # the host dies: no request waits for it to start again, and one started in the background serves
+        compiler.host.stop(grace_s=0.5)
+        compiler._session = None
+        began = time.monotonic()
+        assert compiler.compile(sent[1]["module"], sent[1]["options"], began + 60) is None
+        assert time.monotonic() - began < class_compiler.MAX_QUEUE_S + 1.0
+        deadline = time.monotonic() + 60
+        while not compiler.host.wait_ready(timeout=1) and time.monotonic() < deadline:
+            pass
+        got = compiler.compile(sent[1]["module"], sent[1]["options"], time.monotonic() + 60)
+        assert got == sent[1]["key"], compiler.host.log_tail()
+    finally:
+        compiler.close()
+
+
 ALT = (VARIANTS / "ex02_where" / "alt_arithmetic.py").read_text(encoding="utf-8")
 
 

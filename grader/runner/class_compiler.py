@@ -27,8 +27,11 @@ log = logging.getLogger("grader")
 LIFE_S = 7 * 24 * 3600.0
 #: after this many of its jobs failed to start, the compiler is no longer asked
 MAX_FAILURES = 3
-#: a request waits at most this long for the one before it; then its job compiles the program itself
+#: a request waits at most this long for the one before it (or for the compiler's host to be ready);
+#: then its job compiles the program itself
 MAX_QUEUE_S = 2.0
+#: the most a request waits for the compiler's job to start (a fork, JAX's backend)
+START_S = 10.0
 
 
 class ClassCompiler:
@@ -43,6 +46,9 @@ class ClassCompiler:
                                 read_caches=read, uids=sandboxes.UidPool() if plan.uid_isolation else None)
         self._session: JobSession | None = None
         self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._keeper: threading.Thread | None = None
+        self._closing = False
         #: the compiler's jobs that did not start, and that ended without answering
         self.failures = self.ended = 0
         #: requests answered with a key, and with none
@@ -51,8 +57,12 @@ class ClassCompiler:
         self.work: dict = {}
 
     def start(self) -> None:
-        """Start the host now (it imports JAX while other work runs)."""
+        """Start the host now (it imports JAX while other work runs), and the keeper that starts it
+        again if it ends."""
         self.host.start()
+        if self._keeper is None:
+            self._keeper = threading.Thread(target=self._keep, name="class-compiler-keeper", daemon=True)
+            self._keeper.start()
 
     def compile(self, module: str, options: str, deadline: float) -> str | None:
         """The key the program ``module`` (MLIR bytecode, base64) compiled with ``options`` (serialized,
@@ -61,8 +71,10 @@ class ClassCompiler:
         if self.failures >= MAX_FAILURES or wait <= 0 or not self._lock.acquire(timeout=wait):
             return None  # busy with a long program (a classmate's): the asking job compiles its own
         try:
-            session = self._server()
-            if session is None or not session.send(message(ToJob.COMPILE, module=module, options=options)):
+            session = self._server(deadline)
+            if session is None:
+                return None
+            if not session.send(message(ToJob.COMPILE, module=module, options=options)):
                 return self._failed()
             answer = session.expect({FromJob.COMPILED}, deadline=deadline)
             if answer is None:
@@ -76,11 +88,18 @@ class ClassCompiler:
         finally:
             self._lock.release()
 
-    def _server(self) -> JobSession | None:
+    def _server(self, deadline: float) -> JobSession | None:
+        """The compiler's job, started now if need be; ``None`` while its host is not ready (still
+        importing JAX, or ended and started again by the keeper): a request waits briefly for a host
+        that is starting, never for one to be started."""
         if self._session is not None:
             return self._session
+        if not self.host.wait_ready(timeout=max(0.0, min(MAX_QUEUE_S, deadline - time.monotonic()))):
+            if not self.host.alive():
+                self._wake.set()  # the keeper starts it again
+            return None
         session = self.host.session(exercise="compiler", student_module="", package="", functions=(),
-                                    timeout_s=LIFE_S,
+                                    timeout_s=min(START_S, max(0.0, deadline - time.monotonic())),
                                     options={"serve": "compiles", "compile_cache": str(self.folder),
                                              "compile_cache_read": [str(p) for p in self.host.read_caches]})
         if not session.start():
@@ -88,8 +107,21 @@ class ClassCompiler:
             log.warning("the class's compiler did not start: %s", session.outcome.end)
             self.failures += 1  # a compiler that cannot start is no longer asked, after a few tries
             return None
+        session.renew(LIFE_S)
         self._session = session
         return session
+
+    def _keep(self) -> None:
+        """The keeper: starts the host again when a request found it ended. A thread of its own that
+        lives as long as the compiler: a sandbox dies with the thread that started it (bwrap's
+        ``--die-with-parent``), and a grading's threads end with the grading."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            if not self.host.closed and not self.host.alive() and not self.host.ensure():
+                self.failures += 1
 
     def _failed(self) -> None:
         """The compiler's job gave no answer (it ran past the asking job's deadline, or a program it was
@@ -105,6 +137,8 @@ class ClassCompiler:
     def close(self) -> None:
         """End the compiler's job (a request in progress is answered ``None`` at once) and its host."""
         self.failures = MAX_FAILURES  # asked no more
+        self._closing = True
+        self._wake.set()
         session = self._session
         if session is not None:
             session.abandon()  # wakes a request waiting for it
