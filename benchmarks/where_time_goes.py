@@ -16,6 +16,8 @@ waited-for children) are split with what each report's ``timings`` says, per stu
   student's module, and the probe; in the probe, JAX's stages as JAX times them
   (tracing, lowering to MLIR, compiling or loading a program from the persistent cache:
   wall seconds, so on a loaded machine a stage looks longer than its CPU share);
+* in a batch, the class's compiler's CPU for each job's programs (``class_compiler_cpu_s``:
+  :mod:`grader.child.compiler`);
 * the grading's own process (``grader_cpu_s``: reading the submission, the verdicts, the
   report; in a batch, the worker's);
 * the rest: starting hosts (importing JAX), the batch's own bookkeeping, Dask, writing
@@ -119,20 +121,25 @@ def main() -> None:
                 row["import"].append((imported or started or 0.0) - (started or 0.0))
                 row["probe"].append(max(0.0, (done or imported or 0.0) - (imported or 0.0)))
                 row["programs"].append(w.get("programs", 0))
+                row["compiler"].append(w.get("class_compiler_cpu_s", 0.0))
                 for stage in STAGES:
                     row[stage].append(w.get(stage, 0.0))
     jobs = sum(sum(r["cpu"]) for r in rows.values())
+    compiler = sum(sum(r["compiler"]) for r in rows.values())
     print(f"\n{n} gradings ({args.mode}), wall {wall:.1f} s, CPU {cpu:.1f} s in all: {cpu / max(n, 1):.2f} core-seconds "
           f"a student; {os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after {load_after[0]:.2f}\n")
     print("| per student | core-seconds | share |")
     print("|---|---:|---:|")
-    rest = cpu - jobs - sum(grader_cpu)
-    for label, value in (("jobs (every exercise, both sides)", jobs), ("the grading's own process", sum(grader_cpu)),
+    rest = cpu - jobs - compiler - sum(grader_cpu)
+    for label, value in (("jobs (every exercise, both sides)", jobs),
+                         ("the class's compiler, for those jobs (a batch)", compiler),
+                         ("the grading's own process", sum(grader_cpu)),
                          ("the rest: hosts, batch, Dask, gradebook", rest)):
         print(f"| {label} | {value / max(n, 1):.3f} | {value / cpu:.0%} |")
     print("\nEach job, mean over the gradings where it ran (CPU seconds; JAX's stages in wall seconds):\n")
-    print("| job | ran | CPU | start | import | probe | programs | trace | lower | compile | of which cache load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| job | ran | CPU | start | import | probe | programs | trace | lower | compile | of which cache load "
+          "| the class's compiler's CPU for it |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in sorted(rows):
         r = rows[name]
         ran = len(r["start"])
@@ -140,7 +147,8 @@ def main() -> None:
             continue
         mean = lambda key: statistics.fmean(r[key]) if r[key] else 0.0  # noqa: E731
         print(f"| {name} | {ran}/{n} | {sum(r['cpu']) / ran:.3f} | {mean('start'):.3f} | {mean('import'):.3f} | "
-              f"{mean('probe'):.3f} | {mean('programs'):.0f} | " + " | ".join(f"{mean(s):.3f}" for s in STAGES) + " |")
+              f"{mean('probe'):.3f} | {mean('programs'):.0f} | " + " | ".join(f"{mean(s):.3f}" for s in STAGES)
+              + f" | {mean('compiler'):.3f} |")
 
 
 if __name__ == "__main__":

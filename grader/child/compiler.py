@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import io
 import threading
+import time
 from typing import Any
 
 from grader.protocol import OP, FromJob, ToJob, message, word_of
@@ -130,6 +131,7 @@ def serve(channel: Any) -> None:
             with context:
                 strip = passmanager.PassManager.parse("builtin.module(strip-debuginfo)")
         served += 1
+        began = time.process_time()
         try:
             with context:
                 module = ir.Module.parse(base64.b64decode(str(order.get("module")), validate=True))
@@ -145,4 +147,5 @@ def serve(channel: Any) -> None:
             answer = message(FromJob.COMPILED, key=key)
         except Exception as exc:  # noqa: BLE001 - the asking job compiles it itself
             answer = message(FromJob.COMPILED, key=None, error=f"{type(exc).__name__}: {exc}"[:300])
+        answer["cpu_s"] = round(time.process_time() - began, 4)  # for the asking job's timings
         channel.send(answer)

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from grader.protocol import FromJob, ToJob, message
 from grader.runner import sandbox as sandboxes
@@ -32,6 +33,17 @@ MAX_FAILURES = 3
 MAX_QUEUE_S = 2.0
 #: the most a request waits for the compiler's job to start (a fork, JAX's backend)
 START_S = 10.0
+
+
+class Compiled(NamedTuple):
+    """What a request to the class's compiler gave: the program's key (``None``: the job compiles it
+    itself), and the compiler's CPU seconds for it (for the asking job's timings)."""
+
+    key: str | None
+    cpu_s: float = 0.0
+
+
+NONE = Compiled(None)
 
 
 class ClassCompiler:
@@ -64,27 +76,29 @@ class ClassCompiler:
             self._keeper = threading.Thread(target=self._keep, name="class-compiler-keeper", daemon=True)
             self._keeper.start()
 
-    def compile(self, module: str, options: str, deadline: float) -> str | None:
+    def compile(self, module: str, options: str, deadline: float) -> Compiled:
         """The key the program ``module`` (MLIR bytecode, base64) compiled with ``options`` (serialized,
-        base64) is in the class's cache under; ``None`` when it is not there by ``deadline``."""
+        base64) is in the class's cache under (``None`` when it is not there by ``deadline``), and the
+        CPU seconds the compiler spent on it."""
         wait = min(MAX_QUEUE_S, deadline - time.monotonic())
         if self.failures >= MAX_FAILURES or wait <= 0 or not self._lock.acquire(timeout=wait):
-            return None  # busy with a long program (a classmate's): the asking job compiles its own
+            return NONE  # busy with a long program (a classmate's): the asking job compiles its own
         try:
             session = self._server(deadline)
             if session is None:
-                return None
+                return NONE
             if not session.send(message(ToJob.COMPILE, module=module, options=options)):
                 return self._failed()
             answer = session.expect({FromJob.COMPILED}, deadline=deadline)
             if answer is None:
                 return self._failed()
-            key = answer.get("key")
+            key, spent = answer.get("key"), answer.get("cpu_s")
+            spent = float(spent) if isinstance(spent, (int, float)) and not isinstance(spent, bool) else 0.0
             if isinstance(key, str):
                 self.answered += 1
-                return key
+                return Compiled(key, spent)
             self.refused += 1
-            return None
+            return Compiled(None, spent)
         finally:
             self._lock.release()
 
@@ -123,7 +137,7 @@ class ClassCompiler:
             if not self.host.closed and not self.host.alive() and not self.host.ensure():
                 self.failures += 1
 
-    def _failed(self) -> None:
+    def _failed(self) -> Compiled:
         """The compiler's job gave no answer (it ran past the asking job's deadline, or a program it was
         sent crashed it: its sandbox holds it): it is ended, and the next request starts another."""
         session, self._session = self._session, None
@@ -132,7 +146,7 @@ class ClassCompiler:
             log.info("the class's compiler ended: %s", session.outcome.end)
             session.abandon()
             session.finish()
-        return None
+        return NONE
 
     def close(self) -> None:
         """End the compiler's job (a request in progress is answered ``None`` at once) and its host."""

@@ -67,7 +67,9 @@ class Limits:
 class Compiles(Protocol):
     """The class's compiler, as a job's session uses it (:class:`grader.runner.class_compiler.ClassCompiler`)."""
 
-    def compile(self, module: str, options: str, deadline: float) -> str | None: ...
+    def compile(self, module: str, options: str, deadline: float) -> Any:
+        """``(key, cpu_s)``: where the program is (``None``: not there) and what compiling it cost."""
+        ...
 
 
 class JobHost(Protocol):
@@ -273,7 +275,10 @@ class JobSession:
         compiler = getattr(self.host, "compiler", None)
         key = None
         if compiler is not None and isinstance(asked.get("module"), str) and isinstance(asked.get("options"), str):
-            key = compiler.compile(asked["module"], asked["options"], deadline)
+            key, spent = compiler.compile(asked["module"], asked["options"], deadline)
+            # the compiler's CPU for this job, in its timings (the job's own count leaves it out)
+            self.outcome.work["class_compiler_cpu_s"] = round(self.outcome.work.get("class_compiler_cpu_s", 0.0)
+                                                              + spent, 4)
         self.send(message(ToJob.COMPILED, key=key))
 
     def _observe(self, key: Any, value: Any) -> bool:
