@@ -561,3 +561,36 @@ def test_a_host_looks_for_jax_plugins_once_so_that_no_job_does():
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert done.returncode == 0, done.stderr[-1500:]
     assert done.stdout.strip().splitlines()[-1] == "cpu"
+
+
+def test_a_host_has_jaxs_traceback_filter_remember_each_file_and_tracebacks_stay_the_same():
+    """JAX filters the traceback of every exception raised through a jitted function, checking each
+    frame's file against its ~30 excluded paths (jax._src.traceback_util.include_filename ->
+    _path_starts_with: os.path.commonpath and os.path.samefile); a stub's job raises dozens. After a
+    host's preload the answer is remembered per file (and per count of excluded paths); the answers,
+    and the frames a student's traceback keeps, are JAX's own."""
+    script = textwrap.dedent("""
+        import os, traceback, jax, jax.numpy as jnp
+        from jax._src import traceback_util as t
+        original = t.include_filename
+        def frames():
+            def stub(x):
+                raise NotImplementedError("stub")
+            try:
+                jax.jit(stub)(jnp.ones(3))
+            except NotImplementedError as exc:
+                return [(f.filename, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+        before = frames()
+        from grader.child import host
+        host._preload([], [])
+        assert getattr(t.include_filename, "remembers", False), "not remembered"
+        names = [t.__file__, jax.__file__, os.__file__, "/tmp/ex02_where.py", __file__ if "__file__" in dir() else "x.py"]
+        assert [t.include_filename(n) for n in names] == [original(n) for n in names]
+        assert [t.include_filename(n) for n in names] == [original(n) for n in names]  # remembered: the same
+        assert frames() == before, (frames(), before)
+        print("same", len(before))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.strip().splitlines()[-1].startswith("same")

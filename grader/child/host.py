@@ -81,6 +81,7 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
 
     job.premake_mlir_context()
     job.find_no_plugins()
+    job.cache_traceback_filter()
 
     return {
         "python": sys.version.split()[0],

@@ -312,6 +312,38 @@ def premake_mlir_context() -> bool:
         return False
 
 
+def cache_traceback_filter() -> bool:
+    """In a host, before it forks: JAX's traceback filter remembers, for each file, whether its frames
+    are JAX's own (``jax._src.traceback_util.include_filename``), for the jobs it forks.
+
+    An exception raised through a jitted function has every frame of its traceback checked
+    against each of JAX's ~30 excluded paths (``os.path.commonpath`` and ``os.path.samefile``:
+    two ``stat`` calls a path), about 1.5 ms a frame here; a stub's job raises dozens of them
+    (``NotImplementedError`` in every call). The answer for a file depends only on the file
+    and the excluded paths (added to as modules are imported: the count is part of the key),
+    so each is worked out once; the tracebacks are the same. ``False`` where JAX has no such
+    function (nothing is changed)."""
+    try:
+        from jax._src import traceback_util
+    except ImportError:
+        return False
+    original, excluded = getattr(traceback_util, "include_filename", None), getattr(traceback_util, "_exclude_paths", None)
+    if original is None or not isinstance(excluded, list) or getattr(original, "remembers", False):
+        return False
+    known: dict = {}
+
+    def include_filename(filename: str) -> bool:
+        key = (filename, len(excluded))
+        answer = known.get(key)
+        if answer is None:
+            answer = known[key] = original(filename)
+        return answer
+
+    include_filename.remembers = True
+    traceback_util.include_filename = include_filename
+    return True
+
+
 def find_no_plugins() -> bool:
     """In a host, before it forks: where no PJRT plugin is installed (no ``jax_plugins`` module, no entry
     point of that group: a CPU-only JAX), look for them once here, so that no job does.
