@@ -239,8 +239,8 @@ def test_one_mlir_context_lowers_the_same_programs():
         x = jnp.arange(12.0).reshape(3, 4) - 5
         before = [jax.jit(f).lower(x).as_text() for f in fns]
         values = [jax.jit(f)(x) for f in fns]
-        from grader.child.job import LOWERINGS_PER_CONTEXT, _one_mlir_context
-        _one_mlir_context()
+        from grader.child.jax_setup import LOWERINGS_PER_CONTEXT, one_mlir_context
+        one_mlir_context()
         first = mlir.make_ir_context()
         assert all(mlir.make_ir_context() is first for _ in range(LOWERINGS_PER_CONTEXT - 1))
         assert mlir.make_ir_context() is not first  # a fresh one now and then: constants are not kept forever
@@ -257,13 +257,13 @@ def test_one_mlir_context_lowers_the_same_programs():
 def test_a_host_makes_its_jobs_first_mlir_context_before_forking_and_stays_one_thread():
     done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os
-        from grader.child import host, job
+        from grader.child import host, jax_setup
         host.preload_frozen([], [])
         threads = len(os.listdir("/proc/self/task"))  # forking with a second thread would be unsafe
-        made = list(job._PREMADE)
+        made = list(jax_setup._PREMADE)
         assert len(made) == 1, made
         from jax._src.interpreters import mlir
-        job._one_mlir_context()
+        jax_setup.one_mlir_context()
         assert mlir.make_ir_context() is made[0]  # the job's first lowering uses it: no dialects loaded again
         import jax, jax.numpy as jnp
         assert float(jax.jit(lambda x: x * 2)(jnp.ones(3)).sum()) == 6.0
@@ -328,10 +328,10 @@ def test_a_host_freezes_what_it_imported_before_forking():
 # ------------------------------------------------------------------ a first grading's cache
 _TIERED = """
     import os, sys, jax, jax.numpy as jnp
-    from grader.child.job import _portable_cache_keys, _use_compile_caches
+    from grader.child.jax_setup import portable_cache_keys, use_compile_caches
     own, read = (sys.argv[1] if sys.argv[1] != "-" else None), sys.argv[2:]
-    _portable_cache_keys()
-    _use_compile_caches(own, read)
+    portable_cache_keys()
+    use_compile_caches(own, read)
     x = jnp.arange(12.0).reshape(3, 4)
     def piecewise(x):
         return jnp.where(x > 2.0, x * x, 0.5 * x)
@@ -404,9 +404,9 @@ def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
     caches): the same program in two folders would be two entries, and seeding would never hit."""
     code = """
         import os, sys, jax, jax.numpy as jnp
-        from grader.child.job import _portable_cache_keys
+        from grader.child.jax_setup import portable_cache_keys
         if sys.argv[2] == "portable":
-            _portable_cache_keys()
+            portable_cache_keys()
         jax.config.update("jax_compilation_cache_dir", sys.argv[1])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -41,6 +41,7 @@ import time
 from enum import StrEnum
 from typing import Callable
 
+from grader.child import jax_setup
 from grader.protocol import OP, FromHost, ToHost, message, word_of
 
 
@@ -72,16 +73,13 @@ def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
     chapters.extend(chapter_folders)
     for name in ("grader.primitives.compiles", "grader.primitives.timing", "grader.primitives.instrument",
                  "grader.primitives.purity",
-                 "grader.primitives.structure", "grader.primitives.numeric", "grader.child.guard", *modules):
+                 "grader.primitives.structure", "grader.primitives.numeric", "grader.child.guard",
+                 "grader.child.job", "grader.child.compiler", *modules):  # a job's own code, imported once here
         importlib.import_module(name)  # everything a probe may use: the guard's snapshot must see it all
     from grader.primitives.compiles import COUNTER
 
     COUNTER.install()
-    from grader.child import job
-
-    job.premake_mlir_context()
-    job.find_no_plugins()
-    job.cache_traceback_filter()
+    jax_setup.prepare_host()
 
     return {
         "python": sys.version.split()[0],

@@ -65,8 +65,6 @@ class ClassCompiler:
         self.failures = self.ended = 0
         #: requests answered with a key, and with none
         self.answered = self.refused = 0
-        #: what the compiler's job spent (its CPU seconds: ``total_cpu_s``), once closed
-        self.work: dict = {}
 
     def start(self) -> None:
         """Start the host now (it imports JAX while other work runs), and the keeper that starts it
@@ -159,5 +157,5 @@ class ClassCompiler:
         with self._lock:
             session, self._session = self._session, None
             if session is not None:
-                self.work = session.finish().work
+                session.finish()
         self.host.close()

@@ -67,7 +67,7 @@ class Limits:
 class Compiles(Protocol):
     """The class's compiler, as a job's session uses it (:class:`grader.runner.class_compiler.ClassCompiler`)."""
 
-    def compile(self, module: str, options: str, deadline: float) -> Any:
+    def compile(self, module: str, options: str, deadline: float) -> tuple[str | None, float]:
         """``(key, cpu_s)``: where the program is (``None``: not there) and what compiling it cost."""
         ...
 

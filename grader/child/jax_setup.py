@@ -1,0 +1,229 @@
+"""JAX made ready for the jobs: in a host before it forks (:func:`prepare_host`), and in each job
+before the student's code runs (the compilation caches, one MLIR context).
+
+Everything here makes a job cheaper and changes nothing it computes: the same programs are
+lowered, compiled and counted, and the same tracebacks are raised.
+"""
+from __future__ import annotations
+
+import os
+
+
+def prepare_host() -> None:
+    """What a host does once, after its imports and before its first fork, so that no job does it."""
+    premake_mlir_context()
+    find_no_plugins()
+    cache_traceback_filter()
+
+
+def use_compile_caches(own: str | None, read: list[str]) -> None:
+    """Load programs compiled in earlier runs from JAX's persistent cache (even the smallest):
+    from this side's own folder ``own`` (where new programs are written), else from the
+    ``read`` folders, by key only.
+
+    A program's key is a digest of the program itself (and of the compiler's options
+    and versions), so a folder of ``read`` serves only a program this job lowered
+    identically: the reference's programs give a student nothing they did not write.
+    Those folders are never written and, made unlistable for the jobs' uids, never
+    browsed. JAX reports a program loaded from a cache as a backend compile all the
+    same, so compile counts do not change.
+    """
+    import jax
+
+    try:
+        jax.config.update("jax_compilation_cache_dir", own or read[0])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        from jax._src import compilation_cache
+    except (AttributeError, ValueError, ImportError, IndexError):  # a JAX without these: compile as before
+        return
+    with compilation_cache._cache_initialized_mutex:
+        if compilation_cache._cache is None:
+            compilation_cache._cache = TieredCache(own, read)
+            compilation_cache._cache_initialized = True
+        cache = compilation_cache._cache
+    if isinstance(cache, TieredCache) and cache.own is None:
+        # nothing can be written (a batch's student): JAX would serialize and compress every program
+        # it compiles for a write that is dropped; it writes only what took at least this long
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", NEVER_WRITE_S)
+
+
+#: a compile time no program reaches: a job whose cache is read-only has JAX write nothing
+NEVER_WRITE_S = 1e9
+
+
+class TieredCache:
+    """JAX's cache interface over one writable folder and read-only folders (``<key>-cache`` files,
+    as JAX's own file cache names them)."""
+
+    def __init__(self, own: str | None, read: list[str]):
+        self._path = own or read[0]
+        self.own = own
+        self.folders = [folder for folder in (own, *read) if folder]
+        if own is not None:
+            try:
+                os.makedirs(own, exist_ok=True)
+            except OSError:  # cannot be made: nothing written, nothing lost
+                self.own = None
+
+    def get(self, key: str) -> bytes | None:
+        for folder in self.folders:
+            try:
+                with open(os.path.join(folder, f"{key}-cache"), "rb") as handle:
+                    return handle.read()
+            except OSError:
+                continue
+        return None
+
+    def put(self, key: str, value: bytes) -> None:
+        if self.own is None:
+            return
+        path = os.path.join(self.own, f"{key}-cache")
+        if os.path.exists(path):
+            return
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(value)
+            os.chmod(tmp, 0o644)  # readable by key from a student's sandbox (the folder itself is not listable)
+            os.replace(tmp, path)
+        except OSError:  # a full folder: no cache, no harm
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def clear(self) -> None:
+        pass
+
+
+def portable_cache_keys() -> None:
+    """On a CPU, key each cached program by the program alone, not by the cache's folder.
+
+    JAX points XLA's GPU autotuning caches into the compilation cache's folder, and
+    that path becomes part of every program's key: the same program cached in two
+    folders is two different entries, and no folder can be given programs compiled for
+    another (a student's job loading the reference's programs). A CPU has nothing to autotune.
+    """
+    import jax
+
+    try:
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    except (AttributeError, ValueError):  # a JAX without the setting: keys as before
+        pass
+
+
+#: programs lowered in one MLIR context before a fresh one is made (:func:`one_mlir_context`)
+LOWERINGS_PER_CONTEXT = 64
+
+
+def one_mlir_context() -> None:
+    """Lower every program of this job in one MLIR context (one per thread).
+
+    JAX makes a fresh context for each program it lowers, and loading its dialects into
+    it takes about a third of the time of lowering a small program and loading it from
+    the persistent cache; a job lowers dozens. The programs are the same text, so they
+    compile (and count) the same and are found in the cache under the same keys. A
+    context keeps every constant lowered in it, so a fresh one is made after
+    :data:`LOWERINGS_PER_CONTEXT` programs (a loop that jits new closures over large
+    arrays holds no more memory than before). A JAX without this function is left as it is.
+    """
+    import threading
+
+    try:
+        from jax._src.interpreters import mlir
+
+        make = mlir.make_ir_context
+    except (ImportError, AttributeError):
+        return
+    local = threading.local()
+    premade = [_PREMADE.pop()] if _PREMADE else []  # the host's, made before the fork: for one thread
+
+    def shared_context():
+        context, uses = getattr(local, "context", None), getattr(local, "uses", 0)
+        if context is None or uses >= LOWERINGS_PER_CONTEXT:
+            try:
+                context = premade.pop() if context is None else make()
+            except IndexError:
+                context = make()
+            uses = 0
+            local.context = context
+        local.uses = uses + 1
+        return context
+
+    mlir.make_ir_context = shared_context
+
+
+#: an MLIR context the host made before forking (:func:`premake_mlir_context`), for its jobs' first lowerings
+_PREMADE: list = []
+
+
+def premake_mlir_context() -> bool:
+    """In a host, before it forks: import the MLIR dialects JAX loads on its first lowering and make a
+    context with them, so that no job pays for either (a job's first lowering otherwise imports
+    ``mhlo``'s Python bindings and loads every dialect into a new context).
+
+    A context starts no thread (it shares JAX's thread pool, which starts its threads on its first
+    task, in the job), so forking after it is as safe as before; ``False`` where JAX has no such
+    function (nothing is made)."""
+    try:
+        from jax._src.interpreters import mlir
+
+        _PREMADE[:] = [mlir.make_ir_context()]
+        return True
+    except (ImportError, AttributeError):
+        return False
+
+
+def cache_traceback_filter() -> bool:
+    """In a host, before it forks: JAX's traceback filter remembers, for each file, whether its frames
+    are JAX's own (``jax._src.traceback_util.include_filename``), for the jobs it forks.
+
+    An exception raised through a jitted function has every frame of its traceback checked
+    against each of JAX's ~30 excluded paths (``os.path.commonpath`` and ``os.path.samefile``:
+    two ``stat`` calls a path), about 1.5 ms a frame here; a stub's job raises dozens of them
+    (``NotImplementedError`` in every call). The answer for a file depends only on the file
+    and the excluded paths (added to as modules are imported: the count is part of the key),
+    so each is worked out once; the tracebacks are the same. ``False`` where JAX has no such
+    function (nothing is changed)."""
+    try:
+        from jax._src import traceback_util
+    except ImportError:
+        return False
+    original, excluded = getattr(traceback_util, "include_filename", None), getattr(traceback_util, "_exclude_paths", None)
+    if original is None or not isinstance(excluded, list) or getattr(original, "remembers", False):
+        return False
+    known: dict = {}
+
+    def include_filename(filename: str) -> bool:
+        key = (filename, len(excluded))
+        answer = known.get(key)
+        if answer is None:
+            answer = known[key] = original(filename)
+        return answer
+
+    include_filename.remembers = True
+    traceback_util.include_filename = include_filename
+    return True
+
+
+def find_no_plugins() -> bool:
+    """In a host, before it forks: where no PJRT plugin is installed (no ``jax_plugins`` module, no entry
+    point of that group: a CPU-only JAX), look for them once here, so that no job does.
+
+    Every process's first backend starts by scanning the entry points of every installed
+    distribution for plugins (about 10 ms of a job's CPU here); with none found that scan
+    loads nothing and starts nothing, so forking after it is as safe as before. Where a
+    plugin is installed (a GPU's) nothing is done here: loading it is left to each job.
+    ``True`` when the scan was done here."""
+    try:
+        from importlib import metadata
+
+        from jax._src import xla_bridge
+
+        if getattr(xla_bridge, "jax_plugins", None) is not None or metadata.entry_points(group="jax_plugins"):
+            return False
+        xla_bridge._discover_and_register_pjrt_plugins()
+        return True
+    except (ImportError, AttributeError, TypeError):
+        return False
