@@ -52,6 +52,8 @@ from jax._src import compiler
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1e9)
 jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+from grader.child import jax_setup
+assert jax_setup.name_free_cache_keys()
 sent = []
 local = compiler._compile_and_write_cache
 def capture(backend, computation, devices, options, callbacks, name, key):
@@ -136,10 +138,12 @@ def test_the_class_compiler_writes_each_program_under_its_own_key(tmp_path):
     # nothing of the student's source reaches what a classmate loads: no file name, no function name's line
     for request in sent:
         entry = _entry_bytes(folder / f"{request['key']}-cache")
-        assert b"student_code_xyz" not in entry
+        assert b"student_code_xyz" not in entry and b"secret_student_function_name" not in entry
     # the program itself carries them (so the check above could fail)
     program = base64.b64decode(sent[0]["module"])
-    assert b"student_code_xyz" in program
+    assert b"student_code_xyz" in program and b"secret_student_function_name" in program
+    # keyed by what it computes: the function's name is in neither the key nor the entry's
+    assert all(s["key"].startswith("jit_program-") for s in sent)
 
 
 @needs_strong

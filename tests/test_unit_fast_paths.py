@@ -424,6 +424,51 @@ def test_cached_programs_are_keyed_by_the_program_not_the_folder(tmp_path):
     assert names["plain", "a"] != names["plain", "b"]
 
 
+_NAMES = """
+    import os, sys, functools, jax, jax.numpy as jnp
+    from grader.child.jax_setup import name_free_cache_keys, portable_cache_keys, use_compile_caches
+    if sys.argv[2] == "name-free":
+        assert name_free_cache_keys() and name_free_cache_keys()  # twice: hooked once
+    portable_cache_keys()
+    use_compile_caches(sys.argv[1], [])
+    hits = []
+    jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+    x = jnp.arange(12.0).reshape(3, 4)
+    def piecewise(x):
+        return jnp.where(x > 2.0, x * x, 0.5 * x)
+    class Model:
+        def forward(self, values):
+            return jnp.where(values > 2.0, values * values, 0.5 * values)
+    sums = [float(jax.jit(piecewise)(x).sum()),
+            float(jax.jit(lambda v: jnp.where(v > 2.0, v * v, 0.5 * v))(x).sum()),  # the same computation
+            float(jax.jit(Model().forward)(x).sum()),
+            float(jax.jit(lambda v: jnp.where(v > 2.0, v * v, 0.25 * v))(x).sum())]  # another one
+    print(sums, len(hits), len([n for n in os.listdir(sys.argv[1]) if n.endswith("-cache")]))
+"""
+
+
+def test_a_computation_traced_from_any_function_name_is_one_cached_program(tmp_path):
+    """JAX puts the Python function's name into a program's key: the reference's ``jax.jit(heavy)`` and a
+    student's ``jax.jit(lambda ...)`` of the same computation were compiled twice. Keyed by the program
+    with its module renamed, a lambda or a method of the same computation loads it; a program that
+    differs in one constant does not."""
+    code = textwrap.dedent(_NAMES)
+    results = {}
+    for mode in ("name-free", "plain"):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / mode), mode], capture_output=True,
+                              text=True, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        results[mode] = done.stdout.split("]")
+    sums = results["name-free"][0]
+    assert sums == results["plain"][0]  # the same values, loaded or compiled
+    values = [float(v) for v in sums.strip("[").split(",")]
+    assert values[0] == values[1] == values[2] != values[3]  # the other program computed its own values
+    (loaded, written), (plain_loaded, plain_written) = (map(int, results[m][1].split()) for m in ("name-free", "plain"))
+    assert (loaded, plain_loaded) == (2, 0)  # the lambda and the method loaded piecewise's program
+    assert plain_written == written + 2  # without it: each name compiled again (and JAX's own eager ops once)
+    assert {p.name.split("-")[0] for p in (tmp_path / "name-free").iterdir()} == {"jit_program"}
+
+
 def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_path, monkeypatch):
     from grader.grading import GradeOptions, grade
 
@@ -434,7 +479,7 @@ def test_a_first_grading_loads_the_references_programs_and_grades_the_same(tmp_p
     options = GradeOptions(exercises=("ex01", "ex02"), seed=21, compile_cache=True)
     one = grade(first, options)  # fills the reference's cache (and the first folder's own)
     reference = _programs(store.reference_dir())
-    assert any(n.startswith("jit_piecewise") for n in reference)
+    assert reference and all(n.startswith("jit_program-") for n in reference)  # keyed by what they compute
     assert oct(store.reference_dir().stat().st_mode & 0o777) == "0o711"  # openable by key, never listed
     two = grade(second, options)
     own = _programs(store.student_dir(second))

@@ -102,11 +102,13 @@ BUILD_ENV = "GRADER_BUILD"
 
 def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     """Where a machine notes that ``chapter``'s programs were built (or could not be): in the cache of this
-    JAX version, keyed by the reference's code (new solutions are built again)."""
+    JAX version, keyed by the reference's code (new solutions are built again) and by how programs are keyed
+    (programs kept under another kind of key are built again)."""
+    from grader.child.jax_setup import KEYS
     from grader.outcomes import folder_digest
 
     digest = folder_digest(Path(reference_dir or chapter.solutions))[:16]
-    return store.root() / "built" / f"{chapter.id}-{digest}.json"
+    return store.root() / "built" / f"{chapter.id}-{digest}-{KEYS}.json"
 
 
 def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | None:

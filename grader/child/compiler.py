@@ -13,8 +13,9 @@ as sent, works out the program's key itself with JAX's own function
 information, the options and the versions), compiles the program when the key is not
 there yet, and says the key. The asking job then loads it from the class's cache by
 that key, as it loads the reference's programs. The compiler strips the program's debug
-information first (its key is computed without it anyway): no student's file names, lines
-or function names end up in what a classmate loads.
+information first and names its module :data:`~grader.child.jax_setup.PROGRAM_NAME` (its
+key is computed without either: :func:`~grader.child.jax_setup.name_free_cache_keys`): no
+student's file names, lines or function names end up in what a classmate loads.
 
 What a job can put into the class's cache is therefore only what the grader compiled
 from a program whose digest is the key: a job that sends something else makes an
@@ -118,6 +119,8 @@ def serve(channel: Any) -> None:
     from jax._src.lib import xla_client as xc
     from jax._src.lib.mlir import ir, passmanager
 
+    from grader.child import jax_setup
+
     backend = xla_bridge.get_backend()
     devices = np.array(backend.local_devices()[:1])
     executable_devices = xc.DeviceList(tuple(devices.flat))
@@ -136,14 +139,15 @@ def serve(channel: Any) -> None:
             with context:
                 module = ir.Module.parse(base64.b64decode(str(order.get("module")), validate=True))
                 strip.run(module.operation)  # no student's file, line or name in what others load
+                module.operation.attributes["sym_name"] = ir.StringAttr.get(jax_setup.PROGRAM_NAME)
                 options = _without_dumps(xc.CompileOptions.ParseFromString(
                     base64.b64decode(str(order.get("options")), validate=True)))
                 key = compiler._get_cache_key(options, backend, module, devices)
                 if key is None:
                     raise ValueError("no cache key")
                 if not compiler._is_executable_in_cache(backend, key):
-                    name = ir.StringAttr(module.operation.attributes["sym_name"]).value
-                    compiler._compile_and_write_cache(backend, module, executable_devices, options, [], name, key)
+                    compiler._compile_and_write_cache(backend, module, executable_devices, options, [],
+                                                      jax_setup.PROGRAM_NAME, key)
             answer = message(FromJob.COMPILED, key=key)
         except Exception as exc:  # noqa: BLE001 - the asking job compiles it itself
             answer = message(FromJob.COMPILED, key=None, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -113,6 +113,53 @@ def portable_cache_keys() -> None:
         pass
 
 
+#: the module name every cached program is keyed under, and the class's compiler compiles under
+PROGRAM_NAME = "jit_program"
+#: how programs are keyed (:func:`name_free_cache_keys`): a cache built under another kind of key is built again
+KEYS = "name-free"
+
+
+def name_free_cache_keys() -> bool:
+    """Key each cached program by what it computes, not by the name of the function it was traced from.
+
+    JAX names a program's module after the Python function (``jit_mean_abs``, ``jit__lambda``)
+    and that name is part of the program's key (``jax._src.cache_key.get``: the key's prefix,
+    and the module's ``sym_name`` in the digest of ``_canonicalize_ir``, which strips only the
+    debug information). The same computation traced from a lambda, a renamed function or a
+    method was compiled again: a student's own correct work that computes what the reference
+    computes (``fast_heavy = jax.jit(heavy)`` against the reference's ``jax.jit(heavy)``) found
+    none of the reference's programs. Here the digest is of the program with its module renamed
+    :data:`PROGRAM_NAME`, and so is the prefix: everything else (the program's every operation,
+    the compiler's options, the versions) is keyed as JAX keys it. A program loaded so keeps the
+    name it was compiled under (what ``Compiled.as_text()`` shows): a reference function's, or the
+    class's compiler's :data:`PROGRAM_NAME`, never a classmate's. ``False`` where JAX has no such
+    place to hook (keys as JAX makes them)."""
+    try:
+        from jax._src import cache_key
+        from jax._src.lib.mlir import ir
+    except ImportError:
+        return False
+    canonicalize, get = getattr(cache_key, "_canonicalize_ir", None), getattr(cache_key, "get", None)
+    if canonicalize is None or get is None:
+        return False
+    if getattr(get, "name_free", False):
+        return True
+
+    def name_free_ir(module, ignore_callbacks):
+        with module.context:
+            renamed = module.operation.clone()
+            renamed.attributes["sym_name"] = ir.StringAttr.get(PROGRAM_NAME)
+            return canonicalize(renamed, ignore_callbacks)
+
+    def name_free_key(module, *args, **kwargs) -> str:
+        return f"{PROGRAM_NAME}-{get(module, *args, **kwargs).rsplit('-', 1)[-1]}"
+
+    name_free_key.name_free = True  # type: ignore[attr-defined]
+    cache_key._canonicalize_ir = name_free_ir
+    cache_key.get = name_free_key
+    return True
+
+
 #: programs lowered in one MLIR context before a fresh one is made (:func:`one_mlir_context`)
 LOWERINGS_PER_CONTEXT = 64
 

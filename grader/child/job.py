@@ -214,6 +214,7 @@ def run(order: dict, sock: socket.socket) -> None:
     caches = options.get("compile_cache_read") or []
     if options.get("compile_cache") or caches:
         jax_setup.use_compile_caches(options.get("compile_cache"), caches)
+        jax_setup.name_free_cache_keys()
     env = _environment()
     if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
         jax_setup.portable_cache_keys()
