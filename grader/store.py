@@ -7,8 +7,8 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
   cache). Only the grader's own processes write it; a student's jobs may open a program
   in it whose key they know (its mode is 0711: not listable) and never write it. A
   program's key is a digest of the program itself (with the compiler's options and
-  versions), so what a student's job can load from it is a program it lowered
-  identically itself: JAX's own operations on the same inputs, and any function the
+  versions; not of its function's name: :func:`grader.child.jax_setup.name_free_cache_keys`),
+  so what a student's job can load from it is a program it lowered identically itself: JAX's own operations on the same inputs, and any function the
   student wrote exactly as the reference did. It gives nobody anything they did not
   write, and saves every first grading (and every student of a batch) the compiles;
 * ``xla/class``: in a batch, the programs students' jobs asked the grader's own compiler for
