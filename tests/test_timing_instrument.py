@@ -269,3 +269,32 @@ def test_an_asynchronous_wait_that_does_not_fit_the_graders_clock_is_not_trusted
     with pytest.raises(Fail) as failed:
         instrument.expect_trustworthy(calls, schedule, what="time_call")
     assert failed.value.message.key == "harness.untrusted_call" and failed.value.measured["call"] == 2
+
+
+@pytest.mark.parametrize("load", [0.0, 1.0, 4.0])
+def test_a_harness_that_timed_the_warm_up_is_told_from_a_correct_one_under_load(load):
+    """``time_call.warmup`` under a loaded machine: every call's work (a late wake-up) and each span
+    (descheduled outside the work) longer by ``load`` measured calls. On every seed, a harness that
+    timed the 4 slow warm-up calls (the median of all 7 samples: ``times_warmup``) stands above
+    :func:`ex05.warmup_ceiling`, and every statistic of a correct harness's 3 samples below it.
+    The check's tolerance alone (2.5 times the longest span) passed the mistake at the heaviest load
+    (as it did in the CI run of 2026-12-05): so the ceiling is what fails it there."""
+    only_the_ceiling = 0
+    for seed in SEEDS:
+        planned = ex05.plan(EX05.inputs(seed))["warmup"]
+        fast = planned.default
+        schedule = Schedule(fast * (1 + load), planned.warmup, planned.iters,
+                            costs=tuple(c + load * fast for c in planned.costs))
+        n = schedule.warmup + schedule.iters
+        outside = [load * fast] * n
+        calls, returned = _timeline(schedule, outside)
+        spans = instrument.timed_spans(calls, schedule, returned)
+        samples = [calls[i].work + outside[i] for i in range(n)]
+        ceiling = ex05.warmup_ceiling(calls, schedule, spans)
+        assert ceiling is not None, (seed, load)
+        timed_warm_up = statistics.median(samples)
+        assert timed_warm_up > ceiling, (seed, load, timed_warm_up, ceiling)
+        for name, value in instrument.statistics_of(samples[schedule.warmup:]).items():
+            assert value <= ceiling, (seed, load, name, value, ceiling)
+        only_the_ceiling += timed_warm_up <= 2.5 * max(spans)
+    assert (only_the_ceiling > 0) == (load == 4.0), only_the_ceiling

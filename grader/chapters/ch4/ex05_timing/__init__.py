@@ -257,15 +257,32 @@ def _bounds(s: Records, ctx: CheckContext, run: str, calls: list, real: float | 
     return (real, float(np.median(spans))) if statistic else (min(works), max(spans))
 
 
+def warmup_ceiling(calls: list, schedule: Schedule, spans: list[float]) -> float | None:
+    """The most a harness that timed only the measured calls of the warm-up run can have returned:
+    the geometric mean of the longest span of those calls and the shortest work of a warm-up call.
+
+    Any statistic of samples each within its call's span is at most the longest span; a harness
+    that timed the slow warm-up calls (4 of 7 calls) returns about one of them, and is nearer
+    their work than the measured calls' spans. The tolerance of :func:`_harness_ratio` alone
+    (2.5 times the longest span) let it pass where a loaded machine stretched one measured
+    call's span to 40% of a warm-up call (the CI run of 2026-12-05, two test runs on two cores).
+    ``None`` where a span is as long as a warm-up call: nothing tells them apart."""
+    warm = [c.work for c in calls[:schedule.warmup] if c.work is not None]
+    if not warm or not spans or max(spans) >= min(warm):
+        return None
+    return float(np.sqrt(max(spans) * min(warm)))
+
+
 def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
-                   unit: float = 1.0, statistic: bool = False) -> dict:
+                   unit: float = 1.0, statistic: bool = False, warmup: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
 
     Only the median check (``statistic``) holds the figure to the median, and to be nearer the
     median of the calls than any other statistic of them; the others accept any figure between
     the fastest and the slowest of those calls (give or take their tolerance): which statistic a
     harness takes is judged once, on calls made to tell statistics apart, not again on calls
-    that differ only by the machine's noise.
+    that differ only by the machine's noise. For the warm-up run (``warmup``) the figure is
+    also held below :func:`warmup_ceiling`.
     """
     returned = _seconds(s, KEYS.result(run=run), what)
     calls, real, works = _observed(s, ctx, run, what)
@@ -280,7 +297,13 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
         measured.update(fastest_s=lowest, slowest_s=highest)
     if statistic:
         measured.update(nearest=nearest[0], truth_span_s=highest)
-    if not real or not (low * lowest <= returned / unit <= high * highest) or nearest[0] != "median":
+    ceiling = high * highest if highest is not None else None
+    if warmup and works:
+        below = warmup_ceiling(calls, schedule, _spans(s, ctx, run, calls))
+        if below is not None and ceiling is not None:
+            ceiling = min(ceiling, below)
+            measured["warmup_ceiling_s"] = below
+    if not real or not (low * lowest <= returned / unit <= ceiling) or nearest[0] != "median":
         why = reason(nearest, works) if callable(reason) else reason
         raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real or 0.0, ratio=ratio, reason=why),
                    measured)
@@ -304,7 +327,8 @@ def time_call_warmup(s: Records, r: Records, ctx: CheckContext) -> dict:
     inp = ctx.inputs
     what = f"time_call(fn, warmup={inp['warmup_n']}, iters={inp['warmup_iters']})"
     return _harness_ratio(s, ctx, "warmup", what, low=0.5, high=2.5,
-                          reason=T("harness.timed_warmup", warmup=inp["warmup_slow"]), unit=_unit_factor(s, ctx))
+                          reason=T("harness.timed_warmup", warmup=inp["warmup_slow"]), unit=_unit_factor(s, ctx),
+                          warmup=True)
 
 
 @check("time_call.median")
