@@ -129,3 +129,41 @@ def test_a_running_scheduler_is_used_and_force_grades_again(tmp_path, capsys):
         assert "1 to grade, 0 already graded (kept)" in capsys.readouterr().err
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["students"]["ada"]["status"] == "completed" and manifest["seed"] == SEED
+
+
+def test_a_local_clusters_own_upkeep_is_quieted():
+    """The local cluster a batch starts runs its workers without Dask's statistical profiler and with
+    slower housekeeping (``grader.batch.executors.LOCAL_CLUSTER``): read from the workers themselves,
+    where Dask reads the settings (``distributed/worker.py`` ``Worker.__init__`` registers the
+    ``profile`` periodic callback only when ``distributed.worker.profile.enabled``;
+    ``distributed/core.py`` ``Server.__init__`` sets ``_tick_interval``), and the scheduler's
+    worker-saturation. A cluster started with Dask's defaults has the profiler (so this could fail)."""
+    from distributed import Client, LocalCluster
+
+    from grader.batch.executors import DaskExecutor
+
+    executor = DaskExecutor(2)
+    executor.prepare({}, 2)
+    executor._starting.join()
+    cluster = executor._cluster
+    assert not isinstance(cluster, Exception), cluster
+
+    def upkeep(dask_worker):
+        import dask
+
+        return {"profile": "profile" in dask_worker.periodic_callbacks, "tick_s": dask_worker._tick_interval,
+                "memory_monitor_s": dask_worker.memory_manager.memory_monitor_interval,
+                "saturation": dask.config.get("distributed.scheduler.worker-saturation")}
+
+    try:
+        with Client(cluster) as client:
+            seen = list(client.run(upkeep).values())
+            saturation = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.WORKER_SATURATION)
+    finally:
+        cluster.close()
+    assert len(seen) == 2 and all(s == {"profile": False, "tick_s": 0.5, "memory_monitor_s": 1.0, "saturation": 1.0}
+                                  for s in seen), seen
+    assert saturation == 1.0
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=40) as plain, Client(plain) as client:
+        assert list(client.run(upkeep).values())[0]["profile"] is True  # Dask's default: the profiler runs

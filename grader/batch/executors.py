@@ -19,6 +19,26 @@ from grader.batch.worker import WorkerProcess, dask_task, failure
 
 OnResult = Callable[[str, dict], None]
 
+#: a local cluster's settings. The scheduler gives each worker exactly as many tasks as it has threads
+#: (saturation 1.0, see :class:`DaskExecutor`); and the cluster's own upkeep is quieted, since the gradings, not the cluster,
+#: should have the cores: Dask's defaults cost an idle local cluster of two workers about 0.1 of a
+#: core (measured: 1.9 core-seconds over 20 s of tasks that sleep, 0.54 with these), most of it each
+#: worker's statistical profiler sampling every thread's stack every 10 ms
+#: (``distributed/worker.py``, ``Worker.__init__``: ``distributed.worker.profile.enabled``, read
+#: only by the dashboard), each server's event-loop tick every 20 ms and system monitor every
+#: 500 ms (``distributed/core.py``, ``Server.__init__``: ``distributed.admin.tick.interval``,
+#: ``distributed.admin.system-monitor.interval``), and each worker's memory monitor every 100 ms
+#: (``distributed/worker_memory.py``, ``WorkerMemoryManager.__init__``: a grading's memory is
+#: bounded by the limits of its own jobs, not by Dask's). A running cluster (``--scheduler``)
+#: keeps its own settings.
+LOCAL_CLUSTER = {
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+
 
 class LocalExecutor:
     """``jobs`` worker subprocesses at once on this machine, each pinned to its own cores and kept
@@ -122,7 +142,7 @@ class DaskExecutor:
         import dask
 
         try:
-            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+            with dask.config.set(LOCAL_CLUSTER):
                 self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
                                              dashboard_address=None, silence_logs=40)
         except Exception as exc:  # noqa: BLE001 - raised again where the batch waits for the cluster
