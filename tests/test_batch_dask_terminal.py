@@ -128,3 +128,37 @@ def test_what_a_workers_own_process_logs_goes_to_the_file_too(tmp_path, capfd):
     captured = capfd.readouterr()
     assert "a worker's own error line" not in captured.out + captured.err
     assert "distributed.worker ERROR a worker's own error line" in log.read_text(encoding="utf-8")
+
+
+def _says_its_grading_process(payload, reference, host_slots, timeout_s):
+    """The real task, and the grading subprocesses its Dask worker's thread has (their process ids)."""
+    from grader.batch import worker
+
+    result = worker.dask_task(payload, reference, host_slots, timeout_s)
+    return {**result, "grading_pids": sorted(p.proc.pid for p in worker._DASK_WORKERS.values() if p.proc is not None)}
+
+
+def test_each_dask_worker_grades_in_the_process_it_started_while_the_reference_ran(tmp_path, monkeypatch):
+    """A local cluster's workers start their grading subprocess and its hosts while the batch computes
+    the reference (one ``dask_warm`` task each, as ``-j 2`` starts its workers), and every student is
+    then graded by the very process so started: one per worker, none started twice. Without the warm
+    tasks the first student of each worker waited for three JAX imports after the reference's run."""
+    import cloudpickle
+
+    import grader.batch.run
+    import test_batch_dask_terminal
+    from grader.batch.executors import DaskExecutor
+
+    cloudpickle.register_pickle_by_value(test_batch_dask_terminal)  # the workers cannot import this test module
+    made: list[DaskExecutor] = []
+    monkeypatch.setattr(grader.batch.run, "make_executor", lambda options: made.append(
+        DaskExecutor(options.jobs, options.scheduler, task=_says_its_grading_process)) or made[-1])
+    seen: list = []
+    store = grader.batch.run._store
+    monkeypatch.setattr(grader.batch.run, "_store",
+                        lambda name, outcome, *rest: seen.append(outcome.get("grading_pids")) or store(name, outcome, *rest))
+    assert _batch(_class(tmp_path, names=("ada", "bea", "cy", "dee")), tmp_path / "results") == 0
+    warmed = set(made[0].warmed.values())
+    assert len(made[0].warmed) == 2 and len(warmed) == 2 and 0 not in warmed, made[0].warmed
+    assert len(seen) == 4 and all(pids is not None and len(pids) == 1 and set(pids) <= warmed for pids in seen), \
+        (seen, warmed)

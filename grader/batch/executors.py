@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
-from grader.batch.worker import WorkerProcess, dask_task, failure
+from grader.batch.worker import WorkerProcess, dask_task, dask_warm, failure
 
 OnResult = Callable[[str, dict], None]
 
@@ -115,28 +115,35 @@ class DaskExecutor:
     """
 
     def __init__(self, jobs: int, scheduler: str | None = None, *, retries: int = 2, task: Callable = dask_task,
-                 on_dashboard: Callable[[str], None] | None = None):
+                 warm: Callable | None = dask_warm, on_dashboard: Callable[[str], None] | None = None):
         self.jobs = max(1, jobs)
         self.scheduler = scheduler
         self.retries = retries
         self.task = task
+        #: run once on each worker of a local cluster before its first task (:meth:`_warm`)
+        self.warm = warm
         #: told the address of the cluster's dashboard, once it is up
         self.on_dashboard = on_dashboard
         #: how many workers died while the batch ran (Dask ran their tasks again elsewhere)
         self.workers_lost = 0
         self._starting: threading.Thread | None = None
         self._cluster = None
+        #: a local cluster's grading subprocesses started before the first task (:meth:`_warm`), by worker
+        self.warmed: dict[str, int] = {}
 
     def describe(self) -> str:
         return f"dask, {self.scheduler}" if self.scheduler else f"dask, local cluster of {self.jobs} workers"
 
     def prepare(self, payload: dict, tasks: int) -> None:
-        """Start the local cluster now (its workers import Dask), while the batch computes the reference."""
+        """Start the local cluster now (its workers import Dask) and, for tasks like ``payload`` (its
+        chapter and sandbox), each worker's grading subprocess and hosts, while the batch computes
+        the reference (as :class:`LocalExecutor` does)."""
         if self.scheduler is None and self._starting is None:
-            self._starting = threading.Thread(target=self._start_cluster, daemon=True, name="dask-cluster")
+            self._starting = threading.Thread(target=self._start_cluster, args=(payload,), daemon=True,
+                                              name="dask-cluster")
             self._starting.start()
 
-    def _start_cluster(self) -> None:
+    def _start_cluster(self, payload: dict | None = None) -> None:
         from distributed import LocalCluster
 
         import dask
@@ -147,6 +154,32 @@ class DaskExecutor:
                                              dashboard_address=None, silence_logs=40)
         except Exception as exc:  # noqa: BLE001 - raised again where the batch waits for the cluster
             self._cluster = exc
+            return
+        if payload and self.warm is not None:
+            self.warmed = self._warm(self._cluster, payload)
+
+    def _warm(self, cluster, payload: dict) -> dict[str, int]:
+        """One :func:`~grader.batch.worker.dask_warm` task on each worker of the local cluster (one
+        thread each, so the thread that runs it runs that worker's gradings): the process id of the
+        grading subprocess each started, by worker address; nothing where it failed (the first task
+        starts it then)."""
+        from distributed import Client, wait
+
+        try:
+            with Client(cluster, timeout="60s") as client:
+                workers = client.scheduler_info().get("workers", {})
+                host_slots = Counter()
+                for worker in workers.values():
+                    host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
+                futures = {address: client.submit(self.warm, payload, dict(host_slots), workers=[address],
+                                                  allow_other_workers=False, pure=False,
+                                                  key=f"warm-{uuid.uuid4().hex[:12]}")
+                           for address in workers}
+                wait(list(futures.values()), timeout=60)
+                return {address: future.result() for address, future in futures.items() if future.done()
+                        and future.status == "finished"}
+        except Exception:  # noqa: BLE001 - warming only saves time: the first task starts what it needs
+            return {}
 
     def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
             on_result: OnResult) -> None:

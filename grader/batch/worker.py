@@ -368,8 +368,22 @@ _DASK_WORKERS: dict[int, WorkerProcess] = {}
 
 def dask_task(payload: dict, reference: dict | None, host_slots: dict[str, int], timeout_s: float) -> dict:
     """One submission as a Dask task, graded by this thread's worker subprocess (started on its
-    first task, kept for the next), with as many core slots as this machine runs tasks at once
-    (``host_slots``, by host, from the scheduler's view)."""
+    first task, or by :func:`dask_warm`, kept for the next), with as many core slots as this machine
+    runs tasks at once (``host_slots``, by host, from the scheduler's view)."""
+    process, slots = _dask_worker_process(host_slots)
+    return process.grade({**payload, "slots": slots}, reference, timeout_s=timeout_s)
+
+
+def dask_warm(payload: dict, host_slots: dict[str, int]) -> int:
+    """Start this thread's worker subprocess and its hosts for ``payload``'s chapter and sandbox (a
+    task without a submission), while the batch computes the reference; returns at once, the hosts
+    still starting. Its process id, for the batch's tests."""
+    process, slots = _dask_worker_process(host_slots)
+    process.warm({**payload, "slots": slots})
+    return process.proc.pid if process.proc is not None else 0
+
+
+def _dask_worker_process(host_slots: dict[str, int]) -> tuple[WorkerProcess, int]:
     from urllib.parse import urlparse
 
     from distributed import get_worker
@@ -382,7 +396,7 @@ def dask_task(payload: dict, reference: dict | None, host_slots: dict[str, int],
         if not _DASK_WORKERS:
             atexit.register(_close_dask_workers)
         _DASK_WORKERS[ident] = WorkerProcess(slots)
-    return _DASK_WORKERS[ident].grade({**payload, "slots": slots}, reference, timeout_s=timeout_s)
+    return _DASK_WORKERS[ident], slots
 
 
 def _close_dask_workers() -> None:
