@@ -8,8 +8,9 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
   in it whose key they know (its mode is 0711: not listable) and never write it. A
   program's key is a digest of the program itself (with the compiler's options and
   versions; not of its function's name: :func:`grader.child.jax_setup.name_free_cache_keys`),
-  so what a student's job can load from it is a program it lowered identically itself: JAX's own operations on the same inputs, and any function the
-  student wrote exactly as the reference did. It gives nobody anything they did not
+  so what a student's job can load from it is a program it lowered identically itself:
+  JAX's own operations on the same inputs, and any function the student wrote to compute
+  exactly what the reference's does. It gives nobody anything they did not
   write, and saves every first grading (and every student of a batch) the compiles;
 * ``xla/class``: in a batch, the programs students' jobs asked the grader's own compiler for
   (:mod:`grader.child.compiler`): each compiled by the grader from the program whose digest is

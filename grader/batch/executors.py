@@ -20,8 +20,8 @@ from grader.batch.worker import WorkerProcess, dask_task, dask_warm, failure
 OnResult = Callable[[str, dict], None]
 
 #: a local cluster's settings. The scheduler gives each worker exactly as many tasks as it has threads
-#: (saturation 1.0, see :class:`DaskExecutor`); and the cluster's own upkeep is quieted, since the gradings, not the cluster,
-#: should have the cores: Dask's defaults cost an idle local cluster of two workers about 0.1 of a
+#: (saturation 1.0, see :class:`DaskExecutor`); and the cluster's own upkeep is quieted, since the
+#: gradings, not the cluster, should have the cores: Dask's defaults cost an idle local cluster of two workers about 0.1 of a
 #: core (measured: 1.9 core-seconds over 20 s of tasks that sleep, 0.54 with these), most of it each
 #: worker's statistical profiler sampling every thread's stack every 10 ms
 #: (``distributed/worker.py``, ``Worker.__init__``: ``distributed.worker.profile.enabled``, read
@@ -168,10 +168,8 @@ class DaskExecutor:
         try:
             with Client(cluster, timeout="60s") as client:
                 workers = client.scheduler_info().get("workers", {})
-                host_slots = Counter()
-                for worker in workers.values():
-                    host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
-                futures = {address: client.submit(self.warm, payload, dict(host_slots), workers=[address],
+                host_slots = _host_slots(workers)
+                futures = {address: client.submit(self.warm, payload, host_slots, workers=[address],
                                                   allow_other_workers=False, pure=False,
                                                   key=f"warm-{uuid.uuid4().hex[:12]}")
                            for address in workers}
@@ -198,13 +196,10 @@ class DaskExecutor:
             self.on_dashboard(client.dashboard_link)
         lost_before = _workers_lost(client)  # a running scheduler's record holds its earlier days too
         try:
-            workers = client.scheduler_info().get("workers", {}).values()
-            host_slots = Counter()
-            for worker in workers:
-                host_slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
+            host_slots = _host_slots(client.scheduler_info().get("workers", {}))
             for name, payload in tasks:
                 key = f"grade-{uuid.uuid4().hex[:12]}-{''.join(c if c.isalnum() else '_' for c in name)[:40]}"
-                future = client.submit(self.task, payload, reference, dict(host_slots), timeout_s, key=key,
+                future = client.submit(self.task, payload, reference, host_slots, timeout_s, key=key,
                                        pure=False, retries=self.retries)
                 futures[future] = name
             for future in completed(futures):
@@ -217,6 +212,15 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _host_slots(workers: dict) -> dict[str, int]:
+    """How many tasks each machine of the cluster runs at once (its workers' threads), by host name,
+    from the scheduler's record of its workers: what each task's grading takes as its cores' share."""
+    slots: Counter = Counter()
+    for worker in workers.values():
+        slots[worker.get("host", "")] += int(worker.get("nthreads", 1))
+    return dict(slots)
 
 
 def _workers_lost(client) -> int:

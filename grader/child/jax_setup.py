@@ -127,12 +127,12 @@ def name_free_cache_keys() -> bool:
     and the module's ``sym_name`` in the digest of ``_canonicalize_ir``, which strips only the
     debug information). The same computation traced from a lambda, a renamed function or a
     method was compiled again: a student's own correct work that computes what the reference
-    computes, under other names, found none of the reference's programs. Here the digest is of the program with its module renamed
-    :data:`PROGRAM_NAME`, and so is the prefix: everything else (the program's every operation,
-    the compiler's options, the versions) is keyed as JAX keys it. A program loaded so keeps the
-    name it was compiled under (what ``Compiled.as_text()`` shows): a reference function's, or the
-    class's compiler's :data:`PROGRAM_NAME`, never a classmate's. ``False`` where JAX has no such
-    place to hook (keys as JAX makes them)."""
+    computes, under other names, found none of the reference's programs. Here the digest is of
+    the program with its module renamed :data:`PROGRAM_NAME`, and so is the prefix: everything
+    else (the program's every operation, the compiler's options, the versions) is keyed as JAX
+    keys it. A program loaded so keeps the name it was compiled under (what ``Compiled.as_text()``
+    shows): a reference function's, or the class's compiler's :data:`PROGRAM_NAME`, never a
+    classmate's. ``False`` where JAX has no such place to hook (keys as JAX makes them)."""
     try:
         from jax._src import cache_key
         from jax._src.lib.mlir import ir

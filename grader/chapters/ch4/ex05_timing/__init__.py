@@ -264,8 +264,8 @@ def warmup_ceiling(calls: list, schedule: Schedule, spans: list[float]) -> float
     Any statistic of samples each within its call's span is at most the longest span; a harness
     that timed the slow warm-up calls (4 of 7 calls) returns about one of them, and is nearer
     their work than the measured calls' spans. The tolerance of :func:`_harness_ratio` alone
-    (2.5 times the longest span) let it pass where a loaded machine stretched one measured
-    call's span to 40% of a warm-up call (the CI run of 2026-12-05, two test runs on two cores).
+    (2.5 times the longest span) lets it pass once a loaded machine stretches one measured call's
+    span to 40% of a warm-up call (it passed in the CI run of 2026-12-05, two test runs on two cores).
     ``None`` where a span is as long as a warm-up call: nothing tells them apart."""
     warm = [c.work for c in calls[:schedule.warmup] if c.work is not None]
     if not warm or not spans or max(spans) >= min(warm):
@@ -291,19 +291,17 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
     schedule = plan(ctx.inputs)[run]
     measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
                 "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
-    nearest = instrument.nearest_statistic(returned / unit, works, _spans(s, ctx, run, calls)) \
-        if statistic and works else ("median", real)
+    spans = _spans(s, ctx, run, calls) if works else []
+    nearest = instrument.nearest_statistic(returned / unit, works, spans) if statistic and works else ("median", real)
     if not statistic and works:
         measured.update(fastest_s=lowest, slowest_s=highest)
     if statistic:
         measured.update(nearest=nearest[0], truth_span_s=highest)
-    ceiling = high * highest if highest is not None else None
-    if warmup and works:
-        below = warmup_ceiling(calls, schedule, _spans(s, ctx, run, calls))
-        if below is not None and ceiling is not None:
-            ceiling = min(ceiling, below)
-            measured["warmup_ceiling_s"] = below
-    if not real or not (low * lowest <= returned / unit <= ceiling) or nearest[0] != "median":
+    ceiling = warmup_ceiling(calls, schedule, spans) if warmup else None
+    if ceiling is not None:
+        measured["warmup_ceiling_s"] = ceiling
+    if not real or not (low * lowest <= returned / unit <= min(high * highest, ceiling or float("inf"))) \
+            or nearest[0] != "median":
         why = reason(nearest, works) if callable(reason) else reason
         raise Fail(T("harness.ratio", what=what, returned=returned / unit, truth=real or 0.0, ratio=ratio, reason=why),
                    measured)
