@@ -133,14 +133,30 @@ DURATIONS = "durations.json"
 
 #: the most a compilation cache keeps; the oldest programs go first
 MAX_CACHE_BYTES = 256 << 20
+#: beside a program the reference's job is compiling now, ``<key>-compiling`` (empty) says so to a
+#: student's job that lowered the same program: it waits for the program rather than compile it too
+#: (:class:`grader.child.jax_setup.TieredCache`); one older than :data:`COMPILING_FRESH_S` is stale
+COMPILING = "-compiling"
+COMPILING_FRESH_S = 60.0
 
 
 def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
-    """Remove the least recently used files of ``folder`` until it holds at most ``limit`` bytes."""
+    """Remove the least recently used files of ``folder`` until it holds at most ``limit`` bytes,
+    and every stale mark of a compile (:data:`COMPILING`: a job ended before it wrote its program)."""
+    import time
+
     try:
         files = [(entry.stat().st_atime, entry.stat().st_size, entry) for entry in folder.iterdir() if entry.is_file()]
     except OSError:
         return
+    stale = time.time() - COMPILING_FRESH_S
+    for _, _, entry in files:
+        if entry.name.endswith(COMPILING):
+            try:
+                if entry.stat().st_mtime < stale:
+                    entry.unlink()
+            except OSError:
+                continue
     total = sum(size for _, size, _ in files)
     for _, size, entry in sorted(files, key=lambda item: item[0]):
         if total <= limit:

@@ -16,10 +16,11 @@ def prepare_host() -> None:
     cache_traceback_filter()
 
 
-def use_compile_caches(own: str | None, read: list[str]) -> None:
+def use_compile_caches(own: str | None, read: list[str], *, mark_compiles: bool = False) -> None:
     """Load programs compiled in earlier runs from JAX's persistent cache (even the smallest):
     from this side's own folder ``own`` (where new programs are written), else from the
-    ``read`` folders, by key only.
+    ``read`` folders, by key only. ``mark_compiles``: the reference's job, whose folder the
+    student's jobs read: it marks each program it is compiling (:class:`TieredCache`).
 
     A program's key is a digest of the program itself (and of the compiler's options
     and versions), so a folder of ``read`` serves only a program this job lowered
@@ -39,7 +40,7 @@ def use_compile_caches(own: str | None, read: list[str]) -> None:
         return
     with compilation_cache._cache_initialized_mutex:
         if compilation_cache._cache is None:
-            compilation_cache._cache = TieredCache(own, read)
+            compilation_cache._cache = TieredCache(own, read, mark_compiles=mark_compiles)
             compilation_cache._cache_initialized = True
         cache = compilation_cache._cache
     if isinstance(cache, TieredCache) and cache.own is None:
@@ -54,20 +55,46 @@ NEVER_WRITE_S = 1e9
 
 class TieredCache:
     """JAX's cache interface over one writable folder and read-only folders (``<key>-cache`` files,
-    as JAX's own file cache names them)."""
+    as JAX's own file cache names them).
 
-    def __init__(self, own: str | None, read: list[str]):
+    The reference's job and the student's run side by side and, for a fresh seed, lower some
+    programs that no grading compiled before (ex08's ``flops_of`` functions, whose shapes are
+    drawn per seed): both compiled each. Now the reference's job (``mark_compiles``) marks a
+    program it did not find as being compiled (``<key>-compiling``, :data:`grader.store.COMPILING`)
+    until it has written it; a student's job that finds no program but such a mark in a folder it
+    reads waits for that program (at most :data:`WAIT_S`) and loads it, as it loads any of the
+    reference's programs. The mark says only that the program whose key the job computed itself
+    is on its way; a job that cannot wait for it (the reference's ended first, or wrote nothing)
+    compiles it itself, as before.
+    """
+
+    def __init__(self, own: str | None, read: list[str], *, mark_compiles: bool = False):
         self._path = own or read[0]
         self.own = own
+        self.read = [folder for folder in read if folder]
         self.folders = [folder for folder in (own, *read) if folder]
         if own is not None:
             try:
                 os.makedirs(own, exist_ok=True)
             except OSError:  # cannot be made: nothing written, nothing lost
                 self.own = None
+        self.marking = mark_compiles and self.own is not None
+        #: the marks this job made, removed as each program is written (and all at its end: :meth:`unmark`)
+        self.marks: set[str] = set()
+        #: the last program this job looked for was one it waited for (:meth:`_wait_for`)
+        self.following = False
 
     def get(self, key: str) -> bytes | None:
-        for folder in self.folders:
+        found = self._read(key, self.folders)
+        if found is not None:
+            return found
+        if self.marking:
+            self._mark(key)
+            return None
+        return self._wait_for(key)
+
+    def _read(self, key: str, folders: list[str]) -> bytes | None:
+        for folder in folders:
             try:
                 with open(os.path.join(folder, f"{key}-cache"), "rb") as handle:
                     return handle.read()
@@ -75,26 +102,115 @@ class TieredCache:
                 continue
         return None
 
+    def _mark(self, key: str) -> None:
+        from grader.store import COMPILING
+
+        mark = os.path.join(self.own, key + COMPILING)
+        try:
+            os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except OSError:  # marked by another of the reference's jobs, or not writable: no mark of ours
+            return
+        self.marks.add(mark)
+
+    def _wait_for(self, key: str) -> bytes | None:
+        """The program of ``key`` from a folder where the reference's job marked it as being compiled,
+        once written (``None``: no fresh mark, or none written in time).
+
+        Right after a program waited for so, the reference's job is a step ahead on the same
+        work: the next program it is about to mark may not be marked yet. So the next miss looks
+        for a mark a little longer (:data:`FOLLOW_S`, once) before the job compiles it itself."""
+        import time
+
+        following, self.following = self.following, False
+        look_until = time.monotonic() + (FOLLOW_S if following else 0.0)
+        while True:
+            for folder in self.read:
+                found = self._wait_in(folder, key)
+                if found is not None:
+                    self.following = True
+                    return found
+            if time.monotonic() >= look_until:
+                return None
+            time.sleep(POLL_S)
+
+    def _wait_in(self, folder: str, key: str) -> bytes | None:
+        import time
+
+        from grader.store import COMPILING, COMPILING_FRESH_S
+
+        mark = os.path.join(folder, key + COMPILING)
+        try:
+            if os.stat(mark).st_mtime < time.time() - COMPILING_FRESH_S:
+                return None
+        except OSError:
+            return None
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(POLL_S)
+            found = self._read(key, [folder])
+            if found is not None or not os.path.exists(mark):
+                return found if found is not None else self._read(key, [folder])
+        return None
+
     def put(self, key: str, value: bytes) -> None:
         if self.own is None:
             return
         path = os.path.join(self.own, f"{key}-cache")
-        if os.path.exists(path):
-            return
-        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "wb") as handle:
-                handle.write(value)
-            os.chmod(tmp, 0o644)  # readable by key from a student's sandbox (the folder itself is not listable)
-            os.replace(tmp, path)
-        except OSError:  # a full folder: no cache, no harm
+            if os.path.exists(path):
+                return
+            tmp = f"{path}.{os.getpid()}.tmp"
             try:
-                os.unlink(tmp)
+                with open(tmp, "wb") as handle:
+                    handle.write(value)
+                os.chmod(tmp, 0o644)  # readable by key from a student's sandbox (the folder itself is not listable)
+                os.replace(tmp, path)
+            except OSError:  # a full folder: no cache, no harm
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        finally:
+            self._unmark(key)
+
+    def _unmark(self, key: str) -> None:
+        from grader.store import COMPILING
+
+        mark = os.path.join(self.own, key + COMPILING) if self.own else None
+        if mark in self.marks:
+            self.marks.discard(mark)
+            try:
+                os.unlink(mark)
+            except OSError:
+                pass
+
+    def unmark(self) -> None:
+        """Remove every mark this job still holds (its end: a program it never wrote is not on its way)."""
+        for mark in list(self.marks):
+            self.marks.discard(mark)
+            try:
+                os.unlink(mark)
             except OSError:
                 pass
 
     def clear(self) -> None:
         pass
+
+
+#: how long a student's job waits for a program the reference's job is compiling, how often it looks, and
+#: how long it looks for the mark of the program after one it waited for
+WAIT_S, POLL_S, FOLLOW_S = 2.0, 0.004, 0.06
+
+
+def unmark_compiles() -> None:
+    """At a job's end: the marks of programs it was compiling and never wrote, removed (:class:`TieredCache`)."""
+    try:
+        from jax._src import compilation_cache
+    except ImportError:
+        return
+    cache = getattr(compilation_cache, "_cache", None)
+    if isinstance(cache, TieredCache):
+        cache.unmark()
 
 
 def portable_cache_keys() -> None:

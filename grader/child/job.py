@@ -203,6 +203,13 @@ class _JaxWork:
 
 
 def run(order: dict, sock: socket.socket) -> None:
+    try:
+        _run(order, sock)
+    finally:  # a program the reference's job marked as being compiled and never wrote is not on its way
+        jax_setup.unmark_compiles()
+
+
+def _run(order: dict, sock: socket.socket) -> None:
     channel = Channel(sock, expects=ToJob)
     options = order.get("options", {})
     work = _JaxWork()
@@ -213,7 +220,7 @@ def run(order: dict, sock: socket.socket) -> None:
         jax.config.update("jax_cpu_enable_async_dispatch", False)
     caches = options.get("compile_cache_read") or []
     if options.get("compile_cache") or caches:
-        jax_setup.use_compile_caches(options.get("compile_cache"), caches)
+        jax_setup.use_compile_caches(options.get("compile_cache"), caches, mark_compiles=order.get("side") == "reference")
         jax_setup.name_free_cache_keys()
     env = _environment()
     if (options.get("compile_cache") or caches) and env["backend"] == "cpu":
@@ -269,7 +276,8 @@ def run(order: dict, sock: socket.socket) -> None:
         keep = keys.for_reference
     else:
         keep = keys.for_student if getattr(keys, "reference_only", ()) else None
-    ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep)
+    ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep,
+                       side="reference" if order.get("side") == "reference" else "student")
     try:
         package.probe(ctx)
     except BaseException as exc:  # noqa: BLE001

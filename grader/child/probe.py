@@ -126,8 +126,10 @@ class ProbeContext:
     """What a probe uses to touch the student's module and to make its records."""
 
     def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
-                 keep: Callable[[str], bool] | None = None):
+                 keep: Callable[[str], bool] | None = None, side: str = "student"):
         self.channel = channel
+        #: whose job this is: ``"student"`` or ``"reference"`` (a probe may order its work by it, never its records)
+        self.side = side
         self.module = module
         self.inputs = inputs
         self.student_dir = student_dir
