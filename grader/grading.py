@@ -201,7 +201,8 @@ class Grading:
         both = BothSides(chapter, sub, self.seed, hosts, self.references,
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
-                         started=lambda ex_id: tally.event(Progress(ex_id, "running")))
+                         started=lambda ex_id: tally.event(Progress(ex_id, "running")),
+                         keep_timing=self.options.compile_cache)
 
         code_notes = _code_notes(sub, chapter)
 

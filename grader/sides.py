@@ -18,7 +18,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from grader.checks import GraderError
+from grader import store
+from grader.checks import TIMING, GraderError
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
@@ -76,8 +77,11 @@ class BothSides:
 
     def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
-                 records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None):
+                 records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None,
+                 keep_timing: bool = False):
         self.chapter = chapter
+        #: a timed exercise prepares only the cases chosen when all were last timed here (:meth:`_sent`)
+        self.keep_timing = keep_timing
         self.sub = sub
         self.seed = seed
         self.student, self.reference = hosts
@@ -118,8 +122,8 @@ class BothSides:
         if ex.driver is None or budget <= 1:
             return
         reference = None if self.records is not None else (lambda: self.reference_session(ex, max(budget, ex.timeout_s)))
-        self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), ex.inputs(self.seed), reference,
-                                        timing.READY)
+        self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
+                                        reference, timing.READY)
 
     # ------------------------------------------------------------------ one exercise
     def grade(self, ex: ExerciseSpec) -> ExerciseResult:
@@ -143,11 +147,13 @@ class BothSides:
         if budget <= 1:
             return unrunnable(ex, T("job.submission_timeout", seconds=self.submission_timeout_s), "timeout")
         if ex.driver is not None:
-            student_out, reference_out = ex.driver(Sides(self, ex, inputs, self._early.pop(ex.id, None)), inputs,
+            sent = self._sent(ex, inputs)
+            student_out, reference_out = ex.driver(Sides(self, ex, inputs, self._early.pop(ex.id, None)), sent,
                                                    budget)
             for outcome in (student_out, reference_out):
                 if outcome is not None:
                     self._note_environment(outcome)
+            self._keep_timing_cases(ex, sent, student_out, reference_out)
         else:
             student_out, reference_out = self._both_jobs(ex, inputs, budget)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
@@ -163,6 +169,41 @@ class BothSides:
                                    "reference_work": reference_out.work
                                    if reference_out and self.records is None and ex.id not in self.known else None}
         return result
+
+    # ------------------------------------------------------------------ a timed exercise's cases
+    def _sent(self, ex: ExerciseSpec, inputs: dict) -> dict:
+        """What a timed exercise's jobs are sent: its inputs and, once every candidate case was timed on
+        this machine, the cases chosen then (:data:`grader.primitives.timing.PREPARE`): its jobs prepare
+        and time only those (the others cost each grading their programs, their warm-up and their
+        calibration, to be passed over)."""
+        chosen = store.timing_cases(self.chapter.id, ex.id) if ex.timed and self.keep_timing else None
+        return {**inputs, timing.PREPARE: list(chosen["cases"])} if chosen else inputs
+
+    def _keep_timing_cases(self, ex: ExerciseSpec, sent: dict, student_out: JobOutcome,
+                           reference_out: JobOutcome | None) -> None:
+        """After a timed exercise: keep the cases chosen when both sides timed every candidate they
+        prepared (nothing failed), with the device; forget them when they were sent to another device
+        or one of them could not be timed (the next grading times every candidate again)."""
+        if not (ex.timed and self.keep_timing):
+            return
+        results = student_out.records.get(TIMING)
+        if not isinstance(results, dict):
+            return
+        timed = {name: r for name, r in results.items() if isinstance(r, dict) and "calibration" in r}
+        judged_by = reference_out if reference_out is not None else student_out
+        device = {k: (judged_by.env or {}).get(k) for k in ("backend", "device_kind")}
+        if timing.PREPARE in sent:
+            kept = store.timing_cases(self.chapter.id, ex.id)
+            if kept is not None and (kept.get("device") != device or not timed or
+                                     any(not r.get("case") or "error" in r.get("student", {}) for r in timed.values())):
+                store.keep_timing_cases(self.chapter.id, ex.id, None)
+            return
+        ready = [set((out.records.get(timing.READY) or {}).get("cases") or ())
+                 for out in (student_out, reference_out) if out is not None]
+        calibrated = {case for r in timed.values() for case in r["calibration"]}
+        if timed and all(r.get("case") for r in timed.values()) and all(cases == calibrated for cases in ready):
+            store.keep_timing_cases(self.chapter.id, ex.id, {
+                "cases": sorted(f"{name}/{r['case']}" for name, r in timed.items()), "device": device})
 
     def _job(self, host: HostProcess, ex: ExerciseSpec, inputs: dict, timeout_s: float) -> JobOutcome:
         outcome = run_job(host.exercise_session(ex, timeout_s), inputs)

@@ -20,7 +20,9 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
 * ``reference-outcomes``: the reference's outcomes (:mod:`grader.outcomes`);
 * ``toml``: the chapter's and the grader's TOML files, parsed (:func:`grader.i18n.read_toml`);
 * ``durations.json``: how long each exercise took in recent gradings (:func:`durations`), for
-  the order they start in.
+  the order they start in;
+* ``timing-cases.json``: which candidate input size each timed exercise chose when it last timed
+  them all on this machine (:func:`timing_cases`): the only ones its jobs prepare and time since.
 
 JAX still reports a program loaded from a cache as a backend compile, so compile
 counts stay exact. Each folder is pruned to :data:`MAX_CACHE_BYTES` after a grading.
@@ -94,41 +96,69 @@ def outcomes_dir() -> Path | None:
 def durations(chapter: str) -> dict[str, float]:
     """Each exercise's wall seconds in recent gradings of ``chapter`` (:func:`keep_durations`), for the order
     the exercises start in (:func:`grader.scheduling.run_all`); empty when none are kept."""
-    import json
-
-    try:
-        found = json.loads((root() / DURATIONS).read_text(encoding="utf-8")).get(chapter, {})
-    except (OSError, ValueError, AttributeError):
-        return {}
+    found = _kept(DURATIONS).get(chapter, {})
     return {k: float(v) for k, v in found.items() if isinstance(k, str) and isinstance(v, (int, float))} \
         if isinstance(found, dict) else {}
 
 
 def keep_durations(chapter: str, seconds: dict[str, float]) -> None:
     """Fold this grading's wall seconds by exercise into those kept (half the old figure, half the new)."""
-    import json
-
-    path = root() / DURATIONS
-    try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-        kept = kept if isinstance(kept, dict) else {}
-    except (OSError, ValueError):
-        kept = {}
+    kept = _kept(DURATIONS)
     mine = {**durations(chapter)}
     for exercise, value in seconds.items():
         mine[exercise] = round(value if exercise not in mine else (mine[exercise] + value) / 2, 3)
     kept[chapter] = mine
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{DURATIONS}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:  # a read-only cache: no order kept, no harm
-        pass
+    _keep(DURATIONS, kept)
 
 
 #: the file of :func:`durations`, in the cache's root
 DURATIONS = "durations.json"
+
+
+def timing_cases(chapter: str, exercise: str) -> dict | None:
+    """The cases a timed exercise of ``chapter`` chose when it last timed every candidate on this machine
+    (:func:`keep_timing_cases`): ``{"cases": [...], "device": {...}}``, or ``None``."""
+    found = _kept(TIMING_CASES).get(chapter, {}).get(exercise)
+    return found if isinstance(found, dict) and isinstance(found.get("cases"), list) else None
+
+
+def keep_timing_cases(chapter: str, exercise: str, entry: dict | None) -> None:
+    """Keep (``entry``) or forget (``None``) what :func:`timing_cases` gives."""
+    kept = _kept(TIMING_CASES)
+    mine = kept.get(chapter) if isinstance(kept.get(chapter), dict) else {}
+    if entry is None:
+        mine.pop(exercise, None)
+    else:
+        mine[exercise] = entry
+    kept[chapter] = mine
+    _keep(TIMING_CASES, kept)
+
+
+#: the file of :func:`timing_cases`, in the cache's root
+TIMING_CASES = "timing-cases.json"
+
+
+def _kept(name: str) -> dict:
+    import json
+
+    try:
+        kept = json.loads((root() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _keep(name: str, data: dict) -> None:
+    import json
+
+    path = root() / name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache: nothing kept, no harm
+        pass
 
 
 #: the most a compilation cache keeps; the oldest programs go first

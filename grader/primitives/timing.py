@@ -106,6 +106,16 @@ def pin_to_one_cpu() -> int | None:
 
 #: the record a timing probe makes once it is ready to serve requests (its cases, its CPU)
 READY = "timing/ready"
+#: in what a timed exercise's jobs are sent: the only cases (``function/size``) its probe prepares, the
+#: ones chosen when every candidate was last timed on this machine (absent: every candidate;
+#: :func:`grader.store.timing_cases`)
+PREPARE = "timing/prepare"
+
+
+def prepares(inputs: dict, case: str) -> bool:
+    """Whether a probe prepares ``case`` (:data:`PREPARE`)."""
+    wanted = inputs.get(PREPARE)
+    return not isinstance(wanted, list) or case in wanted
 
 
 def serve_timing(ctx: ProbeContext, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
