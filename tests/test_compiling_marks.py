@@ -166,3 +166,36 @@ def test_after_a_program_waited_for_the_next_miss_looks_a_little_longer_for_its_
     started = time.monotonic()
     assert student.get("c") is None  # once: a miss after a miss does not look longer
     assert student.get("d") is None and time.monotonic() - started < FOLLOW_S + 0.05
+
+
+_CALLBACK = """
+    import os, sys, numpy as np, jax, jax.numpy as jnp
+    from grader import store
+    from grader.child import jax_setup
+    jax_setup.use_compile_caches(sys.argv[1], [], mark_compiles=True)
+    jax_setup.name_free_cache_keys()
+    def debug_norm(x):
+        norm = jnp.linalg.norm(x)
+        jax.debug.print("norm={}", norm)
+        return x / norm
+    def plain(x):
+        return x / jnp.linalg.norm(x)
+    x = np.linspace(1.0, 2.0, 16, dtype=np.float32)
+    for fn in (debug_norm, plain):
+        np.asarray(jax.jit(fn)(x))
+        marks = [n for n in os.listdir(sys.argv[1]) if n.endswith(store.COMPILING)]
+        programs = [n for n in os.listdir(sys.argv[1]) if n.endswith("-cache")]
+        print(fn.__name__, len(marks), len(programs))
+"""
+
+
+def test_a_program_jax_never_writes_is_never_marked(tmp_path):
+    """JAX looks a program with a host callback up in the cache, compiles it and does not write it
+    (jax/_src/compiler.py, _cache_write: "Not writing persistent cache entry ... because it uses host
+    callbacks"): marked, it would keep a student's job lowering the same waiting for nothing."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_CALLBACK), str(tmp_path)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict((line.split()[0], line.split()[1:]) for line in done.stdout.splitlines() if line.split())
+    assert lines["debug_norm"] == ["0", "0"]  # neither marked nor written
+    assert lines["plain"] == ["0", "1"]  # written, its mark gone

@@ -7,6 +7,7 @@ lowered, compiled and counted, and the same tracebacks are raised.
 from __future__ import annotations
 
 import os
+import threading
 
 
 def prepare_host() -> None:
@@ -43,6 +44,8 @@ def use_compile_caches(own: str | None, read: list[str], *, mark_compiles: bool 
             compilation_cache._cache = TieredCache(own, read, mark_compiles=mark_compiles)
             compilation_cache._cache_initialized = True
         cache = compilation_cache._cache
+    if isinstance(cache, TieredCache) and cache.marking:
+        _mark_only_what_is_written(cache)
     if isinstance(cache, TieredCache) and cache.own is None:
         # nothing can be written (a batch's student): JAX would serialize and compress every program
         # it compiles for a write that is dropped; it writes only what took at least this long
@@ -51,6 +54,28 @@ def use_compile_caches(own: str | None, read: list[str], *, mark_compiles: bool 
 
 #: a compile time no program reaches: a job whose cache is read-only has JAX write nothing
 NEVER_WRITE_S = 1e9
+
+
+def _mark_only_what_is_written(cache: "TieredCache") -> None:
+    """JAX looks a program with host callbacks (``jax.debug.print``) up in the cache, then compiles it
+    and never writes it (``jax._src.compiler._cache_write``): no mark for such a program, or a student's
+    job lowering the same would wait for a program that never comes."""
+    from jax._src import compiler
+
+    compile_or_get_cached = getattr(compiler, "compile_or_get_cached", None)
+    if compile_or_get_cached is None or getattr(compile_or_get_cached, "marks", False):
+        return
+
+    def marking_only_cacheable(backend, computation, devices, compile_options, host_callbacks, *args, **kwargs):
+        cache.unwritten.active = bool(host_callbacks)
+        try:
+            return compile_or_get_cached(backend, computation, devices, compile_options, host_callbacks,
+                                         *args, **kwargs)
+        finally:
+            cache.unwritten.active = False
+
+    marking_only_cacheable.marks = True  # type: ignore[attr-defined]
+    compiler.compile_or_get_cached = marking_only_cacheable
 
 
 class TieredCache:
@@ -83,13 +108,16 @@ class TieredCache:
         self.marks: set[str] = set()
         #: the last program this job looked for was one it waited for (:meth:`_wait_for`)
         self.following = False
+        #: ``active`` while JAX looks up a program it will not write (:func:`_mark_only_what_is_written`)
+        self.unwritten = threading.local()
 
     def get(self, key: str) -> bytes | None:
         found = self._read(key, self.folders)
         if found is not None:
             return found
         if self.marking:
-            self._mark(key)
+            if not getattr(self.unwritten, "active", False):
+                self._mark(key)
             return None
         return self._wait_for(key)
 
