@@ -97,12 +97,17 @@ def own_work(folder: Path) -> Path:
 
 
 def built_copy(built: Path, target: Path) -> Path:
-    """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML), and nothing graded."""
+    """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML, the timed exercises'
+    chosen cases), and nothing graded."""
     shutil.rmtree(target, ignore_errors=True)
     for sub in built.iterdir():  # jaxlib-X
         for part in ("xla/reference", "toml", "built"):
             if (sub / part).exists():
                 shutil.copytree(sub / part, target / sub.name / part)
+        for part in ("timing-cases.json",):
+            if (sub / part).exists():
+                (target / sub.name).mkdir(parents=True, exist_ok=True)
+                shutil.copy(sub / part, target / sub.name / part)
     return target
 
 

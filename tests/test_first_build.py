@@ -28,6 +28,9 @@ def test_the_first_grading_on_a_machine_builds_the_programs_once(tmp_path):
     assert built["score"] == built["max_score"] and built["programs"] > 20, built
     programs = list((tmp_path / "cache").glob("jaxlib-*/xla/reference/*-cache"))
     assert len(programs) == built["programs"]
+    # the reference's grading timed every candidate size of ex06: the one chosen is kept for the next
+    (cases,) = list((tmp_path / "cache").glob("jaxlib-*/timing-cases.json"))
+    assert json.loads(cases.read_text())["ch4"]["ex06_speedup"]["cases"]
     assert "0 / 80" in first.stdout  # the stubs' grading itself, after the build
     second = _grade(tmp_path, {})
     assert "First grading" not in second.stderr and "Built " not in second.stderr
