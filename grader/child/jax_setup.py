@@ -204,17 +204,16 @@ class TieredCache:
     def _unmark(self, key: str) -> None:
         from grader.store import COMPILING
 
-        mark = os.path.join(self.own, key + COMPILING) if self.own else None
-        if mark in self.marks:
-            self.marks.discard(mark)
-            try:
-                os.unlink(mark)
-            except OSError:
-                pass
+        if self.own:
+            self._drop(os.path.join(self.own, key + COMPILING))
 
     def unmark(self) -> None:
         """Remove every mark this job still holds (its end: a program it never wrote is not on its way)."""
         for mark in list(self.marks):
+            self._drop(mark)
+
+    def _drop(self, mark: str) -> None:
+        if mark in self.marks:
             self.marks.discard(mark)
             try:
                 os.unlink(mark)
