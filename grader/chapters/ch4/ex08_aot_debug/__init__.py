@@ -148,12 +148,13 @@ def probe(ctx) -> None:
     from grader.child.probe import FAILED
 
     inp = ctx.inputs
-    flops = list(enumerate(zip(flop_functions(inp["flops"]), inp["flops_args"])))
-    if ctx.side == "reference":  # their shapes are drawn per seed: first, so that the student's job, which calls
-        # flops_of last, finds each program compiled or being compiled (grader.child.jax_setup.TieredCache)
-        flops, first = [], flops
-        for i, (fn, args) in first:
+
+    def flops_of() -> None:
+        for i, (fn, args) in enumerate(zip(flop_functions(inp["flops"]), inp["flops_args"])):
             ctx.call(KEYS.flops(i=i), "flops_of", fn, *put(args))
+
+    if ctx.side == "reference":  # their shapes are drawn per seed: first, so that the student's job, which calls
+        flops_of()  # flops_of last, finds each program compiled or being compiled (grader.child.jax_setup.TieredCache)
     plain = lambda x, y: jnp.tanh(x) @ y + 1.0  # noqa: E731
     jitted = jax.jit(lambda x, y: jnp.sin(x) * y.sum())
     for label, fn in (("plain", plain), ("jitted", jitted)):
@@ -171,8 +172,8 @@ def probe(ctx) -> None:
     hidden = hidden_functions(inp["hidden"])
     for i, (fn, args) in enumerate(zip(hidden, inp["hidden_args"])):
         ctx.call(KEYS.counts(i=i), "count_primitives", fn, *put(args))
-    for i, (fn, args) in flops:
-        ctx.call(KEYS.flops(i=i), "flops_of", fn, *put(args))
+    if ctx.side != "reference":
+        flops_of()
 
 
 # =========================================================================== checks (grader)
