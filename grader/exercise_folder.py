@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from grader.checks import CheckFn, declared_checks
+from grader.child import quick_compile
 from grader.i18n import LANGS, Bilingual, Text
 from grader.results import CATEGORIES
 
@@ -113,6 +114,9 @@ class ExerciseSpec:
     preload: tuple[str, ...] = ()
     #: run JAX's CPU client with synchronous dispatch in this exercise's jobs (timing)
     sync_cpu_dispatch: bool = False
+    #: compile this exercise's programs with XLA's classic CPU emitters (same values, less CPU:
+    #: :mod:`grader.child.quick_compile`); by default, unless the exercise times what it compiles
+    quick_compile: bool = False
     #: the bar of a speed-up check: this fraction of the reference's gain (``speedup - 1``)
     speedup_fraction: float = 0.5
     #: a course release's preview has no reference to measure: the speed-up over the
@@ -172,7 +176,7 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 
 #: an exercise's settings in its exercise.toml, and their types
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
-             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float}
+             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
 #: a check's keys of an earlier layout, and what they are now
@@ -227,6 +231,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         seed_salt=int(data.get("seed_salt", zlib.crc32(ex_id.encode()))),
         preload=tuple(data.get("preload", ())),
         sync_cpu_dispatch=bool(data.get("sync_cpu_dispatch", False)),
+        quick_compile=quick_compile.setting(data, bool(data.get("timed", False)), {c.category for c in checks}),
         speedup_fraction=float(data.get("speedup_fraction", 0.5)),
         release_speedup_bar=_speedup_bars(release_bar, data, folder),
         error_sections={"": sections[section], **error_sections},

@@ -102,13 +102,18 @@ BUILD_ENV = "GRADER_BUILD"
 
 def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     """Where a machine notes that ``chapter``'s programs were built (or could not be): in the cache of this
-    JAX version, keyed by the reference's code (new solutions are built again) and by how programs are keyed
-    (programs kept under another kind of key are built again)."""
+    JAX version, keyed by the reference's code (new solutions are built again), by how programs are keyed
+    and by which exercises compile with which options (programs kept otherwise are built again)."""
+    import hashlib
+
     from grader.child.jax_setup import KEYS
+    from grader.child.quick_compile import QUICK
     from grader.outcomes import folder_digest
 
     digest = folder_digest(Path(reference_dir or chapter.solutions))[:16]
-    return store.root() / "built" / f"{chapter.id}-{digest}-{KEYS}.json"
+    compiled = repr((QUICK, sorted(ex.id for ex in chapter.exercises if ex.quick_compile)))
+    options = hashlib.sha256(compiled.encode()).hexdigest()[:8]
+    return store.root() / "built" / f"{chapter.id}-{digest}-{KEYS}-{options}.json"
 
 
 def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | None:

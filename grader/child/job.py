@@ -175,6 +175,8 @@ class _JaxWork:
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(self.EVENTS.values(), 0.0)
         self.programs = self.loaded = 0
+        #: 1 where this job compiles quickly (:mod:`grader.child.quick_compile`)
+        self.quick = 0
         try:
             import jax.monitoring
 
@@ -197,7 +199,7 @@ class _JaxWork:
             from grader.child.compiler import SERVED
 
             return {"cpu_s": _cpu(), "programs": int(self.programs), "loaded": int(self.loaded), "served": SERVED[0],
-                    **{k: round(float(v), 4) for k, v in self.seconds.items()}}
+                    "quick": self.quick, **{k: round(float(v), 4) for k, v in self.seconds.items()}}
         except Exception:  # noqa: BLE001 - figures for the timings only: a job never fails on them
             return {}
 
@@ -235,6 +237,10 @@ def _run(order: dict, sock: socket.socket) -> None:
         return
     if options.get("class_compiler"):
         compiler.route_compiles(channel)
+    if options.get("quick_compile") and env["backend"] == "cpu":
+        from grader.child.quick_compile import quick_compiles
+
+        work.quick = int(quick_compiles())
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare
