@@ -56,7 +56,9 @@ def inputs(rng: np.random.Generator) -> dict:
         "counts": [[0, 3], [int(rng.integers(2, 4)), int(rng.integers(2, 5))]],
         "eager_factor": float(rng.uniform(2.5, 4.0)),
         "matrix_seed": int(rng.integers(0, 2**31 - 1)),
-        "jax_min_s": 0.004,
+        # the real jitted function's fastest call: 2 ms, some 40 times what a harness that does not wait
+        # measures (JAX's dispatch), and half the CPU of the 4 ms it was (every call, the grader's too)
+        "jax_min_s": 0.002,
     }
 
 
@@ -104,7 +106,7 @@ def probe(ctx) -> None:
     for name in ("waits", "warmup", "median", *(f"count{i}" for i in range(len(inp["counts"])))):
         run(name)
 
-    # a real jitted function on JAX's asynchronous dispatch, sized to take a few milliseconds
+    # a real jitted function on JAX's asynchronous dispatch, sized to take a couple of milliseconds
     if not ctx.attempted("time_call", lambda: None, warmup=0, iters=1):
         ctx.record(KEYS.result(run="jax"), {"status": "not_attempted", "function": "time_call"})
         ctx.record(KEYS.truth(run="jax"), {})
