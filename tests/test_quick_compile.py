@@ -51,6 +51,13 @@ _SCRIPT = """
         assert quick_compile.quick_compiles()
     elif mode == "unknown":
         assert quick_compile.quick_compiles((("xla_cpu_no_such_option_anywhere", False),))
+    if mode == "quick":  # an option of the student's own that XLA refuses: their error, raised, and quick stays on
+        try:
+            jax.jit(lambda v: v + 1).lower(np.float32(1)).compile({"xla_cpu_students_own_typo": True})
+            raise SystemExit("a student's unknown option was not refused")
+        except jax.errors.JaxRuntimeError as exc:
+            assert "xla_cpu_students_own_typo" in str(exc)
+        seen.clear()
     rng = np.random.default_rng(4)
     x = rng.normal(size=(50, 30)).astype(np.float32)
     w = rng.normal(size=(30, 20)).astype(np.float32)
