@@ -175,24 +175,31 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
     and every stale mark of a compile (:data:`COMPILING`: a job ended before it wrote its program)."""
     import time
 
+    files = []  # (last use, size, last change, path): one stat a file (a cache holds thousands)
     try:
-        files = [(entry.stat().st_atime, entry.stat().st_size, entry) for entry in folder.iterdir() if entry.is_file()]
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        info = entry.stat(follow_symlinks=False)
+                        files.append((info.st_atime, info.st_size, info.st_mtime, entry.path))
+                except OSError:
+                    continue
     except OSError:
         return
     stale = time.time() - COMPILING_FRESH_S
-    for _, _, entry in files:
-        if entry.name.endswith(COMPILING):
+    for _, _, changed, path in files:
+        if path.endswith(COMPILING) and changed < stale:
             try:
-                if entry.stat().st_mtime < stale:
-                    entry.unlink()
+                os.unlink(path)
             except OSError:
                 continue
-    total = sum(size for _, size, _ in files)
-    for _, size, entry in sorted(files, key=lambda item: item[0]):
+    total = sum(size for _, size, _, _ in files)
+    for _, size, _, path in sorted(files):
         if total <= limit:
             return
         try:
-            entry.unlink()
+            os.unlink(path)
             total -= size
         except OSError:
             continue
