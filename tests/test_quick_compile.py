@@ -3,10 +3,13 @@
 same cost analysis, keyed apart from programs compiled the default way; what is timed is
 compiled as JAX compiles it by default; a jaxlib that does not know the option compiles without it.
 
-XLA's CPU compiler reads the option as one of the compiler's options a compile is given
-(``CompileOptions.env_option_overrides``, applied by PJRT's ``ApplyAllOptionOverrides``; the
-name is a field of ``xla.DebugOptions``, xla/xla.proto ``xla_cpu_use_fusion_emitters``), and
-JAX hashes those options into a program's cache key (``jax/_src/cache_key.py``,
+XLA's CPU compiler reads the option from the module's ``DebugOptions``
+(openxla/xla ``xla/service/cpu/cpu_compiler.cc``: ``CpuCompiler::RunHloPassesThroughLayoutAssn``
+and ``RunHloPassesAfterLayoutAssn`` read ``debug_options().xla_cpu_use_fusion_emitters()``;
+without the emitters a scatter is expanded into a loop, and a fusion is emitted as LLVM IR); a
+compile is given it among its options (``CompileOptions.env_option_overrides``, which XLA
+refuses by name when it does not know it: "No such compile option"), and JAX hashes those
+options into a program's cache key (``jax/_src/cache_key.py``,
 ``_hash_serialized_compile_options``). JAX makes the options for every compile in
 ``jax/_src/compiler.py`` ``get_compile_options`` and hands them to ``compile_or_get_cached``,
 which the job wraps.
