@@ -56,26 +56,42 @@ def use_compile_caches(own: str | None, read: list[str], *, mark_compiles: bool 
 NEVER_WRITE_S = 1e9
 
 
+def around_compiles(marker: str, make) -> bool:
+    """Put ``make(compile_or_get_cached)`` in place of JAX's ``jax._src.compiler.compile_or_get_cached``,
+    through which every program a job compiles or loads goes; once per ``marker`` (a second call is a
+    no-op). ``False`` where JAX has no such function (nothing is changed)."""
+    try:
+        from jax._src import compiler
+    except ImportError:
+        return False
+    inner = getattr(compiler, "compile_or_get_cached", None)
+    if inner is None:
+        return False
+    done = getattr(inner, "wrapped_for", ())
+    if marker not in done:
+        outer = make(inner)
+        outer.wrapped_for = (*done, marker)
+        compiler.compile_or_get_cached = outer
+    return True
+
+
 def _mark_only_what_is_written(cache: "TieredCache") -> None:
     """JAX looks a program with host callbacks (``jax.debug.print``) up in the cache, then compiles it
     and never writes it (``jax._src.compiler._cache_write``): no mark for such a program, or a student's
     job lowering the same would wait for a program that never comes."""
-    from jax._src import compiler
 
-    compile_or_get_cached = getattr(compiler, "compile_or_get_cached", None)
-    if compile_or_get_cached is None or getattr(compile_or_get_cached, "marks", False):
-        return
+    def make(compile_or_get_cached):
+        def marking_only_cacheable(backend, computation, devices, compile_options, host_callbacks, *args, **kwargs):
+            cache.unwritten.active = bool(host_callbacks)
+            try:
+                return compile_or_get_cached(backend, computation, devices, compile_options, host_callbacks,
+                                             *args, **kwargs)
+            finally:
+                cache.unwritten.active = False
 
-    def marking_only_cacheable(backend, computation, devices, compile_options, host_callbacks, *args, **kwargs):
-        cache.unwritten.active = bool(host_callbacks)
-        try:
-            return compile_or_get_cached(backend, computation, devices, compile_options, host_callbacks,
-                                         *args, **kwargs)
-        finally:
-            cache.unwritten.active = False
+        return marking_only_cacheable
 
-    marking_only_cacheable.marks = True  # type: ignore[attr-defined]
-    compiler.compile_or_get_cached = marking_only_cacheable
+    around_compiles("marks", make)
 
 
 class TieredCache:

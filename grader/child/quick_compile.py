@@ -36,47 +36,37 @@ UNKNOWN = "No such compile option"
 def quick_compiles(options: tuple = QUICK) -> bool:
     """Compile every program of this job with ``options`` added (see the module); ``False`` where JAX
     has no such place to hook (programs are compiled as before)."""
-    try:
-        from jax._src import compiler
-    except ImportError:
-        return False
-    compile_or_get_cached = getattr(compiler, "compile_or_get_cached", None)
-    if compile_or_get_cached is None:
-        return False
-    if getattr(compile_or_get_cached, "quick", False):
-        return True
+    from grader.child.jax_setup import around_compiles, unmark_compiles
+    from grader.trusted import safe_str
+
     known = [True]
 
-    def quickly(backend, computation, devices, compile_options, *args, **kwargs):
-        before = list(getattr(compile_options, "env_option_overrides", None) or [])
-        named = {str(name) for name, _ in before}
-        added = [(name, value) for name, value in options if name not in named]
-        if not known[0] or not added or not hasattr(compile_options, "env_option_overrides"):
-            return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
-        compile_options.env_option_overrides = before + added
-        try:
-            return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - told apart below: only an unknown option of ours is ours
-            said = _said(exc)
-            if UNKNOWN not in said or not any(name in said for name, _ in added):
-                raise  # the program's own error, or an option the student's code gave
-            known[0] = False
-            compile_options.env_option_overrides = before
-            from grader.child.jax_setup import unmark_compiles
+    def make(compile_or_get_cached):
+        def quickly(backend, computation, devices, compile_options, *args, **kwargs):
+            if not known[0] or not hasattr(compile_options, "env_option_overrides"):
+                return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
+            before = list(compile_options.env_option_overrides or [])
+            named = {str(name) for name, _ in before}
+            added = [(name, value) for name, value in options if name not in named]
+            compile_options.env_option_overrides = before + added
+            try:
+                return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - told apart below: only an unknown option of ours is ours
+                said = safe_str(exc)
+                if not added or UNKNOWN not in said or not any(name in said for name, _ in added):
+                    raise  # the program's own error, or an option the student's code gave
+                known[0] = False
+                compile_options.env_option_overrides = before
+                unmark_compiles()  # the reference's mark of the program under the key it will never have
+                return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
 
-            unmark_compiles()  # the reference's mark of the program under the key it will never have
-            return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
+        return quickly
 
-    quickly.quick = True  # type: ignore[attr-defined]
-    compiler.compile_or_get_cached = quickly
-    return True
+    return around_compiles("quick", make)
 
 
-def _said(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001 - an exception whose message cannot be made is not the one looked for
-        return ""
+#: the categories of checks whose verdicts rest on timing what was compiled
+TIMED_CATEGORIES = frozenset({"speedup", "harness"})
 
 
 def setting(data: dict, timed: bool, categories: set[str]) -> bool:
@@ -86,6 +76,3 @@ def setting(data: dict, timed: bool, categories: set[str]) -> bool:
         return bool(data["quick_compile"])
     return not timed and not categories & TIMED_CATEGORIES
 
-
-#: the categories of checks whose verdicts rest on timing what was compiled
-TIMED_CATEGORIES = frozenset({"speedup", "harness"})
