@@ -10,7 +10,6 @@ Timed exercises never come from here: their timings must be measured in the same
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -87,7 +86,7 @@ class ReferenceCache:
         path = self._path(key)
         try:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(wire.encode(dataclasses.asdict(outcome))), encoding="utf-8")
+            tmp.write_text(json.dumps(wire.encode(outcome.fields())), encoding="utf-8")
             os.replace(tmp, path)
         except (OSError, TypeError, ValueError) as exc:  # a full disk, an odd value: no cache, no harm
             log.warning("could not keep the reference outcome: %s", exc)

@@ -69,7 +69,7 @@ def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
     """Run the reference once for the class: ``{"digest": ..., "seed": ..., "outcomes": {id: data}}``."""
     outcomes = reference_outcomes(chapter, seed, options)
     return {"digest": outcomes_digest(chapter, options.reference_dir), "seed": seed,
-            "outcomes": {ex_id: wire.encode(dataclasses.asdict(outcome)) for ex_id, outcome in outcomes.items()}}
+            "outcomes": {ex_id: wire.encode(outcome.fields()) for ex_id, outcome in outcomes.items()}}
 
 
 def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir: Path | None) -> tuple[ReferenceCache, bool]:

@@ -12,8 +12,11 @@ import threading
 
 def prepare_host() -> None:
     """What a host does once, after its imports and before its first fork, so that no job does it."""
+    from grader.child import platforms
+
     premake_mlir_context()
-    find_no_plugins()
+    if platforms.find_no_plugins():
+        platforms.cpu_alone()
     cache_traceback_filter()
 
 
@@ -410,25 +413,3 @@ def cache_traceback_filter() -> bool:
     include_filename.remembers = True
     traceback_util.include_filename = include_filename
     return True
-
-
-def find_no_plugins() -> bool:
-    """In a host, before it forks: where no PJRT plugin is installed (no ``jax_plugins`` module, no entry
-    point of that group: a CPU-only JAX), look for them once here, so that no job does.
-
-    Every process's first backend starts by scanning the entry points of every installed
-    distribution for plugins (about 10 ms of a job's CPU here); with none found that scan
-    loads nothing and starts nothing, so forking after it is as safe as before. Where a
-    plugin is installed (a GPU's) nothing is done here: loading it is left to each job.
-    ``True`` when the scan was done here."""
-    try:
-        from importlib import metadata
-
-        from jax._src import xla_bridge
-
-        if getattr(xla_bridge, "jax_plugins", None) is not None or metadata.entry_points(group="jax_plugins"):
-            return False
-        xla_bridge._discover_and_register_pjrt_plugins()
-        return True
-    except (ImportError, AttributeError, TypeError):
-        return False

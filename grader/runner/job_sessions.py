@@ -148,9 +148,11 @@ class JobSession:
         self._started = time.monotonic()
         self.deadline = self._started + self.timeout_s
         jobs = host.scratch / "jobs"
+        # what the job may write: its folder, and what it adds to its side's compilation cache (the
+        # reference's is not counted: it runs no untrusted code, and its cache holds every program built)
+        self._cache_counted = host.compile_cache is not None and host.side != "reference"
         self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=jobs))
-        # what the job may write: its folder, and what it adds to its side's compilation cache
-        self._cache_at_start = disk_usage(host.compile_cache) if host.compile_cache else 0
+        self._cache_at_start = disk_usage(host.compile_cache) if self._cache_counted else 0
         output_dir = host.scratch / "output"
         output_dir.mkdir(exist_ok=True)
         self._output = output_dir / f"{self.name}.txt"
@@ -335,7 +337,7 @@ class JobSession:
             return False
         self._disk_checked = now
         used = disk_usage(self._workdir)
-        if self.host.compile_cache is not None:
+        if self._cache_counted:
             used += max(0, disk_usage(self.host.compile_cache) - self._cache_at_start)
         if used > self.host.limits.disk_bytes:
             self._end("disk_limit", {"disk_bytes": used, "limit": self.host.limits.disk_bytes})

@@ -3,7 +3,7 @@
 :class:`grader.outcomes.ReferenceCache`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -50,6 +50,11 @@ class JobOutcome:
     #: from the persistent cache; ``programs``: how many, of which ``loaded`` from the cache);
     #: ``total_cpu_s``: the kernel's count, from the host; ``kept_uses``: a kept job's (:mod:`grader.runner.kept`)
     work: dict = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """Its fields by name, the values themselves (:func:`dataclasses.asdict` would copy every record's
+        arrays first, for :func:`grader.wire.encode` to read them once)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def attempted(self) -> bool:
         """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
