@@ -29,11 +29,9 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
     as it comes (an untimed one that hangs holds back no other's: its progress shows, Ctrl-C keeps
     it); ``at_once``: how many untimed ones at once (``None``: the cores, and one more);
     ``prepare(ex)`` starts a timed exercise's jobs early; ``expected``: seconds by exercise id."""
-    pool = ThreadPoolExecutor(max_workers=at_once or (os.cpu_count() or 1) + 1)
-    expected = expected or {}
+    pool = ThreadPoolExecutor(max_workers=at_once or at_once_default())
     try:
-        plain = sorted((ex for ex in exercises if not ex.timed),
-                       key=lambda ex: (-expected.get(ex.id, 0.0), -ex.timeout_s))
+        plain = longest_first([ex for ex in exercises if not ex.timed], expected or {})
         timed = [ex for ex in exercises if ex.timed]
         running = {pool.submit(grade, ex): ex for ex in plain}
         for ex in timed if prepare is not None else ():
@@ -47,3 +45,14 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def at_once_default() -> int:
+    """How many untimed exercises run side by side: the cores, and one more (see the module)."""
+    return (os.cpu_count() or 1) + 1
+
+
+def longest_first(exercises: list[ExerciseSpec], expected: dict[str, float]) -> list[ExerciseSpec]:
+    """``exercises`` in the order they start: the longest by the wall seconds they took when last graded
+    (``expected``), else by their limit."""
+    return sorted(exercises, key=lambda ex: (-expected.get(ex.id, 0.0), -ex.timeout_s))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
@@ -42,23 +43,41 @@ def reference_host(chapter: Chapter, reference_dir: Path, scratch: Path, *, limi
 def reference_jobs(chapter: Chapter, exercises: list[ExerciseSpec], run: Callable[[HostProcess, ExerciseSpec], Ran],
                    *, reference_dir: Path, at_once: int, scratch_root: Path | None = None,
                    limits: Limits | None = None, compile_cache: Path | None = None,
-                   prefix: str = "grade-reference-") -> dict[str, Ran]:
+                   prefix: str = "grade-reference-", warm_up: list[ExerciseSpec] = ()) -> dict[str, Ran]:
     """``run(host, ex)`` for each of ``exercises`` (the reference's job of each, run as its caller says) on a
     reference host of their own, ``at_once`` at a time and a timed exercise alone after them, as a
-    grading runs them; what each gave, by exercise id. The host and its scratch are gone after."""
+    grading runs them; what each gave, by exercise id. The host and its scratch are gone after.
+
+    ``warm_up``: exercises run only for the programs their jobs leave in ``compile_cache``, started
+    first and not waited for (a timing harness's job mostly sleeps in its instruments): this returns
+    once ``exercises`` are done, and the host stops in a thread of its own when the warm-ups end."""
     scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root))
     os.chmod(scratch, 0o755)
     host = reference_host(chapter, reference_dir, scratch, limits=limits, compile_cache=compile_cache)
     pool = ThreadPoolExecutor(max_workers=max(1, at_once))
-    try:
-        host.start()
-        untimed = [ex for ex in exercises if not ex.timed]
-        ran = dict(zip([ex.id for ex in untimed], pool.map(lambda ex: run(host, ex), untimed)))
-        ran.update({ex.id: run(host, ex) for ex in exercises if ex.timed})
-    finally:
+
+    def finish() -> None:
         pool.shutdown(wait=True, cancel_futures=True)
         host.stop()
         if host.compile_cache is not None:
             store.prune(host.compile_cache)
         shutil.rmtree(scratch, ignore_errors=True)
+
+    warming: list = []
+    try:
+        host.start()
+        warming = [pool.submit(run, host, ex) for ex in warm_up]
+        untimed = [ex for ex in exercises if not ex.timed]
+        ran = dict(zip([ex.id for ex in untimed], pool.map(lambda ex: run(host, ex), untimed)))
+        timed = [ex for ex in exercises if ex.timed]
+        if timed:  # alone on the machine: after the warm-ups too
+            wait(warming)
+        ran.update({ex.id: run(host, ex) for ex in timed})
+    except BaseException:
+        finish()
+        raise
+    if any(not future.done() for future in warming):
+        threading.Thread(target=finish, name="reference-warm-up").start()  # joined at exit: not a daemon
+    else:
+        finish()
     return {ex.id: ran[ex.id] for ex in exercises}
