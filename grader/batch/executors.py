@@ -51,6 +51,7 @@ class LocalExecutor:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._left = 0  # students not yet handed to a worker
 
     def describe(self) -> str:
         return f"local, -j {self.jobs}"
@@ -67,6 +68,7 @@ class LocalExecutor:
     def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
             on_result: OnResult) -> None:
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="batch")
+        self._left = len(tasks)
         futures = {pool.submit(self._one, payload, reference, timeout_s): name for name, payload in tasks}
         try:
             for future in as_completed(futures):
@@ -80,6 +82,8 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            for worker in self._workers:  # all told first: each stops its hosts while the others do
+                worker.let_go()
             for worker in self._workers:
                 worker.close()
 
@@ -96,7 +100,15 @@ class LocalExecutor:
             self._local.worker = worker
             if self._stopping.is_set():
                 worker.interrupt()
-        return worker.grade(payload, reference, timeout_s=timeout_s)
+        with self._lock:
+            self._left -= 1
+        try:
+            return worker.grade(payload, reference, timeout_s=timeout_s)
+        finally:
+            with self._lock:
+                last = self._left == 0
+            if last:  # no student left for it: it stops its hosts while the others grade their last
+                worker.let_go()
 
 
 class DaskExecutor:

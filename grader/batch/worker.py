@@ -305,6 +305,14 @@ class WorkerProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def let_go(self) -> None:
+        """Tell the worker to finish (it stops its hosts and exits), without waiting: :meth:`close` waits."""
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
     def close(self) -> None:
         """Let the worker finish and exit (it stops its hosts); kill it if it does not."""
         proc, self.proc = self.proc, None
