@@ -75,4 +75,3 @@ def setting(data: dict, timed: bool, categories: set[str]) -> bool:
     if "quick_compile" in data:
         return bool(data["quick_compile"])
     return not timed and not categories & TIMED_CATEGORIES
-

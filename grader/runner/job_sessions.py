@@ -147,11 +147,9 @@ class JobSession:
             return False
         self._started = time.monotonic()
         self.deadline = self._started + self.timeout_s
-        jobs = host.scratch / "jobs"
-        # what the job may write: its folder, and what it adds to its side's compilation cache (the
-        # reference's is not counted: it runs no untrusted code, and its cache holds every program built)
+        # what the job may write: its folder and its side's cache's growth (the trusted reference's not counted)
         self._cache_counted = host.compile_cache is not None and host.side != "reference"
-        self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=jobs))
+        self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.exercise}-", dir=host.scratch / "jobs"))
         self._cache_at_start = disk_usage(host.compile_cache) if self._cache_counted else 0
         output_dir = host.scratch / "output"
         output_dir.mkdir(exist_ok=True)
