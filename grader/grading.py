@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import secrets
 import shutil
 import tempfile
 import threading
@@ -22,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from grader import store, submission as submissions
+from grader import ahead, store, submission as submissions
+from grader.ahead import new_seed
 from grader.chapter import ExerciseSpec, UnknownExercise
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
@@ -82,6 +82,10 @@ class GradeOptions:
     #: the reference's host is theirs, the student's is forked from their template; ``None``: this
     #: grading starts its own
     hosts: "WarmHosts | None" = None
+    #: how many seeds to keep drawn ahead (:mod:`grader.ahead`): a grading without ``seed`` takes the
+    #: first as its own, and its reference jobs compute the outcomes of the others; 0 (a batch's, a
+    #: Gradescope submission's): none
+    ahead: int = 0
 
 
 @dataclass
@@ -112,10 +116,6 @@ class Interrupted(Exception):
         super().__init__("interrupted")
         self.report = report
         self.pending = pending
-
-
-def new_seed() -> int:
-    return secrets.randbelow(2**31 - 1) + 1
 
 
 def _code_notes(sub: submissions.Submission, chapter) -> dict:
@@ -158,9 +158,12 @@ class Grading:
         self.records = preview_records(self.chapter, options)
         if self.records is not None:  # a preview: the records answer for their public seed only
             options = self.options = replace(options, seed=self.records.seed, preview=self.records)
-        self.seed = options.seed if options.seed is not None else new_seed()
         self.references = options.reference_cache or \
             ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
+        taken, self.ahead = None, []
+        if options.ahead and self.records is None and self.references.folder is not None:
+            taken, self.ahead = ahead.draw(self.chapter.id, options.ahead, take=options.seed is None)
+        self.seed = options.seed if options.seed is not None else taken or new_seed()
         self.plan = sandboxes.plan(options.sandbox)
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.reference_dir = options.reference_dir or self.chapter.solutions
@@ -202,7 +205,7 @@ class Grading:
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
                          started=lambda ex_id: tally.event(Progress(ex_id, "running")),
-                         keep_timing=self.options.compile_cache)
+                         keep_timing=self.options.compile_cache, ahead=self.ahead)
 
         code_notes = _code_notes(sub, chapter)
 

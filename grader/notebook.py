@@ -297,6 +297,7 @@ def main(argv: list[str]) -> int:
 def _grade_order(order: dict) -> Checked:
     from grader.chapter import available_chapters, load_chapter
     from grader.grading import Interrupted, grade
+    from grader import ahead
     from grader.options import LimitOptions
     from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
@@ -311,7 +312,7 @@ def _grade_order(order: dict) -> Checked:
         chapter = Path(notebook).stem
     limits = LimitOptions(timeout_s=float(order.get("timeout_s") or LimitOptions.timeout_s))
     options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
-                                   on_progress=_progress)
+                                   on_progress=_progress, ahead=ahead.count())
     interrupted = None
     try:
         report = grade(session, options)

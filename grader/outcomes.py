@@ -49,6 +49,18 @@ class ReferenceCache:
         return (chapter.id, ex.id, seed, folder_digest(reference_dir), folder_digest(chapter.folder),
                 grader_digest(), machine())
 
+    @staticmethod
+    def for_seed(key: tuple, seed: int) -> tuple:
+        """The key of the same exercise's outcome for another seed (:meth:`key`'s third item)."""
+        return (*key[:2], seed, *key[3:])
+
+    def has(self, key: tuple) -> bool:
+        """Whether an outcome is kept under ``key`` (without reading it)."""
+        with self._lock:
+            if key in self._data:
+                return True
+        return self.folder is not None and self._path(key).exists()
+
     def get(self, key: tuple) -> JobOutcome | None:
         with self._lock:
             found = self._data.get(key)

@@ -74,7 +74,9 @@ class FromHost(StrEnum):
 class ToJob(StrEnum):
     """The grader to a job, on the job's socket."""
 
-    INPUTS = "inputs"  #: the hidden inputs, only after the student's module is imported: ``inputs``
+    #: the hidden inputs, only after the student's module is imported: ``inputs``; to a reference job,
+    #: ``ahead`` too (the inputs of seeds drawn ahead, :mod:`grader.ahead`)
+    INPUTS = "inputs"
     GO = "go"  #: the answer to a ``mark``: what the job does next starts after the grader's stamp
     TIME = "time"  #: a timed exercise's probe: time ``case`` (``reps``, ``batch_baseline``, ``batch_candidate``)
     PING = "ping"  #: a timed exercise's probe: answer ``pong`` (is it in step?)
@@ -94,6 +96,7 @@ class FromJob(StrEnum):
     MARK = "mark"  #: a moment on the grader's clock under ``key``: the job waits for ``go``
     CALLING = "calling"  #: the probe calls the student's ``function`` now (for a live display)
     PROBE_ERROR = "probe_error"  #: the probe itself failed (the grader's bug): ``type``, ``traceback``
+    AHEAD = "ahead"  #: a reference job: its probe's ``records`` on the inputs of the seed drawn ahead at ``index``
     DONE = "done"  #: the probe ended
     TIMED = "timed"  #: a timed exercise's probe: the figures of a ``time`` request, or its ``error``
     PONG = "pong"  #: a timed exercise's probe: the answer to ``ping``

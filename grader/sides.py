@@ -16,6 +16,7 @@ import os
 import platform
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from grader import store
@@ -78,8 +79,10 @@ class BothSides:
     def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
                  records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None,
-                 keep_timing: bool = False):
+                 keep_timing: bool = False, ahead: list[int] | None = None):
         self.chapter = chapter
+        #: seeds drawn ahead (:mod:`grader.ahead`): a reference job that runs computes their outcomes too
+        self.ahead = [s for s in ahead or () if s != seed]
         #: a timed exercise prepares only the cases chosen when all were last timed here (:meth:`_sent`)
         self.keep_timing = keep_timing
         self.sub = sub
@@ -233,12 +236,16 @@ class BothSides:
             return self._job(self.student, ex, inputs, budget), cached
         student = self.student.exercise_session(ex, budget)
         box: dict[str, JobOutcome] = {}
+        ahead = [s for s in self.ahead if not self.references.has(ReferenceCache.for_seed(key, s))]
+        computed: dict[int, dict] = {}
 
         def reference_when_attempted() -> None:
             while not student.attempted.wait(0.05):
                 if box.get("student") is not None:
                     return  # the student's job ended having attempted nothing
-            box["reference"] = run_job(self.reference.exercise_session(ex, ex.timeout_s * 2), inputs)
+            session = self.reference.exercise_session(ex, ex.timeout_s * 2)
+            box["reference"] = run_job(session, inputs, ahead=[ex.inputs(s) for s in ahead])
+            computed.update(session.ahead)
 
         thread = threading.Thread(target=reference_when_attempted, daemon=True, name=f"reference-{ex.id}")
         thread.start()
@@ -251,10 +258,23 @@ class BothSides:
         self._note_environment(outcome)
         if outcome.end not in ("done", "cancelled"):  # the reference is trusted: a failure is transient or a bug
             log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
+            computed.clear()
             outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
         if outcome.end == "done":
             self.references.put(key, outcome)
+            self._keep_ahead(ex, key, outcome, {ahead[i]: records for i, records in computed.items()
+                                                if 0 <= i < len(ahead)})
         return student_out, outcome
+
+    def _keep_ahead(self, ex: ExerciseSpec, key: tuple, outcome: JobOutcome, computed: dict[int, dict]) -> None:
+        """Keep the reference's outcome for each seed drawn ahead that its job computed (:mod:`grader.ahead`):
+        the same run's, with that seed's records."""
+        for seed, records in computed.items():
+            self.references.put(ReferenceCache.for_seed(key, seed),
+                                replace(outcome, records=records, arrivals={}, work={}, duration_s=0.0))
+        if computed:
+            with self._lock:
+                self.timings.setdefault("reference_ahead", {})[ex.id] = len(computed)
 
     # ------------------------------------------------------------------ where it ran
     def environment(self) -> dict:

@@ -18,6 +18,8 @@ The root is ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else
 * ``xla/students/<digest of the submission's path>``: a submission's own compiled
   programs, written by that student's jobs, read by nobody else's;
 * ``reference-outcomes``: the reference's outcomes (:mod:`grader.outcomes`);
+* ``seeds-ahead/<chapter>.json``: the seeds a student's next gradings take, drawn ahead and shown to nobody
+  (:mod:`grader.ahead`), whose reference outcomes the reference's jobs compute beside their own;
 * ``toml``: the chapter's and the grader's TOML files, parsed (:func:`grader.i18n.read_toml`);
 * ``durations.json``: how long each exercise took in recent gradings (:func:`durations`), for
   the order they start in;

@@ -18,6 +18,9 @@ os.environ.setdefault("GRADER_CACHE_DIR", tempfile.mkdtemp(prefix="grader-test-c
 # a first `grade` on a machine builds the chapter's programs first (grader.batch.warmup.build_once):
 # not in the tests, whose caches are new (tests/test_first_build.py turns it on)
 os.environ.setdefault("GRADER_BUILD", "0")
+# a student's gradings keep seeds drawn ahead (grader.ahead): not in the tests, which expect the seeds they
+# give or a reference run (tests/test_seeds_ahead.py turns it on)
+os.environ.setdefault("GRADER_SEEDS_AHEAD", "0")
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"

@@ -18,7 +18,7 @@ def _grade(tmp_path, env_extra, *args):
 
 
 def test_the_first_grading_on_a_machine_builds_the_programs_once(tmp_path):
-    first = _grade(tmp_path, {})
+    first = _grade(tmp_path, {"GRADER_SEEDS_AHEAD": "2"})
     assert first.returncode in (0, 1), first.stderr[-2000:]
     assert "First grading of ch4 on this machine" in first.stderr
     assert "Built " in first.stderr
@@ -32,6 +32,11 @@ def test_the_first_grading_on_a_machine_builds_the_programs_once(tmp_path):
     (cases,) = list((tmp_path / "cache").glob("jaxlib-*/timing-cases.json"))
     assert json.loads(cases.read_text())["ch4"]["ex06_speedup"]["cases"]
     assert "0 / 80" in first.stdout  # the stubs' grading itself, after the build
+    # the build drew the student's next seeds (grader.ahead): the stubs' grading took the first of them
+    (drawn,) = list((tmp_path / "cache").glob("jaxlib-*/seeds-ahead/ch4.json"))
+    seeds = json.loads(drawn.read_text())["seeds"]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(seeds) == 2 and report["seed"] not in seeds
     second = _grade(tmp_path, {})
     assert "First grading" not in second.stderr and "Built " not in second.stderr
 

@@ -57,7 +57,8 @@ CHECKS = {f"{ex.id} · {c.id}": ex.id for ex in CHAPTER.exercises for c in ex.ch
 
 def _env(**extra: str) -> dict:
     """A shell's environment with nothing of this repository's virtual environment in it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "GRADER_CHAPTERS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "GRADER_CHAPTERS", "GRADER_SEEDS_AHEAD")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT)))
     return {**env, **extra}
 
@@ -404,6 +405,8 @@ def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
     assert (site / "grader" / "gradescope.py").is_file() and not (site / "grader").is_symlink()
     assert not list(site.glob("__editable__*"))
     assert "Ready: Python" in autograder["setup"] and "80 points" in autograder["setup"]
+    # the image is copied into every submission's container: no seed is drawn ahead there (grader.ahead)
+    assert not list((root / "jit-grader-cache").rglob("seeds-ahead")), "the build drew seeds ahead"
     for path in [root / "source", *(root / "source").rglob("*")]:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
     assert (root / "source" / "solutions" / "ch4" / "ex02_where.py").is_file()
@@ -414,6 +417,7 @@ def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
 def test_the_reference_solutions_get_full_marks(autograder):
     results, stdout = _run(autograder, _solutions())
     assert results["score"] == 80 and results["output_format"] == "text" and results["stdout_visibility"] == "hidden"
+    assert not list((autograder["root"] / "jit-grader-cache").rglob("seeds-ahead"))  # nor does a submission's grading
     assert len(results["tests"]) == len(CHECKS)
     assert [t for t in results["tests"] if t["status"] != "passed" or t["score"] != t["max_score"]] == []
     assert results["output"].startswith("Chapter 4: JIT basics: 80 / 80")

@@ -33,8 +33,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("the child: what runs in the sandbox", ["grader.child.*"]),
     ("chapters: exercises, their probes and checks, and the chapter that holds them", [
         "grader.chapters.*", "grader.exercise_folder", "grader.chapter"]),
-    ("processes: the grader's handles on hosts and jobs, and the outcomes they give", [
-        "grader.runner.*", "grader.outcomes"]),
+    ("processes: the grader's handles on hosts and jobs, the outcomes they give, the seeds drawn ahead for them", [
+        "grader.runner.*", "grader.outcomes", "grader.ahead"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [
         "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
         "grader.grading", "grader.options"]),

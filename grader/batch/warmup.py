@@ -37,7 +37,7 @@ from grader.grading import GradeOptions, Interrupted, grade
 SEED = 20240501
 
 
-def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str = "auto") -> dict:
+def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str = "auto", ahead: int = 0) -> dict:
     """Build ``chapter``'s programs into this machine's cache (:func:`grader.store.reference_dir`); returns
     ``programs`` (how many the reference's cache holds now), ``added`` (copied from the student's side),
     ``score`` and ``max_score`` of the reference's grading (the reference gets full marks), ``seconds``."""
@@ -52,7 +52,7 @@ def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str =
         shutil.copytree(reference_dir, copy, ignore=shutil.ignore_patterns("__pycache__", ".*"))
         own = store.student_dir(copy)
         try:
-            report = grade(copy, GradeOptions(chapter=chapter.id, seed=SEED, sandbox=sandbox,
+            report = grade(copy, GradeOptions(chapter=chapter.id, seed=SEED, sandbox=sandbox, ahead=ahead,
                                               reference_dir=reference_dir))
             added = _adopt(own, target) if own is not None else 0
         finally:
@@ -116,7 +116,7 @@ def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     return store.root() / "built" / f"{chapter.id}-{digest}-{KEYS}-{options}.json"
 
 
-def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | None:
+def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None, ahead: int = 0) -> dict | None:
     """Before the first grading of ``chapter`` on this machine, :func:`build` its programs (``say(T)``
     is told before and after), so that the first grading of a student's work costs what a second one
     does; ``None`` (and nothing said) when they were built already, when the chapter has no reference
@@ -139,7 +139,7 @@ def build_once(chapter: Chapter, *, sandbox: str = "auto", say=None) -> dict | N
     if say:
         say(T("build.first", chapter=chapter.id))
     try:
-        built = build(chapter, sandbox=sandbox)
+        built = build(chapter, sandbox=sandbox, ahead=ahead)
     except Interrupted:  # Ctrl-C: the command stops (nothing noted: the next run builds)
         raise KeyboardInterrupt from None
     except Exception as exc:  # noqa: BLE001 - the grading itself goes on and says what is wrong

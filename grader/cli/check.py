@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from grader import safetext
+from grader import ahead, safetext
 from grader.chapter import ChapterError, load_chapter
 from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, gather, lang_option, limit_options, setup_logging
 from grader.cli.keys import signing_key
@@ -151,7 +151,8 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     key = signing_key(output.sign_key, lang, limits.sandbox) if output.sign_key else None
     path, exercises = _one_exercise_file(path, what.chapter, what.exercises, catalog, lang)
     try:
-        options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed)
+        options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed,
+                                       ahead=ahead.count())  # a student's own gradings: seeds drawn ahead
         _build_once(path, what.chapter, limits.sandbox, catalog, lang)
         if watch:
             _watch(path, options, report_dir or _default_report_dir(path), lang)
@@ -242,7 +243,8 @@ def _build_once(path: Path, chapter: str | None, sandbox: str, catalog: Catalog,
         found = submissions.resolve_chapter(path, chapter)
     except Exception:  # noqa: BLE001 - the grading names what is wrong with the path
         return
-    build_once(found, sandbox=sandbox, say=lambda text: click.echo(catalog.render(text, lang), err=True))
+    build_once(found, sandbox=sandbox, say=lambda text: click.echo(catalog.render(text, lang), err=True),
+               ahead=ahead.count())
 
 
 def _watch(path: Path, options: GradeOptions, report_dir: Path, lang: str) -> None:

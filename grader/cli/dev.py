@@ -95,10 +95,11 @@ def dev_build(chapter: str, sandbox: str, lang: str | None) -> None:
     the hidden inputs' shapes) into this machine's cache, so that no first grading compiles them: the
     reference solutions are graded once (a Gradescope autograder's setup.sh does this too).
     预先构建每次评测都要编译的程序，使第一次评测不必再编译。"""
+    from grader import ahead
     from grader.batch.warmup import build
 
     ch = _chapter(chapter)
-    built = build(ch, sandbox=sandbox)
+    built = build(ch, sandbox=sandbox, ahead=ahead.count())
     click.echo(grader_catalog().render(T("gradescope.built", **built), lang or default_lang()))
     if built["score"] != built["max_score"]:
         sys.exit(EXIT_FAIL_UNDER)

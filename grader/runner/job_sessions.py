@@ -54,14 +54,8 @@ class Limits:
     disk_bytes: int = 256 << 20
 
     def for_job(self, timeout_s: float) -> dict:
-        return {
-            "cpu_s": int(max(self.cpu_s, timeout_s * 2) + 1),
-            "memory_bytes": self.memory_bytes,
-            "nproc": self.nproc,
-            "fsize_bytes": self.fsize_bytes,
-            "nofile": self.nofile,
-            "core": 0,
-        }
+        return {"cpu_s": int(max(self.cpu_s, timeout_s * 2) + 1), "memory_bytes": self.memory_bytes,
+                "nproc": self.nproc, "fsize_bytes": self.fsize_bytes, "nofile": self.nofile, "core": 0}
 
 
 class Compiles(Protocol):
@@ -127,6 +121,8 @@ class JobSession:
         self.outcome = JobOutcome(end="not_started", side=host.side)
         #: set when a call of the student's gets past ``NotImplementedError`` (returns or raises)
         self.attempted = threading.Event()
+        #: a reference job's records for each seed drawn ahead, by its index in what was sent (:mod:`grader.ahead`)
+        self.ahead: dict[int, dict] = {}
         self.channel: Channel | None = None
         self.uid: int | None = None
         self._started = 0.0
@@ -205,8 +201,8 @@ class JobSession:
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s
 
-    def send_inputs(self, inputs: dict) -> bool:
-        return self.send(message(ToJob.INPUTS, inputs=inputs))
+    def send_inputs(self, inputs: dict, ahead: list[dict] | None = None) -> bool:
+        return self.send(message(ToJob.INPUTS, inputs=inputs, **({"ahead": ahead} if ahead else {})))
 
     # ------------------------------------------------------------- conversation
     def send(self, message: dict) -> bool:
@@ -261,6 +257,8 @@ class JobSession:
                 self._set_phase("calling")
             elif op is FromJob.COMPILE:  # the job waits for the answer: its own compile, done elsewhere
                 self._compile(said, deadline)
+            elif op is FromJob.AHEAD and type(said.get("index")) is int and isinstance(said.get("records"), dict):
+                self.ahead[said["index"]] = said["records"]
             elif op is FromJob.INTEGRITY and len(self.outcome.integrity) < 4:
                 self.outcome.integrity.append({k: said.get(k) for k in ("stage", "changed", "compiles_total")})
             if op in ops:
@@ -440,10 +438,10 @@ DISK_POLL_S = 1.0
 #: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
 #: student's functions, named by ``JobSession.calling``), ``ended``
 PHASES = ("starting", "importing", "running", "calling", "ended")
-def run_job(session: JobSession, inputs: dict) -> JobOutcome:
-    """Fork, import, send the inputs, and let the probe run to the end."""
+def run_job(session: JobSession, inputs: dict, ahead: list[dict] | None = None) -> JobOutcome:
+    """Fork, import, send the inputs (``ahead``: :attr:`JobSession.ahead`), and let the probe run to the end."""
     try:
-        if session.start() and session.send_inputs(inputs):
+        if session.start() and session.send_inputs(inputs, ahead):
             session.run_to_end()
     finally:
         outcome = session.finish()

@@ -18,7 +18,8 @@ from grader.primitives import compiles, numeric, purity, structure
 KEYS = Keys(
     count_call="normalize_and_count/call/{i}", count_globals="normalize_and_count/globals",
     value="{name}/values/{case}", printed="debug_norm/printed/{i}", window="power_iteration/compiles",
-    size="{name}/size/{length}"
+    size="{name}/size/{length}",
+    reference=("count_call", "value", "size"),  # the reference's run gives what is compared: no prints, no window
 )
 
 
