@@ -106,6 +106,9 @@ class ExerciseSpec:
     #: timed exercises run alone, with the student's and the reference's processes alive
     #: together so that the driver can alternate between them
     timed: bool = False
+    #: its jobs mostly sleep (a timing harness's instruments): a timed exercise may be timed beside it
+    #: when the grading has two cores or more (:func:`grader.scheduling.run_all`)
+    waits: bool = False
     #: ``False`` when the checks judge against the grader's own measurements only
     needs_reference: bool = True
     #: mixed with the run's seed to draw this exercise's hidden inputs
@@ -176,8 +179,8 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 
 
 #: an exercise's settings in its exercise.toml, and their types
-_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "reference": bool, "seed_salt": int,
-             "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool}
+_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "reference": bool,
+             "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
 #: a check's keys of an earlier layout, and what they are now
@@ -228,6 +231,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         timeout_s=float(data.get("timeout_s", 60)),
         import_timeout_s=float(data.get("import_timeout_s", 20)),
         timed=bool(data.get("timed", False)),
+        waits=bool(data.get("waits", False)),
         needs_reference=bool(data.get("reference", True)),
         seed_salt=int(data.get("seed_salt", zlib.crc32(ex_id.encode()))),
         preload=tuple(data.get("preload", ())),

@@ -8,7 +8,11 @@ harness mostly sleeps in its instruments, and started first it waits while the o
 compute), else by its limit. Meanwhile each timed exercise's jobs are started
 (``prepare``): they prepare and wait. Then each timed exercise runs alone (ex06 times the
 student's and the reference's processes in turn, and nothing else of the grading may run
-meanwhile). On Ctrl-C, ``cancel`` stops every process at once and the interrupt goes on.
+meanwhile), but for an exercise that mostly waits (``waits``: ex05's harness sleeps in its
+instruments) where the grading has two cores or more: the timed one does not wait for it,
+its processes taking turns on one core while the sleeper wakes now and then on the other
+(a grading of a batch, on one core, waits for it). On Ctrl-C, ``cancel`` stops every process
+at once and the interrupt goes on.
 """
 from __future__ import annotations
 
@@ -36,10 +40,21 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         running = {pool.submit(grade, ex): ex for ex in plain}
         for ex in timed if prepare is not None else ():
             prepare(ex)
-        for future in as_completed(running):  # as each ends: a hanging one holds back no other's result
-            done(running[future], future.result())
-        for ex in timed:  # alone on the machine
+        sleepers = {ex.id for ex in plain if ex.waits} if timed and len(os.sched_getaffinity(0)) >= 2 else set()
+        left = set(running)
+
+        def sleepers_only() -> bool:
+            return bool(sleepers) and all(running[f].id in sleepers for f in left)
+
+        for future in () if sleepers_only() else as_completed(running):  # as each ends: a hanging one
+            done(running[future], future.result())  # holds back no other's result
+            left.discard(future)
+            if sleepers_only():
+                break
+        for ex in timed:  # alone on the machine, or beside a sleeper
             done(ex, grade(ex))
+        for future in as_completed(left):
+            done(running[future], future.result())
     except KeyboardInterrupt:
         cancel()
         raise
