@@ -8,15 +8,22 @@ time of every process the command started, from ``perf stat`` where it runs: on 
 shared machine the steadier figure). Printed for each, its ratio to the floor (a bare
 Python process that imports JAX and compiles one function):
 
-* ``grade solutions/ch4`` (all eight exercises), ``-k ex02``, ``-k ex01 -k ex02 -k ex03``;
+* ``grade solutions/ch4`` (all eight exercises), ``-k ex02``, ``-k ex01 -k ex02 -k ex03``: each a
+  fresh seed, taken from the seeds drawn ahead (:mod:`grader.ahead`) as a student's gradings take them.
+  Each command grades on a cache of its own, its runs one student's gradings one after the other, and
+  that cache starts with no seed drawn: the first run draws eight and its reference jobs compute their
+  outcomes beside their own, the next ones find theirs known. The mean (beside the median) counts
+  that first grading once in five where a student meets it once in nine. And the whole chapter again
+  with ``GRADER_SEEDS_AHEAD=0`` (every grading's reference run its own);
 * ``grade exercises/ch4`` (the stubs);
 * a first grading and a second one of the same, unchanged submission, for two
   submissions: the reference solutions, and a student's own correct work (each
   exercise a correct alternative of ``tests/variants``: functions written otherwise, so
   their programs are the student's own, compiled at the first grading). A first grading
-  is that of a submission never graded, on a grader whose programs are built (as a
-  Gradescope autograder's ``setup.sh`` builds them, and ``grade dev build``): each round
-  starts from a copy of such a cache. The second has a fresh seed; the solutions' also
+  is that of a submission never graded, on a grader whose programs are built (as
+  ``grade dev build`` and the first run build them, the next seeds drawn with them; a Gradescope
+  autograder's ``setup.sh`` builds the programs and draws none): each round starts from a copy of
+  such a cache. The second has a fresh seed; the solutions' also
   replayed with the same seed;
 * the grader's very first grading on a machine, nothing built (an empty cache, and
   ``GRADER_BUILD=0``: what a first grading cost before the first run built the programs);
@@ -98,10 +105,11 @@ def own_work(folder: Path) -> Path:
 
 def built_copy(built: Path, target: Path) -> Path:
     """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML, the timed exercises'
-    chosen cases), and nothing graded."""
+    chosen cases, the seeds drawn ahead and the reference's outcomes it computed for them), and nothing
+    graded."""
     shutil.rmtree(target, ignore_errors=True)
     for sub in built.iterdir():  # jaxlib-X
-        for part in ("xla/reference", "toml", "built"):
+        for part in ("xla/reference", "toml", "built", "seeds-ahead", "reference-outcomes"):
             if (sub / part).exists():
                 shutil.copytree(sub / part, target / sub.name / part)
         for part in ("timing-cases.json",):
@@ -119,6 +127,7 @@ NOTHING_BUILT = "the grader's very first grading: solutions, nothing built (GRAD
 FIRST_RUN = "the first run on a machine: the stubs, the build included"
 OTTER = "otter run (ex01-ex03 equivalent)"
 ALL, FIRST3 = "grade solutions/ch4 (all)", "grade solutions/ch4 -k ex01 -k ex02 -k ex03"
+NOT_AHEAD = "grade solutions/ch4 (all), no seed drawn ahead (GRADER_SEEDS_AHEAD=0)"
 
 
 def main() -> int:
@@ -139,6 +148,7 @@ def main() -> int:
     commands: dict[str, tuple[list[str], str]] = {
         "floor: python, import jax, compile one function": ([sys.executable, "-c", FLOOR], "none"),
         ALL: (_grade(solutions, *report), "warm"),
+        NOT_AHEAD: (_grade(solutions, *report), "warm-not-ahead"),
         "grade solutions/ch4 -k ex02": (_grade(solutions, "-k", "2", *report), "warm"),
         FIRST3: (_grade(solutions, "-k", "1", "-k", "2", "-k", "3", *report), "warm"),
         "grade exercises/ch4 (the stubs)": (_grade(str(ROOT / "exercises/ch4"), *report), "warm"),
@@ -159,9 +169,8 @@ def main() -> int:
         else:
             print(f"otter-grader or its assignment not found ({args.otter_bin}, {folder}): see this script's "
                   "help for how to install it, or pass --otter-bin and --otter-dir", file=sys.stderr)
-    base = {k: v for k, v in os.environ.items() if k not in ("GRADER_CACHE_DIR", "GRADER_BUILD")}
-    env = {"none": base, "warm": {**base, "GRADER_CACHE_DIR": str(warm_cache)},
-           "own": {**base, "GRADER_CACHE_DIR": str(own_cache)}}
+    base = {k: v for k, v in os.environ.items() if k not in ("GRADER_CACHE_DIR", "GRADER_BUILD", "GRADER_SEEDS_AHEAD")}
+    prepared = {"warm": warm_cache, "warm-not-ahead": warm_cache, "own": own_cache}
     # the programs built once, as setup.sh builds them; the warm caches start from them and one grading
     subprocess.run(_grade("dev", "build", "--sandbox", args.sandbox), env={**base, "GRADER_CACHE_DIR": str(built)},
                    check=True, stdout=subprocess.DEVNULL)
@@ -169,6 +178,16 @@ def main() -> int:
         built_copy(built, cache)
         subprocess.run(_grade(path, "--seed", seed, *report), env={**base, "GRADER_CACHE_DIR": str(cache)}, check=True,
                        stdout=subprocess.DEVNULL)
+    # each command on a warm cache of its own, none drawn ahead: the seeds it takes, one after the other,
+    # are a student's (its first grading draws eight and computes their reference outcomes: the mean shows it)
+    env = {name: base for name in commands}
+    for i, (name, (_, cache)) in enumerate(commands.items()):
+        if cache in prepared:
+            shutil.copytree(prepared[cache], work / f"cache-{i}")
+            for drawn in (work / f"cache-{i}").glob("*/seeds-ahead"):
+                shutil.rmtree(drawn)
+            env[name] = {**base, "GRADER_CACHE_DIR": str(work / f"cache-{i}"),
+                         **({"GRADER_SEEDS_AHEAD": "0"} if cache == "warm-not-ahead" else {})}
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for round_ in range(args.runs):
         for name, (argv, cache) in commands.items():
@@ -180,27 +199,29 @@ def main() -> int:
                 times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(fresh), **extra}, cwd=work))
                 shutil.rmtree(fresh, ignore_errors=True)
             else:
-                times[name].append(_timed(argv, env=env[cache], cwd=work))
+                times[name].append(_timed(argv, env=env[name], cwd=work))
         print(f"round {round_ + 1} of {args.runs} done", file=sys.stderr)
 
     medians = {name: statistics.median(w for w, _ in values) for name, values in times.items()}
     cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
     floor = medians[next(iter(commands))]
     width = max(len(name) for name in commands)
-    print(f"\n| {'command'.ljust(width)} | wall, median (min–max) | core-seconds | × floor |")
-    print(f"|{'-' * (width + 2)}|---:|---:|---:|")
+    print(f"\n| {'command'.ljust(width)} | wall, median (min–max) | mean | core-seconds | × floor |")
+    print(f"|{'-' * (width + 2)}|---:|---:|---:|---:|")
     for name, values in times.items():
         walls = [w for w, _ in values]
-        print(f"| {name.ljust(width)} | {medians[name]:5.2f} s ({min(walls):.2f}–{max(walls):.2f}) | {cpu[name]:5.2f} "
-              f"| {medians[name] / floor:5.2f} |")
+        print(f"| {name.ljust(width)} | {medians[name]:5.2f} s ({min(walls):.2f}–{max(walls):.2f}) "
+              f"| {statistics.mean(walls):5.2f} s | {cpu[name]:5.2f} | {medians[name] / floor:5.2f} |")
     print("\nratios measured side by side in this run (wall; core-seconds in brackets):")
     for label, num, den in (("first grading / second, the solutions", FIRST_SOLUTIONS, SECOND_SOLUTIONS),
                             ("first grading / second, a student's own work", FIRST_OWN, SECOND_OWN),
                             ("nothing built / second grading, the solutions", NOTHING_BUILT, SECOND_SOLUTIONS),
                             ("grade -k ex01 -k ex02 -k ex03 / otter run", FIRST3, OTTER),
-                            ("grade (all eight) / otter run", ALL, OTTER)):
+                            ("grade (all eight) / otter run", ALL, OTTER),
+                            ("grade (all eight), no seed drawn ahead / otter run", NOT_AHEAD, OTTER)):
         if num in medians and den in medians:
-            print(f"  {label}: {medians[num] / medians[den]:.2f} ({cpu[num] / cpu[den]:.2f})")
+            means = statistics.mean(w for w, _ in times[num]) / statistics.mean(w for w, _ in times[den])
+            print(f"  {label}: {medians[num] / medians[den]:.2f} ({cpu[num] / cpu[den]:.2f}); of the means {means:.2f}")
     print(f"\ngrade's environment: {_versions(sys.executable)}")
     if OTTER in commands:
         otter_python = Path(args.otter_bin).resolve().parent / "python"

@@ -30,7 +30,7 @@ from grader import store
 
 #: how many seeds a student's gradings keep drawn ahead (``$GRADER_SEEDS_AHEAD`` to change, 0: none)
 ENV = "GRADER_SEEDS_AHEAD"
-DEFAULT = 4
+DEFAULT = 8
 #: the most one grading keeps drawn
 MOST = 16
 

@@ -201,11 +201,14 @@ class Grading:
             os.chmod(file, 0o644)
         hosts = self._start_hosts()
         tally = _Tally(selected, self.options.on_progress)
+        # a timed exercise is timed beside the others on a core of its own where the grading has two or
+        # more (a batch's grading has one: its slot), else after them
+        beside = self.warm is None and len(os.sched_getaffinity(0)) >= 2
         both = BothSides(chapter, sub, self.seed, hosts, self.references,
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
                          started=lambda ex_id: tally.event(Progress(ex_id, "running")),
-                         keep_timing=self.options.compile_cache, ahead=self.ahead)
+                         keep_timing=self.options.compile_cache, ahead=self.ahead, beside=beside)
 
         code_notes = _code_notes(sub, chapter)
 
@@ -234,7 +237,7 @@ class Grading:
             try:
                 run_all(runnable, both.grade, done, at_once=self.options.at_once,
                         cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
-                        expected=expected)
+                        expected=expected, beside=beside, untimed_over=both.untimed_done.set)
                 if self.options.compile_cache:  # the order of the next grading's exercises
                     store.keep_durations(chapter.id, {ex_id: t["student_s"] for ex_id, t in both.timings.items()
                                                       if isinstance(t, dict) and ex_id in tally.results

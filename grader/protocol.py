@@ -59,6 +59,7 @@ class ToHost(StrEnum):
     FORK = "fork"  #: fork the job ``job`` of ``exercise`` (its socket and output file travel with the message)
     DUMP = "dump"  #: write where the job ``job`` is now (it ran past its limit)
     KILL = "kill"  #: kill the job ``job``
+    CORES = "cores"  #: run on the CPUs ``cores``, itself and every job but those named in ``apart``
     EXIT = "exit"  #: end, killing every job
 
 
@@ -69,6 +70,7 @@ class FromHost(StrEnum):
     FAILED = "failed"  #: a host the template forked could not be isolated (``error``): it never serves
     STARTED = "started"  #: the job ``job`` is forked (its ``pid``)
     EXITED = "exited"  #: the job ``job`` has ended (its ``status``, its peak memory)
+    CORES = "cores"  #: the answer to ``cores``: ``ok`` when every thread was moved
 
 
 class ToJob(StrEnum):

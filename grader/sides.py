@@ -11,16 +11,18 @@ reference run), or the exercise's timing driver, given :class:`Sides`; then
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from grader import store
 from grader.checks import TIMING, GraderError
+from grader.child import cores
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
     from grader.submission import Submission
 
 log = logging.getLogger("grader")
+
+#: the core left to a timed exercise's rounds is taken to be busy with others' work when, once the
+#: grading's processes left it, it was busier than this over 50 ms (:func:`grader.child.cores.busy`)
+BUSY_ELSEWHERE = 0.3
 
 
 class Sides:
@@ -60,6 +66,10 @@ class Sides:
             return self._early.student
         return self._both.student.exercise_session(self.exercise, timeout_s)
 
+    def alone(self, sessions: list[JobSession]) -> contextlib.AbstractContextManager:
+        """Around a timed exercise's rounds (``sessions``: its jobs): see :meth:`BothSides.alone`."""
+        return self._both.alone(self.exercise, sessions)
+
     def reference(self, timeout_s: float) -> JobSession:
         """The reference's job: one started early, a new one, or on a batch worker the one kept for this
         exercise and seed (:mod:`grader.runner.kept`)."""
@@ -79,8 +89,12 @@ class BothSides:
     def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
                  records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None,
-                 keep_timing: bool = False, ahead: list[int] | None = None):
+                 keep_timing: bool = False, ahead: list[int] | None = None, beside: bool = False):
         self.chapter = chapter
+        #: a timed exercise is timed while the untimed ones run, on a core of its own (:meth:`alone`)
+        self.beside = beside
+        #: set once every untimed exercise of the run has its result (``run_all`` is told to set it)
+        self.untimed_done = threading.Event()
         #: seeds drawn ahead (:mod:`grader.ahead`): a reference job that runs computes their outcomes too
         self.ahead = [s for s in ahead or () if s != seed]
         #: a timed exercise prepares only the cases chosen when all were last timed here (:meth:`_sent`)
@@ -127,6 +141,44 @@ class BothSides:
         reference = None if self.records is not None else (lambda: self.reference_session(ex, max(budget, ex.timeout_s)))
         self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
                                         reference, timing.READY)
+
+    @contextlib.contextmanager
+    def alone(self, ex: ExerciseSpec, sessions: list[JobSession]) -> Iterator[None]:
+        """A timed exercise's rounds (``sessions``: its jobs, each pinned to the last CPU once ready:
+        :func:`grader.primitives.timing.pin_to_one_cpu`), alone on that core. Where the run times it
+        beside the untimed exercises (``beside``), everything else of the grading leaves that core for the
+        rounds: both hosts and their other jobs (:meth:`HostProcess.set_cores`; a job forked meanwhile
+        starts there too), and this process's threads but the one driving the rounds; then it comes back.
+        Where a process could not be moved, or the core is busy with work not the grading's (a loaded
+        machine: its other cores, the grading's, leave it nowhere else), the rounds wait for the untimed
+        exercises to end."""
+        if not self.beside or self.untimed_done.is_set():
+            yield
+            return
+        cpus = sorted(os.sched_getaffinity(0))
+        names = [session.name for session in sessions]
+        hosts = [host for host in (self.student, self.reference) if host is not None]
+        moved = [host.set_cores(cpus[:-1], names) for host in hosts]
+        moved.append(cores.pin(os.getpid(), cpus[:-1]))
+        cores.pin_thread(threading.get_native_id(), cpus[-1:])
+        # the core left to the rounds is idle now but for someone else's work (a busy machine's): then
+        # they would share it with that, and not the whole machine as after the untimed exercises
+        moved.append(all(moved) and cores.busy(cpus[-1]) < BUSY_ELSEWHERE)
+        with self._lock:
+            self.timings.setdefault("timed_beside", {})[ex.id] = all(moved)
+        try:
+            if not all(moved):  # back, and alone after the untimed exercises
+                self._spread(hosts, names, cpus)
+                self.untimed_done.wait(max(0.0, self.deadline - time.monotonic()))
+            yield
+        finally:
+            self._spread(hosts, names, cpus)
+
+    @staticmethod
+    def _spread(hosts: list[HostProcess], apart: list[str], cpus: list[int]) -> None:
+        for host in hosts:
+            host.set_cores(cpus, apart)  # the timed jobs keep the core they pinned themselves to
+        cores.pin(os.getpid(), cpus)
 
     # ------------------------------------------------------------------ one exercise
     def grade(self, ex: ExerciseSpec) -> ExerciseResult:

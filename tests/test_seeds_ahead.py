@@ -72,9 +72,9 @@ class _Channel:
         self.said.append(message)
 
 
-def _ahead(probe, inputs):
+def _ahead(probe, inputs, budget_s=0.0):
     channel = _Channel()
-    probe_ahead(channel, probe, inputs)
+    probe_ahead(channel, probe, inputs, budget_s)
     assert all(word_of(m, FromJob) is FromJob.AHEAD for m in channel.said)
     return {m["index"]: m["records"] for m in channel.said}
 
@@ -98,10 +98,15 @@ def test_each_seed_drawn_ahead_is_probed_and_its_records_sent():
     assert _ahead(_probe, None) == {} and _ahead(_probe, "junk") == {}
 
 
-def test_a_seed_that_cost_more_than_its_programs_run_is_the_last():
-    """Its programs were new (ex08 draws its shapes per seed): each next one would compile as much."""
-    said = _ahead(_probe, [{"x": 1}, {"x": 2, "cpu": AHEAD_CPU_S * 1.5}, {"x": 3}])
-    assert sorted(said) == [0, 1]
+def test_seeds_that_compile_programs_of_their_own_cost_at_most_what_the_job_s_probe_did():
+    """Their programs were new (ex08 draws its shapes per seed): each next one would compile as much."""
+    costly = AHEAD_CPU_S * 1.5
+    said = _ahead(_probe, [{"x": 1}, {"x": 2, "cpu": costly}, {"x": 3}])
+    assert sorted(said) == [0, 1]  # at least one
+    many = [{"x": i, "cpu": costly} for i in range(6)]
+    assert sorted(_ahead(_probe, many, budget_s=costly * 2.5)) == [0, 1, 2]  # the third goes past the budget
+    cheap = [{"x": i} for i in range(12)]
+    assert sorted(_ahead(_probe, cheap, budget_s=0.0)) == list(range(12))  # cheap ones: every one
 
 
 @pytest.mark.parametrize("failing", [{"raise": True}, {"mark": True}])

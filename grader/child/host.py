@@ -10,8 +10,8 @@ orders on its control socket:
 * ``fork``: with two file descriptors (the job's socket and its output file), fork a
   job: the job drops to its own uid when given one, applies its limits, redirects its
   output, and runs :func:`grader.child.job.run`;
-* ``dump``: have a job write its stack (it ran past its limit: where is it?);
-* ``kill``: kill a job's process group;
+* ``dump``: have a job write its stack (it ran past its limit: where is it?); ``kill``: kill a job's
+  process group; ``cores``: move itself and its jobs to other CPUs (:mod:`grader.child.cores`);
 * ``exit``: stop.
 
 It reports ``ready`` once, and ``exited`` (with the wait status) for every job. A job
@@ -41,7 +41,7 @@ import time
 from enum import StrEnum
 from typing import Callable
 
-from grader.child import jax_setup
+from grader.child import cores, jax_setup
 from grader.protocol import OP, FromHost, ToHost, message, word_of
 
 
@@ -154,9 +154,7 @@ def become_subreaper() -> bool:
 def _children(pid: int) -> list[int]:
     """The children of process ``pid``, from /proc."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat", "rb") as stat:
                 fields = stat.read().rsplit(b")", 1)[1].split()
@@ -262,11 +260,8 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
 
 
 def _unbuffered_output() -> None:
-    """Python's streams write straight to the job's output file, so nothing printed is lost.
-
-    A job ends with ``os._exit`` (and a student's code may call it, or crash): anything
-    left in a buffer would be lost, and with it what a student needs to see.
-    """
+    """Python's streams write straight to the job's output file, so nothing printed is lost: a job
+    ends with ``os._exit`` (so may a student's code, or crash), and what a buffer held would be lost."""
     import io
 
     for fd, name in ((1, "stdout"), (2, "stderr")):
@@ -320,6 +315,9 @@ def serve(control, control_fd: int) -> int:
         elif op is ToHost.KILL:
             signal_named(jobs, order["job"], os.killpg, signal.SIGKILL)
             signal_named(jobs, order["job"], os.kill, signal.SIGKILL)
+        elif op is ToHost.CORES:
+            moved = cores.set_cores(jobs, list(order["cores"]), list(order.get("apart", ())))
+            control.send(message(FromHost.CORES, job=ToHost.CORES.value, ok=moved))
 
     def exited(name: str, status: int, peak_kb: int, cpu_s: float) -> None:
         info = message(FromHost.EXITED, job=name, peak_rss_kb=peak_kb, cpu_s=cpu_s)

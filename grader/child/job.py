@@ -284,6 +284,7 @@ def _run(order: dict, sock: socket.socket) -> None:
         keep = keys.for_student if getattr(keys, "reference_only", ()) else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep,
                        side="reference" if order.get("side") == "reference" else "student")
+    probed = _PROCESS_TIME()
     try:
         package.probe(ctx)
     except BaseException as exc:  # noqa: BLE001
@@ -293,19 +294,23 @@ def _run(order: dict, sock: socket.socket) -> None:
     channel.send(message(FromJob.INTEGRITY, stage="probe", changed=watch.changes(), compiles_total=COUNTER.total))
     if order.get("side") == "reference":
         probe_ahead(channel, lambda inputs, sink: package.probe(ProbeContext(
-            sink, module, inputs, module_dir, os.getcwd(), keep=keep, side="reference")), given.get("ahead"))
+            sink, module, inputs, module_dir, os.getcwd(), keep=keep, side="reference")), given.get("ahead"),
+            budget_s=_PROCESS_TIME() - probed)
     channel.send(message(FromJob.DONE, work=work.summary()))
 
 
-#: a seed drawn ahead whose probe took more CPU than this is the last one probed (its programs were new)
+#: a seed drawn ahead whose probe took more CPU than this compiled programs of its own
 AHEAD_CPU_S = 0.05
 
 
-def probe_ahead(channel: Channel, probe: Any, ahead: Any) -> None:
+def probe_ahead(channel: Channel, probe: Any, ahead: Any, budget_s: float = 0.0) -> None:
     """The reference's probe again on the inputs of each seed drawn ahead (:mod:`grader.ahead`), its
     records sent in one message per seed. The programs are those the probe just compiled (the shapes
-    are the exercise's own), so each costs milliseconds; a seed whose probe took longer compiled
-    programs of its own (shapes drawn per seed, as ex08's), and is the last. A probe that fails ends it."""
+    are the exercise's own), so each costs milliseconds. A seed whose probe took longer (more than
+    :data:`AHEAD_CPU_S`) compiled programs of its own (shapes drawn per seed, as ex08's): such seeds
+    are probed until together they cost what the job's own probe did (``budget_s``), and at least one.
+    A probe that fails ends it."""
+    costly = 0.0
     for index, inputs in enumerate(ahead if isinstance(ahead, list) else ()):
         started, sink = _PROCESS_TIME(), _Kept()
         try:
@@ -313,7 +318,9 @@ def probe_ahead(channel: Channel, probe: Any, ahead: Any) -> None:
         except BaseException:  # noqa: BLE001 - nothing kept of it; the main outcome stands
             return
         channel.send(message(FromJob.AHEAD, index=index, records=sink.records))
-        if _PROCESS_TIME() - started > AHEAD_CPU_S:
+        spent = _PROCESS_TIME() - started
+        costly += spent if spent > AHEAD_CPU_S else 0.0
+        if costly > max(budget_s, AHEAD_CPU_S):
             return
 
 

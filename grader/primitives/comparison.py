@@ -8,7 +8,8 @@ timed (``time_function(student, reference, cases, deadline)``, with
 both jobs (or takes the ones started early, or a batch worker's kept reference, which
 :class:`grader.sides.Sides` gives), sends the inputs, waits until each probe is ready to
 serve timing requests (:data:`~grader.primitives.timing.READY`: the cases it prepared),
-stops a reference nobody needs, times each function on the cases both sides prepared,
+stops a reference nobody needs, times each function on the cases both sides prepared (alone on
+their core: ``sides.alone``),
 stops or abandons the jobs and keeps the figures under ``grader/timing``
 (:data:`grader.checks.TIMING`) in the student's outcome.
 
@@ -59,11 +60,13 @@ def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[
         if reference is not None and ready["reference"] is None and ready["student"]:
             results["error"] = "reference"  # said in the student's words by the exercise's check
         elif ready["student"] is not None:
-            for function, cases in functions.items():
-                both = [case for case in cases if all(case in ready[n] for n in sessions)]
-                if both:
-                    results[function] = time_function(student, reference, both, deadline)
-                    phases[f"{function}_timed_s"] = round(time.monotonic() - t0, 3)
+            with sides.alone(list(sessions.values())):  # the rounds on a core of their own
+                phases["rounds_from_s"] = round(time.monotonic() - t0, 3)
+                for function, cases in functions.items():
+                    both = [case for case in cases if all(case in ready[n] for n in sessions)]
+                    if both:
+                        results[function] = time_function(student, reference, both, deadline)
+                        phases[f"{function}_timed_s"] = round(time.monotonic() - t0, 3)
         for name, session in sessions.items():
             if ready.get(name) is None:
                 session.abandon()  # not needed, or broken: killed at once

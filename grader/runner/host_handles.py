@@ -268,6 +268,16 @@ class HostProcess:
             else:
                 self._control.send(message)
 
+    def set_cores(self, cores: list[int], apart: list[str]) -> bool:
+        """Have the host and its jobs, but those named in ``apart``, run on the CPUs ``cores``
+        (:mod:`grader.child.cores`); whether every thread of them was moved."""
+        try:
+            self.send(message(ToHost.CORES, cores=list(cores), apart=list(apart)))
+        except OSError:
+            return False
+        said = self.next_event(ToHost.CORES.value, {FromHost.CORES}, time.monotonic() + 2.0)
+        return bool(said and said.get("ok") is True)
+
     @property
     def failed(self) -> bool:
         """Whether the process failed, ended or was stopped (no event comes any more)."""

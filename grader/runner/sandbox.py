@@ -157,7 +157,9 @@ def plan(requested: str = "auto") -> SandboxPlan:
 def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[tuple[Path, Path]],
                  binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = ()) -> list[str]:
     """The command line that starts a host under ``plan_``; ``caps``: capabilities it keeps besides
-    changing uids (a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of its own)."""
+    changing uids and moving its jobs (of other uids) between CPUs (``CAP_SYS_NICE``,
+    :mod:`grader.child.cores`): a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of
+    its own. A job drops them all when it takes its own uid."""
     if plan_.kind != "bwrap":
         return python_argv
     argv = [bwrap_works() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
@@ -191,7 +193,7 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
     for path in binds_rw:
         argv += parents(path) + ["--bind", str(path), str(path)]
     if os.geteuid() == 0:
-        for cap in ("CAP_SETUID", "CAP_SETGID", *caps):
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_NICE", *caps):
             argv += ["--cap-add", cap]
     return argv + python_argv
 
