@@ -148,6 +148,9 @@ class Channel:
         return message
 
     def recv_with_fds(self, max_fds: int, timeout: float | None = None) -> tuple[dict | None, list[int]]:
+        """The next message and the file descriptors sent with it. Its bytes are read and no more: one
+        read may not run into the next message, whose descriptors it would take (a message without any,
+        then one with, read at once, gave the first the second's and left the second none)."""
         return self._recv(timeout, want_fds=max_fds)
 
     def _recv(self, timeout: float | None, want_fds: int) -> tuple[dict | None, list[int]]:
@@ -166,8 +169,10 @@ class Channel:
                         if self.expects is not None:
                             word_of(message, self.expects)
                         return message, fds
-                if want_fds:
-                    chunk, new_fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, want_fds)
+                if want_fds:  # up to the end of this message: the kernel gives descriptors with their bytes
+                    need = _HEADER.size - len(self._buffer) if len(self._buffer) < _HEADER.size else \
+                        _HEADER.size + _HEADER.unpack_from(self._buffer)[0] - len(self._buffer)
+                    chunk, new_fds, _flags, _addr = socket.recv_fds(self.sock, min(need, 1 << 16), want_fds)
                     fds.extend(new_fds)
                 else:
                     chunk = self.sock.recv(1 << 16)

@@ -254,3 +254,33 @@ def test_channel_rejects_a_body_that_is_not_a_message(pair):
     left.sock.sendall(struct.pack(">I", len(body)) + body)
     with pytest.raises(ProtocolError):
         right.recv(timeout=2)
+
+
+def test_file_descriptors_arrive_with_their_own_message():
+    """A host is told ``cores`` (no descriptor) while another thread sends ``fork`` (two): read at once,
+    the first took the second's descriptors and the fork, left with none, was dropped (a job never
+    forked: "the grading process for your code could not be started or was lost")."""
+    import os
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sender, receiver = Channel(ours), Channel(theirs)
+    read_end, write_end = os.pipe()
+    try:
+        sender.send({"op": "cores", "cores": [0]})
+        sender.send_with_fds({"op": "fork", "job": "ex04-3"}, [read_end, write_end])
+        sender.send({"op": "kill", "job": "ex04-3"})
+        first, fds_first = receiver.recv_with_fds(2, timeout=5)
+        second, fds_second = receiver.recv_with_fds(2, timeout=5)
+        third, fds_third = receiver.recv_with_fds(2, timeout=5)
+        assert (first["op"], fds_first) == ("cores", [])
+        assert second["op"] == "fork" and len(fds_second) == 2
+        assert (third["op"], fds_third) == ("kill", [])
+        os.write(write_end, b"x")
+        assert os.read(fds_second[0], 1) == b"x"  # the very pipe sent
+        for fd in fds_second:
+            os.close(fd)
+    finally:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        ours.close()
+        theirs.close()
