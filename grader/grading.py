@@ -24,6 +24,7 @@ from typing import Callable
 from grader import ahead, store, submission as submissions
 from grader.ahead import new_seed
 from grader.chapter import ExerciseSpec, UnknownExercise
+from grader.child import cores
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.preview import ReferenceRecords, mark_checked, preview_records
@@ -203,7 +204,7 @@ class Grading:
         tally = _Tally(selected, self.options.on_progress)
         # a timed exercise is timed beside the others on a core of its own where the grading has two or
         # more (a batch's grading has one: its slot), else after them
-        beside = self.warm is None and len(os.sched_getaffinity(0)) >= 2
+        beside = self.warm is None and len(cores.available()) >= 2
         both = BothSides(chapter, sub, self.seed, hosts, self.references,
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,

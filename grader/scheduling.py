@@ -23,6 +23,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Callable
 
+from grader.child import cores
+
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
     from grader.results import ExerciseResult
@@ -52,7 +54,7 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         if beside:
             running.update({aside.submit(grade, ex): ex for ex in timed})
             timed = []
-        sleepers = {ex.id for ex in plain if ex.waits} if timed and len(os.sched_getaffinity(0)) >= 2 else set()
+        sleepers = {ex.id for ex in plain if ex.waits} if timed and len(cores.available()) >= 2 else set()
         left = set(running)
 
         def sleepers_only() -> bool:

@@ -155,7 +155,7 @@ class BothSides:
         if not self.beside or self.untimed_done.is_set():
             yield
             return
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = cores.available()
         names = [session.name for session in sessions]
         hosts = [host for host in (self.student, self.reference) if host is not None]
         moved = [host.set_cores(cpus[:-1], names) for host in hosts]

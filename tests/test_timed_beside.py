@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import SOLUTIONS, make_submission
+from conftest import make_submission
 
 CPUS = sorted(os.sched_getaffinity(0))
 TWO_CORES = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs: with one, a timed exercise is timed alone")

@@ -72,3 +72,11 @@ def _ticks(cpu: int) -> tuple[int, int] | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def available() -> list[int]:
+    """The CPUs this process may run on (none where the system cannot say: no ``sched_getaffinity``)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
