@@ -40,7 +40,7 @@ import traceback  # noqa: E402
 from dataclasses import asdict, dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from grader import __version__  # noqa: E402
+from grader import __version__, affinity  # noqa: E402
 from grader.i18n import LANGS, Catalog, T, Text, grader_catalog  # noqa: E402
 from grader.options import LimitOptions  # noqa: E402
 
@@ -98,7 +98,7 @@ def reference_dir(root: Path, chapter: str) -> Path:
 def cpus_allowed(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """The CPUs this container may use: its affinity, capped by a cgroup CPU quota (Docker's ``--cpus``,
     which ``os.cpu_count()`` does not see); exercises are graded that many at once, and one more."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cpus = len(affinity.available()) or os.cpu_count() or 1
     for quota_file, period_file in ((cgroup / "cpu.max", None),
                                     (cgroup / "cpu" / "cpu.cfs_quota_us", cgroup / "cpu" / "cpu.cfs_period_us")):
         try:

@@ -24,7 +24,7 @@ from typing import Callable
 from grader import ahead, store, submission as submissions
 from grader.ahead import new_seed
 from grader.chapter import ExerciseSpec, UnknownExercise
-from grader.child import cores
+from grader import affinity as cores
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.preview import ReferenceRecords, mark_checked, preview_records

@@ -23,7 +23,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Callable
 
-from grader.child import cores
+from grader import affinity as cores
 
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from grader import store
 from grader.checks import TIMING, GraderError
-from grader.child import cores
+from grader import affinity as cores
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("grader")
 
 #: the core left to a timed exercise's rounds is taken to be busy with others' work when, once the
-#: grading's processes left it, it was busier than this over 50 ms (:func:`grader.child.cores.busy`)
+#: grading's processes left it, it was busier than this over 50 ms (:func:`grader.affinity.busy`)
 BUSY_ELSEWHERE = 0.3
 
 

@@ -1,6 +1,6 @@
 """A timed exercise timed beside the untimed ones (grader.sides.BothSides.alone): where the grading has two
 cores, ex06's rounds have the last core to themselves and everything else of the grading moves to the other
-cores meanwhile (grader.child.cores, ``ToHost.CORES``); where a process cannot be moved, the rounds wait for
+cores meanwhile (grader.affinity, ``ToHost.CORES``); where a process cannot be moved, the rounds wait for
 the untimed exercises, as before."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_a_process_and_all_its_threads_move_but_the_jobs_kept_apart():
     """Run in a process of its own: it moves itself."""
     code = textwrap.dedent(f"""
         import os, subprocess, sys, threading, time
-        from grader.child.cores import set_cores
+        from grader.affinity import set_cores
         threads = [threading.Thread(target=time.sleep, args=(3,)) for _ in range(3)]
         [t.start() for t in threads]
         def child():
@@ -96,7 +96,7 @@ def test_the_rounds_have_the_last_core_and_the_other_exercises_leave_it(tmp_path
 @TWO_CORES
 def test_a_core_busy_with_someone_else_s_work_shows_busy():
     """What tells a loaded machine: a process not the grading's on the core left to the rounds."""
-    from grader.child.cores import busy
+    from grader.affinity import busy
 
     burner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{CPUS[-1]}}})\n"
                                "while True: pass"])
@@ -115,7 +115,7 @@ def test_a_core_busy_with_someone_else_s_work_shows_busy():
 @pytest.mark.parametrize("why", ["cannot move", "core busy"])
 def test_where_a_process_cannot_be_moved_or_the_core_is_busy_the_rounds_wait_for_the_others(tmp_path, monkeypatch,
                                                                                              why):
-    from grader.child import cores
+    from grader import affinity as cores
     from grader.runner.host_handles import HostProcess
 
     if why == "cannot move":

@@ -17,12 +17,14 @@ import os
 import time
 from pathlib import Path
 
+from grader import affinity
+
 LOCK_DIR = Path(os.environ.get("GRADER_CPU_LOCK_DIR", "/tmp/grader-cpu-locks"))
 
 
 def machine_cpus() -> list[int]:
     """The cores this process may run on."""
-    return sorted(os.sched_getaffinity(0))
+    return affinity.available()
 
 
 def slots(count: int, cpus: list[int] | None = None) -> list[list[int]]:

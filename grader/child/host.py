@@ -11,7 +11,7 @@ orders on its control socket:
   job: the job drops to its own uid when given one, applies its limits, redirects its
   output, and runs :func:`grader.child.job.run`;
 * ``dump``: have a job write its stack (it ran past its limit: where is it?); ``kill``: kill a job's
-  process group; ``cores``: move itself and its jobs to other CPUs (:mod:`grader.child.cores`);
+  process group; ``cores``: move itself and its jobs to other CPUs (:mod:`grader.affinity`);
 * ``exit``: stop.
 
 It reports ``ready`` once, and ``exited`` (with the wait status) for every job. A job
@@ -41,7 +41,8 @@ import time
 from enum import StrEnum
 from typing import Callable
 
-from grader.child import cores, jax_setup
+from grader import affinity as cores
+from grader.child import jax_setup
 from grader.protocol import OP, FromHost, ToHost, message, word_of
 
 

@@ -270,7 +270,7 @@ class HostProcess:
 
     def set_cores(self, cores: list[int], apart: list[str]) -> bool:
         """Have the host and its jobs, but those named in ``apart``, run on the CPUs ``cores``
-        (:mod:`grader.child.cores`); whether every thread of them was moved."""
+        (:mod:`grader.affinity`); whether every thread of them was moved."""
         try:
             self.send(message(ToHost.CORES, cores=list(cores), apart=list(apart)))
         except OSError:

@@ -158,7 +158,7 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
                  binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = ()) -> list[str]:
     """The command line that starts a host under ``plan_``; ``caps``: capabilities it keeps besides
     changing uids and moving its jobs (of other uids) between CPUs (``CAP_SYS_NICE``,
-    :mod:`grader.child.cores`): a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of
+    :mod:`grader.affinity`): a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of
     its own. A job drops them all when it takes its own uid."""
     if plan_.kind != "bwrap":
         return python_argv
