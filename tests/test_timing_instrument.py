@@ -298,3 +298,52 @@ def test_a_harness_that_timed_the_warm_up_is_told_from_a_correct_one_under_load(
             assert value <= ceiling, (seed, load, name, value, ceiling)
         only_the_ceiling += timed_warm_up <= 2.5 * max(spans)
     assert (only_the_ceiling > 0) == (load == 4.0), only_the_ceiling
+
+
+class _Ctx:
+    """What ex05's timing of a real jitted function asks of a probe's context, in this process: the
+    reference's ``time_call``, and the records it makes."""
+
+    def __init__(self, inputs: dict):
+        import importlib.util
+
+        from grader.chapter import load_chapter as load
+
+        spec = importlib.util.spec_from_file_location("_ex05_solution", load("ch4").solutions / "ex05_timing.py")
+        self.solution = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.solution)
+        self.inputs, self.records = inputs, {}
+
+    def get(self, name: str):
+        return getattr(self.solution, name)
+
+    def invoke(self, fn, name: str, *args, **kwargs) -> dict:
+        self.returned = fn(*args, **kwargs)
+        return {"status": "ok", "function": name, "_result": self.returned}
+
+    def record(self, key: str, value) -> None:
+        self.records[key] = value
+
+
+def test_the_real_jitted_function_is_sized_to_the_machine_with_one_program():
+    """The jitted function's work is sized to take ``jax_min_s`` here by the number of rounds of its
+    matrix product, an argument of one program: growing it compiles nothing more (each matrix size
+    tried was a program of its own, loaded or compiled in turn, most of what this part of the job
+    cost). A correct harness agrees with the grader's calls of it, and the rounds needed here are
+    more than one (else nothing was sized)."""
+    import jax
+
+    from grader.primitives.compiles import CompileCounter
+
+    inputs = EX05.inputs(3)
+    ctx = _Ctx(inputs)
+    counter = CompileCounter()
+    with jax.log_compiles(False), counter.window() as window:
+        ex05._time_a_jitted_function(ctx, inputs, inputs["iters"], 1.0)
+    compiled = dict(window.names)
+    assert sum(compiled.values()) == 1, compiled  # the program of each call made here, and no other
+    truth = ctx.records[ex05.KEYS.truth(run="jax")]
+    assert truth["rounds"] > 1, truth
+    assert truth["fastest"] >= inputs["jax_min_s"] * 0.8 or truth["rounds"] == ex05.MOST_ROUNDS, truth
+    assert ctx.records[ex05.KEYS.result(run="jax")]["status"] == "ok"
+    assert ex05.jax_agrees(ctx.returned, truth["fastest"], truth["slowest"]), (ctx.returned, truth)

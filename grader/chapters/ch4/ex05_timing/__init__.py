@@ -51,6 +51,9 @@ def inputs(rng: np.random.Generator) -> dict:
         "iters": int(rng.integers(5, 8)),
         "warmup_n": 4,
         "warmup_iters": 3,
+        # twelve times a measured call: a harness that times the warm-up returns one of these, told from the
+        # measured calls' until the machine makes them this long (:func:`warmup_ceiling`; a loaded CI run
+        # stretched one to 24 ms: not half as long would tell them apart)
         "warmup_slow": float(rng.uniform(0.055, 0.065)),
         "spread": spread(rng, duration),
         "counts": [[0, 3], [int(rng.integers(2, 4)), int(rng.integers(2, 5))]],
@@ -126,23 +129,29 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
     # it returns a pytree, as real JAX code often does: jax.block_until_ready(out) waits on
     # every leaf, while out.block_until_ready() only exists on a single array. Its first leaf is
     # known on the host at once (the matrix's size), the second is what the device computes: a
-    # harness that waits on the first output alone measures the dispatch, not the work
-    slow = jax.jit(lambda a: (jnp.sum(a), jnp.tanh(a @ a) @ a))
-
-    def chain(a):
-        return (a.shape[0], *slow(a))
+    # harness that waits on the first output alone measures the dispatch, not the work.
+    # Its work is a number of rounds of a matrix product, the number an argument of the program:
+    # one program (one shape) whatever the machine, so that sizing the work to the machine compiles
+    # nothing more (each matrix size tried was a program of its own, loaded or compiled in turn)
+    slow = jax.jit(lambda a, rounds: (jnp.sum(a), jax.lax.fori_loop(0, rounds, lambda _, x: jnp.tanh(x @ a), a)))
 
     rng = np.random.default_rng(inp["matrix_seed"])
-    n = 128
+    a = jax.device_put(rng.normal(size=(MATRIX, MATRIX)).astype(np.float32) / np.sqrt(MATRIX))
+    def chained(count):
+        def chain(a):
+            return (a.shape[0], *slow(a, count))
+        return chain
+
+    rounds = 1
     while True:
-        a = jax.device_put(rng.normal(size=(n, n)).astype(np.float32) / np.sqrt(n))
+        chain = chained(jax.device_put(np.int32(rounds)))
         took = min(clocked_calls(chain, (a,), 3, warm=1)[1:])  # the fastest: load makes the median long
-        if took >= inp["jax_min_s"] or n >= 4096:
+        if took >= inp["jax_min_s"] or rounds >= MOST_ROUNDS:
             break
-        # the work grows as n**3: aim a little above the floor, by steps of at most 2x in n (doubling
-        # alone can overshoot eightfold, and every call of the harness's and the grader's pays for it)
-        grow = min(8.0, 1.5 * inp["jax_min_s"] / max(took, 1e-6)) ** (1 / 3)
-        n = min(4096, max(n + 64, int(np.ceil(n * grow / 64)) * 64))
+        # the work grows with the rounds: aim a little above the floor, by steps of at most 8x (every
+        # call of the harness's and the grader's pays for an overshoot)
+        grow = min(8.0, 1.5 * inp["jax_min_s"] / max(took, 1e-6))
+        rounds = min(MOST_ROUNDS, max(rounds + 1, int(np.ceil(rounds * grow))))
     # The grader's clock before and after the harness's (nine calls each, after two warm ones): on a
     # loaded machine one of the three can catch a burst of other work, so a harness that disagrees
     # with it is timed again (up to ``attempts`` times, the last attempt recorded). A harness that
@@ -157,8 +166,13 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
             break
     ctx.record(KEYS.result(run="jax"), outcome)
     ctx.record(KEYS.truth(run="jax"), {"before": float(np.median(before)), "after": float(np.median(after)),
-                                       "fastest": min(before + after), "slowest": max(before + after), "n": n,
+                                       "fastest": min(before + after), "slowest": max(before + after), "rounds": rounds,
                                        "attempts": attempt, "first_leaf": _first_output_time(chain, a)})
+
+
+#: the real jitted function's matrix (``MATRIX`` square), multiplied ``rounds`` times a call, as many as
+#: make a call last ``jax_min_s`` on this machine (at most ``MOST_ROUNDS``: a call of a fast GPU stays short)
+MATRIX, MOST_ROUNDS = 128, 20_000
 
 
 def jax_agrees(returned: float, fastest: float, slowest: float) -> bool:
@@ -382,7 +396,7 @@ def time_call_jax_async(s: Records, r: Records, ctx: CheckContext) -> dict:
     ratio = returned / grader if grader else float("inf")
     fastest, slowest = truth.get("fastest", grader), truth.get("slowest", grader)
     measured = {"returned_s": returned, "grader_s": grader, "ratio": ratio, "fastest_s": fastest,
-                "slowest_s": slowest, "matrix": truth["n"], "attempts": truth.get("attempts", 1)}
+                "slowest_s": slowest, "rounds": truth.get("rounds"), "attempts": truth.get("attempts", 1)}
     first = truth.get("first_leaf")
     if grader and jax_agrees(returned, fastest, slowest):
         return measured  # within the grader's own calls: it waited for the work (its statistic is the median check's)
