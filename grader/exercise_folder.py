@@ -109,6 +109,9 @@ class ExerciseSpec:
     #: its jobs mostly sleep (a timing harness's instruments): a timed exercise may be timed beside it
     #: when the grading has two cores or more (:func:`grader.scheduling.run_all`)
     waits: bool = False
+    #: how many jobs share the student's probe, side by side (each does its parts: the probe's
+    #: ``ctx.does(i)``), for a probe that mostly waits; only where no reference runs
+    parts: int = 1
     #: ``False`` when the checks judge against the grader's own measurements only
     needs_reference: bool = True
     #: mixed with the run's seed to draw this exercise's hidden inputs
@@ -178,8 +181,10 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
     return table[key]
 
 
+#: the most jobs an exercise's student probe is shared by (``parts``)
+MOST_PARTS = 4
 #: an exercise's settings in its exercise.toml, and their types
-_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "reference": bool,
+_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "parts": int, "reference": bool,
              "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
@@ -202,6 +207,10 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
     for key, kind in _SETTINGS.items():
         if key in data and not (isinstance(data[key], kind) or kind is float and type(data[key]) is int):
             raise ChapterError(f"{where}: {key} must be a {kind.__name__}, not {data[key]!r}")
+    parts = data.get("parts", 1)
+    if isinstance(parts, bool) or not 1 <= parts <= MOST_PARTS or parts > 1 and data.get("reference", True):
+        raise ChapterError(f"{where}: parts = {parts} must be 1 to {MOST_PARTS}, and more than 1 only with "
+                           f"reference = false (a reference's run is one job)")
     section = str(need(data, "section", f"exercise {ex_id}", path))
     if section not in sections:
         raise ChapterError(f"{where}: section {section!r} is not among the chapter's sections "
@@ -232,6 +241,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         import_timeout_s=float(data.get("import_timeout_s", 20)),
         timed=bool(data.get("timed", False)),
         waits=bool(data.get("waits", False)),
+        parts=int(parts),
         needs_reference=bool(data.get("reference", True)),
         seed_salt=int(data.get("seed_salt", zlib.crc32(ex_id.encode()))),
         preload=tuple(data.get("preload", ())),

@@ -30,6 +30,7 @@ from grader.runner.host_handles import HostProcess
 from grader.primitives import timing
 from grader.runner.job_sessions import JobOutcome, JobSession, run_job
 from grader.runner.kept import EarlyStart
+from grader.runner.outcome import combined
 from grader.verdicts import judge, unrunnable
 
 if TYPE_CHECKING:
@@ -265,6 +266,27 @@ class BothSides:
         self._note_environment(outcome)
         return outcome
 
+    def _shared(self, ex: ExerciseSpec, inputs: dict, budget: float) -> JobOutcome:
+        """The student's job, or the jobs sharing its probe side by side (``ex.parts``: each does its shares
+        of a probe that mostly waits), as one outcome (:func:`grader.runner.outcome.combined`)."""
+        if ex.parts <= 1:
+            return self._job(self.student, ex, inputs, budget)
+        outcomes: list[JobOutcome | None] = [None] * ex.parts
+
+        def part(index: int) -> None:
+            outcomes[index] = run_job(self.student.exercise_session(ex, budget), inputs, part=(index, ex.parts))
+
+        others = [threading.Thread(target=part, args=(i,), daemon=True, name=f"{ex.id}-part{i}")
+                  for i in range(1, ex.parts)]
+        for thread in others:
+            thread.start()
+        part(0)
+        for thread in others:
+            thread.join()
+        outcome = combined([o if o is not None else JobOutcome(end="not_started", side="student") for o in outcomes])
+        self._note_environment(outcome)
+        return outcome
+
     def _note_environment(self, outcome: JobOutcome) -> None:
         if outcome.env:
             with self._lock:
@@ -277,7 +299,7 @@ class BothSides:
         call got past ``NotImplementedError``): a stub costs no reference run.
         """
         if not ex.needs_reference:
-            return self._job(self.student, ex, inputs, budget), None
+            return self._shared(ex, inputs, budget), None
         if self.records is not None:  # a preview: the records stand for the reference's run
             student_out = self._job(self.student, ex, inputs, budget)
             return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None

@@ -554,3 +554,19 @@ def test_an_exercises_words_go_through_the_toml_cache(write_chapter):
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         assert digest in i18n._tables, path
         assert (store.root() / "toml" / f"{digest[:40]}.json").is_file(), path
+
+
+@pytest.mark.parametrize("setting, ok", [("parts = 2\nreference = false", 2), ("parts = 4\nreference = false", 4),
+                                         ("parts = 1", 1), ("parts = 2", None), ("parts = 5\nreference = false", None),
+                                         ("parts = 0\nreference = false", None),
+                                         ("parts = true\nreference = false", None),
+                                         ("parts = 2.0\nreference = false", None)])
+def test_the_jobs_sharing_a_probe_are_one_to_four_and_only_without_a_reference(write_chapter, setting, ok):
+    """``parts``: a reference's run is one job (its records are the reference's outcome, kept and computed
+    ahead as one), so more than one job only where no reference runs; a number, not a flag or a float."""
+    text = exercise_toml(second="f.more").replace('functions = ["f"]', f'functions = ["f"]\n{setting}')
+    if ok is None:
+        with pytest.raises(ChapterError, match=r"parts"):
+            write_chapter(text)
+    else:
+        assert write_chapter(text).exercises[0].parts == ok

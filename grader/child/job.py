@@ -5,7 +5,9 @@ The conversation with the grader, over the job's socket (the words are
 
     job    -> HELLO (env, memory)                 backend started, limits set
     job    -> IMPORTED (names)                    or IMPORT_ERROR (type, message, where)
-    grader -> INPUTS (inputs)                     hidden inputs, only after the import
+    grader -> INPUTS (inputs, ahead?, part?)      hidden inputs, only after the import; the seeds
+                                                  drawn ahead (a reference's); which of the jobs
+                                                  sharing the probe this is ([index, count])
     job    -> RECORD (key, value)                 any number, as they happen
     job    -> MARK (key)                          a moment on the grader's clock: the job waits
     grader -> GO                                  for this, stamped when the grader sends it
@@ -283,7 +285,7 @@ def _run(order: dict, sock: socket.socket) -> None:
     else:
         keep = keys.for_student if getattr(keys, "reference_only", ()) else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep,
-                       side="reference" if order.get("side") == "reference" else "student")
+                       side="reference" if order.get("side") == "reference" else "student", part=given.get("part"))
     probed = _PROCESS_TIME()
     try:
         package.probe(ctx)

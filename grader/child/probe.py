@@ -126,8 +126,11 @@ class ProbeContext:
     """What a probe uses to touch the student's module and to make its records."""
 
     def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
-                 keep: Callable[[str], bool] | None = None, side: str = "student"):
+                 keep: Callable[[str], bool] | None = None, side: str = "student", part: Any = None):
         self.channel = channel
+        #: which of the jobs sharing this probe this one is, and how many (an exercise's ``parts``): :meth:`does`
+        self.part = (part[0], part[1]) if isinstance(part, list) and len(part) == 2 and all(
+            type(n) is int for n in part) and 0 <= part[0] < part[1] else (0, 1)
         #: whose job this is: ``"student"`` or ``"reference"`` (a probe may order its work by it, never its records)
         self.side = side
         self.module = module
@@ -138,6 +141,12 @@ class ProbeContext:
         self.keep = keep
         self.recorded: set[str] = set()
         self._calling: str | None = None
+
+    def does(self, share: int) -> bool:
+        """Whether this job does the probe's share ``share`` (0, 1, ...) where several jobs share the probe
+        (an exercise's ``parts``: share ``i`` is job ``i`` modulo their number's); a job alone does every one."""
+        index, count = self.part
+        return share % count == index
 
     # ---- recording
     def wants(self, key: str) -> bool:

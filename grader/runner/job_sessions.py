@@ -201,8 +201,9 @@ class JobSession:
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s
 
-    def send_inputs(self, inputs: dict, ahead: list[dict] | None = None) -> bool:
-        return self.send(message(ToJob.INPUTS, inputs=inputs, **({"ahead": ahead} if ahead else {})))
+    def send_inputs(self, inputs: dict, ahead: list[dict] | None = None, part: tuple[int, int] = (0, 1)) -> bool:
+        return self.send(message(ToJob.INPUTS, inputs=inputs, **({"ahead": ahead} if ahead else {}),
+                                 **({"part": list(part)} if part[1] > 1 else {})))
 
     # ------------------------------------------------------------- conversation
     def send(self, message: dict) -> bool:
@@ -438,10 +439,11 @@ DISK_POLL_S = 1.0
 #: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
 #: student's functions, named by ``JobSession.calling``), ``ended``
 PHASES = ("starting", "importing", "running", "calling", "ended")
-def run_job(session: JobSession, inputs: dict, ahead: list[dict] | None = None) -> JobOutcome:
-    """Fork, import, send the inputs (``ahead``: :attr:`JobSession.ahead`), and let the probe run to the end."""
+def run_job(session: JobSession, inputs: dict, ahead: list[dict] | None = None, part: tuple[int, int] = (0, 1)) -> JobOutcome:
+    """Fork, import, send the inputs (``ahead``: :attr:`JobSession.ahead`; ``part``: which of how many jobs sharing
+    the probe this is), and let the probe run to the end."""
     try:
-        if session.start() and session.send_inputs(inputs, ahead):
+        if session.start() and session.send_inputs(inputs, ahead, part):
             session.run_to_end()
     finally:
         outcome = session.finish()

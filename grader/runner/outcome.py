@@ -64,3 +64,33 @@ class JobOutcome:
         """
         return self.end != "import_error" and any(
             isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.records.values())
+
+
+def combined(parts: list[JobOutcome]) -> JobOutcome:
+    """One outcome of the jobs that shared a probe (an exercise's ``parts``), as the checks judge one job's.
+
+    How it ended is the first part's that did not end ``done`` (with its detail), else ``done``; the
+    records and when they arrived are every part's (each key once, the first part's where two made it);
+    the names, the skipped statements and the environment are the first part's (every part imported the
+    same module); the output is each part's in turn; the time the longest part's; what they spent, summed.
+    """
+    first = parts[0]
+    ended = next((part for part in parts if part.end != "done"), first)
+    records: dict[str, Any] = {}
+    arrivals: dict[str, float] = {}
+    work: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.records.items():
+            records.setdefault(key, value)
+        for key, value in part.arrivals.items():
+            arrivals.setdefault(key, value)
+        for key, value in part.work.items():
+            work[key] = round(work.get(key, 0) + value, 4) if isinstance(value, (int, float)) else value
+    work["parts"] = len(parts)
+    compiles = [part.xla_compiles for part in parts if part.xla_compiles is not None]
+    return JobOutcome(
+        end=ended.end, side=first.side, records=records, names=first.names, skipped=first.skipped, env=first.env,
+        detail=ended.detail, output="\n".join(part.output for part in parts if part.output),
+        output_bytes=sum(part.output_bytes for part in parts), duration_s=max(part.duration_s for part in parts),
+        integrity=[item for part in parts for item in part.integrity], xla_compiles=sum(compiles) if compiles else None,
+        arrivals=arrivals, work=work)

@@ -1,0 +1,91 @@
+"""A probe shared by jobs side by side (an exercise's ``parts``): ex05's, whose instruments mostly sleep.
+
+Two jobs each import the student's module and do their shares of the probe (``ctx.does(i)``); the
+grader judges their records as one job's (:func:`grader.runner.outcome.combined`). What must hold:
+the verdicts are those of one job (every variant of ``tests/variants/ch4/ex05_timing`` is judged in
+``test_variants`` with the shares split); a part that crashes costs the checks of its shares only,
+and the exercise says how it ended; the combined outcome keeps every record once, ends as its first
+part that did not end well, and counts what the parts spent together.
+"""
+from __future__ import annotations
+
+from grader.runner.outcome import JobOutcome, combined
+from tests.conftest import exercise, statuses
+
+EX05 = "ex05_timing"
+#: ex05's checks judged on the records of the first share (the harness's runs but the median's, the jitted
+#: function's) and of the second (the median's run, the speed-up)
+FIRST = {"time_call.seconds", "time_call.waits", "time_call.warmup", "time_call.call_count", "time_call.jax_async"}
+SECOND = {"time_call.median", "speedup.value"}
+
+#: a correct harness that exits the process on the one run of nine timed calls: the median's, the second share's
+CRASHES_ON_THE_MEDIAN_RUN = '''
+import os
+import statistics
+import time
+
+import jax
+
+
+def time_call(fn, *args, warmup=1, iters=20):
+    if iters == 9:
+        os._exit(3)
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        samples.append(time.perf_counter() - start)
+    return float(statistics.median(samples))
+
+
+def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
+    return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)
+'''
+
+
+def test_ex05_is_shared_by_two_jobs_and_its_checks_split_between_them():
+    from grader.chapter import load_chapter
+
+    ex = load_chapter("ch4").exercise(EX05)
+    assert ex.parts == 2 and not ex.needs_reference
+    assert {c.id for c in ex.checks} == FIRST | SECOND
+
+
+def test_a_part_that_crashes_costs_the_checks_of_its_shares_only(grade_cache):
+    report = grade_cache({EX05: CRASHES_ON_THE_MEDIAN_RUN}, exercises=(EX05,), seed=11)
+    ex = exercise(report, EX05)
+    got = statuses(ex)
+    assert {c for c in FIRST if got[c] == "passed"} == FIRST, got
+    assert all(got[c] != "passed" for c in SECOND), got
+    assert "exit code 3" in (ex.get("error") or ""), ex.get("error")
+
+
+def test_the_solutions_two_jobs_pass_as_one(grade_cache):
+    report = grade_cache({}, exercises=(EX05,), seed=12)
+    ex = exercise(report, EX05)
+    assert set(statuses(ex).values()) == {"passed"}, statuses(ex)
+    assert report["timings"][EX05]["student_work"]["parts"] == 2
+
+
+def _part(end: str = "done", **fields) -> JobOutcome:
+    return JobOutcome(end=end, side="student", **fields)
+
+
+def test_the_parts_outcome_is_one_jobs():
+    first = _part(records={"a": 1, "both": "first"}, arrivals={"a": 0.5, "both": 0.1}, names={"f": {}},
+                  env={"backend": "cpu"}, output="one", output_bytes=3, duration_s=0.4, xla_compiles=2,
+                  work={"cpu_s": 0.1, "programs": 2}, integrity=[{"stage": "import"}])
+    second = _part("crashed", records={"b": 2, "both": "second"}, arrivals={"b": 0.2, "both": 0.3},
+                   detail={"exit": {"code": 3}}, output="two", output_bytes=4, duration_s=0.6,
+                   work={"cpu_s": 0.2, "programs": 1}, integrity=[{"stage": "probe"}])
+    third = _part("timeout", detail={"hung": {}}, duration_s=0.1)
+    out = combined([first, second, third])
+    assert out.end == "crashed" and out.detail == {"exit": {"code": 3}}  # the first part that did not end well
+    assert out.records == {"a": 1, "both": "first", "b": 2} and out.arrivals == {"a": 0.5, "both": 0.1, "b": 0.2}
+    assert out.names == {"f": {}} and out.env == {"backend": "cpu"}
+    assert out.output == "one\ntwo" and out.output_bytes == 7 and out.duration_s == 0.6
+    assert out.xla_compiles == 2 and out.integrity == [{"stage": "import"}, {"stage": "probe"}]
+    assert out.work == {"cpu_s": 0.3, "programs": 3, "parts": 3}
+    assert combined([_part(records={"x": 1}), _part()]).end == "done"
