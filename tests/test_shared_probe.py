@@ -9,6 +9,8 @@ part that did not end well, and counts what the parts spent together.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from grader.runner.outcome import JobOutcome, combined
 from tests.conftest import exercise, statuses
 
@@ -18,35 +20,17 @@ EX05 = "ex05_timing"
 FIRST = {"time_call.seconds", "time_call.waits", "time_call.warmup", "time_call.call_count", "time_call.jax_async"}
 SECOND = {"time_call.median", "speedup.value"}
 
-#: a correct harness that exits the process on the one run of nine timed calls: the median's, the second share's
-CRASHES_ON_THE_MEDIAN_RUN = '''
-import os
-import statistics
-import time
-
-import jax
-
-
-def time_call(fn, *args, warmup=1, iters=20):
-    if iters == 9:
-        os._exit(3)
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-    samples = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        samples.append(time.perf_counter() - start)
-    return float(statistics.median(samples))
-
-
-def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
-    return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)
-'''
+#: the reference's harness, but it exits the process on the one run of nine timed calls: the median's, the
+#: second share's
+SOLUTION = (Path(__file__).resolve().parent.parent / "solutions" / "ch4" / "ex05_timing.py").read_text(encoding="utf-8")
+SIGNATURE = "def time_call(fn, *args, warmup=1, iters=20):\n"
+CRASHES_ON_THE_MEDIAN_RUN = SOLUTION.replace(SIGNATURE, SIGNATURE + "    if iters == 9:\n        __import__('os')._exit(3)\n")
 
 
 def test_ex05_is_shared_by_two_jobs_and_its_checks_split_between_them():
     from grader.chapter import load_chapter
+
+    assert CRASHES_ON_THE_MEDIAN_RUN.count("_exit(3)") == 1
 
     ex = load_chapter("ch4").exercise(EX05)
     assert ex.parts == 2 and not ex.needs_reference
