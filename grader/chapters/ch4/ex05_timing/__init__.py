@@ -140,9 +140,11 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, unit: float, attempts: i
 
     rng = np.random.default_rng(inp["matrix_seed"])
     a = jax.device_put(rng.normal(size=(MATRIX, MATRIX)).astype(np.float32) / np.sqrt(MATRIX))
+
     def chained(count):
         def chain(a):
             return (a.shape[0], *slow(a, count))
+
         return chain
 
     rounds = 1
