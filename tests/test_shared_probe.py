@@ -73,3 +73,20 @@ def test_the_parts_outcome_is_one_jobs():
     assert out.xla_compiles == 2 and out.integrity == [{"stage": "import"}, {"stage": "probe"}]
     assert out.work == {"cpu_s": 0.3, "programs": 3, "parts": 3}
     assert combined([_part(records={"x": 1}), _part()]).end == "done"
+
+
+def test_what_every_part_printed_at_the_import_is_shown_once():
+    """Each part imports the module: its prints at the import are the first part's, said once; what a
+    part printed after them, and a part that printed something else from the start, in full."""
+    imported = "loading my harness\nready\n"
+    parts = [_part(output=imported + "seconds run\n"), _part(output=imported + "median run\n"), _part(output=imported)]
+    assert combined(parts).output == imported + "seconds run\nmedian run\n"
+    assert combined([_part(output="a\nb"), _part(output="a\nbc\n")]).output == "a\nb\nbc\n"
+    assert combined([_part(output=""), _part(output="late\n")]).output == "late\n"
+
+
+def test_a_print_at_the_import_is_shown_once_in_the_report(grade_cache):
+    printing = 'print("loading my harness")\n' + SOLUTION
+    ex = exercise(grade_cache({EX05: printing}, exercises=(EX05,), seed=13), EX05)
+    assert set(statuses(ex).values()) == {"passed"}, statuses(ex)
+    assert (ex.get("output") or "").count("loading my harness") == 1, ex.get("output")

@@ -72,7 +72,9 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
     How it ended is the first part's that did not end ``done`` (with its detail), else ``done``; the
     records and when they arrived are every part's (each key once, the first part's where two made it);
     the names, the skipped statements and the environment are the first part's (every part imported the
-    same module); the output is each part's in turn; the time the longest part's; what they spent, summed.
+    same module); the output is each part's in turn (the whole lines a later part began with as the first
+    part began, the module's prints at its import say, said once); the time the longest part's; what
+    they spent, summed.
     """
     first = parts[0]
     ended = next((part for part in parts if part.end != "done"), first)
@@ -90,7 +92,23 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
     compiles = [part.xla_compiles for part in parts if part.xla_compiles is not None]
     return JobOutcome(
         end=ended.end, side=first.side, records=records, names=first.names, skipped=first.skipped, env=first.env,
-        detail=ended.detail, output="\n".join(part.output for part in parts if part.output),
+        detail=ended.detail, output=_apart([part.output for part in parts]),
         output_bytes=sum(part.output_bytes for part in parts), duration_s=max(part.duration_s for part in parts),
         integrity=[item for part in parts for item in part.integrity], xla_compiles=sum(compiles) if compiles else None,
         arrivals=arrivals, work=work)
+
+
+def _apart(outputs: list[str]) -> str:
+    """The parts' outputs in turn, each on lines of its own, without the whole lines a later one begins with
+    that the first one began with too."""
+    first = outputs[0].splitlines(keepends=True)
+    text = outputs[0]
+    for output in outputs[1:]:
+        same = 0
+        for mine, theirs in zip(output.splitlines(keepends=True), first):
+            if mine != theirs or not mine.endswith("\n"):
+                break
+            same += len(mine)
+        if output[same:]:
+            text += ("\n" if text and not text.endswith("\n") else "") + output[same:]
+    return text
