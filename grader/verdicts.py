@@ -212,6 +212,8 @@ def tampering(outcome: JobOutcome) -> list[Text] | None:
     a missing final report, or fewer compiles reported than XLA's own dump holds all
     mean that the student's code reached into the grader's side of the process.
     """
+    if outcome.parts:  # jobs that shared the probe: each one's reports against its own compiles
+        return [problem for part in outcome.parts for problem in tampering(part) or ()] or None
     problems: list[Text] = []
     changed = sorted({name for report in outcome.integrity for name in (report.get("changed") or [])
                       if isinstance(name, str)})

@@ -15,10 +15,10 @@ from grader.runner.outcome import JobOutcome, combined
 from tests.conftest import exercise, statuses
 
 EX05 = "ex05_timing"
-#: ex05's checks judged on the records of the first share (the harness's runs but the median's, the jitted
-#: function's) and of the second (the median's run, the speed-up)
-FIRST = {"time_call.seconds", "time_call.waits", "time_call.warmup", "time_call.call_count", "time_call.jax_async"}
-SECOND = {"time_call.median", "speedup.value"}
+#: ex05's checks judged on the records of the first share (the harness's runs but the median's) and of the
+#: second (the median's run, the speed-up, then the real jitted function's, its calls' CPU after the first's sleeps)
+FIRST = {"time_call.seconds", "time_call.waits", "time_call.warmup", "time_call.call_count"}
+SECOND = {"time_call.median", "speedup.value", "time_call.jax_async"}
 
 #: the reference's harness, but it exits the process on the one run of nine timed calls: the median's, the
 #: second share's
@@ -90,3 +90,25 @@ def test_a_print_at_the_import_is_shown_once_in_the_report(grade_cache):
     ex = exercise(grade_cache({EX05: printing}, exercises=(EX05,), seed=13), EX05)
     assert set(statuses(ex).values()) == {"passed"}, statuses(ex)
     assert (ex.get("output") or "").count("loading my harness") == 1, ex.get("output")
+
+
+def test_each_part_is_held_to_its_own_reports_on_its_instruments():
+    """A part's compiles against its own report (not the sum of every part's, where one part's honest count
+    could cover another's hidden compile), and a part that ended well without its final report is told,
+    whatever another part did."""
+    from grader.verdicts import tampering
+
+    def honest(compiles: int) -> JobOutcome:
+        return _part(xla_compiles=compiles, integrity=[{"stage": "import", "changed": []},
+                                                       {"stage": "probe", "changed": [], "compiles_total": compiles}])
+
+    assert tampering(combined([honest(0), honest(1)])) is None  # one compile, in the part that made it
+    hiding = _part(xla_compiles=2, integrity=[{"stage": "probe", "changed": [], "compiles_total": 0}])
+    over = _part(xla_compiles=0, integrity=[{"stage": "probe", "changed": [], "compiles_total": 5}])
+    found = tampering(combined([over, hiding]))
+    assert found and [t.key for t in found] == ["integrity.compiles_hidden"], found
+    silent = _part(integrity=[{"stage": "import", "changed": []}])  # done, its last report never sent
+    found = tampering(combined([_part("crashed", detail={"exit": {"code": 3}}), silent]))
+    assert found and [t.key for t in found] == ["integrity.no_report"], found
+    changed = _part(integrity=[{"stage": "probe", "changed": ["jax.jit"], "compiles_total": 0}])
+    assert [t.key for t in tampering(combined([honest(0), changed]))] == ["integrity.tampered"]

@@ -339,7 +339,7 @@ def test_the_real_jitted_function_is_sized_to_the_machine_with_one_program():
     ctx = _Ctx(inputs)
     counter = CompileCounter()
     with jax.log_compiles(False), counter.window() as window:
-        ex05._time_a_jitted_function(ctx, inputs, inputs["iters"], 1.0)
+        ex05._time_a_jitted_function(ctx, inputs, inputs["iters"])
     compiled = dict(window.names)
     assert sum(compiled.values()) == 1, compiled  # the program of each call made here, and no other
     truth = ctx.records[ex05.KEYS.truth(run="jax")]

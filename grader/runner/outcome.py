@@ -50,6 +50,9 @@ class JobOutcome:
     #: from the persistent cache; ``programs``: how many, of which ``loaded`` from the cache);
     #: ``total_cpu_s``: the kernel's count, from the host; ``kept_uses``: a kept job's (:mod:`grader.runner.kept`)
     work: dict = field(default_factory=dict)
+    #: the jobs that shared the probe, each as it ended (:func:`combined`; none for one job): each is held
+    #: to its own reports on its instruments
+    parts: list["JobOutcome"] = field(default_factory=list)
 
     def fields(self) -> dict[str, Any]:
         """Its fields by name, the values themselves (:func:`dataclasses.asdict` would copy every record's
@@ -72,7 +75,8 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
     How it ended is the first part's that did not end ``done`` (with its detail), else ``done``; the
     records and when they arrived are every part's (each key once, the first part's where two made it);
     the names, the skipped statements and the environment are the first part's (every part imported the
-    same module); the output is each part's in turn (the whole lines a later part began with as the first
+    same module); each part is kept as it ended, its reports on its instruments judged on their own
+    (:func:`grader.verdicts.tampering`); the output is each part's in turn (the whole lines a later part began with as the first
     part began, the module's prints at its import say, said once); the time the longest part's; what
     they spent, summed.
     """
@@ -95,7 +99,7 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
         detail=ended.detail, output=_apart([part.output for part in parts]),
         output_bytes=sum(part.output_bytes for part in parts), duration_s=max(part.duration_s for part in parts),
         integrity=[item for part in parts for item in part.integrity], xla_compiles=sum(compiles) if compiles else None,
-        arrivals=arrivals, work=work)
+        arrivals=arrivals, work=work, parts=list(parts))
 
 
 def _apart(outputs: list[str]) -> str:
