@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from grader.primitives.timing import READY
 from grader.trusted import classify, defined_at, safe_str, student_frame
 from grader.protocol import OP, FromJob, ToJob, message, word_of
 from grader.wire import SAFE_DTYPES, Channel
@@ -152,8 +153,6 @@ class ProbeContext:
     def wants(self, key: str) -> bool:
         """Whether this job records ``key``: a probe skips the work of a record nobody reads (but the
         grader's timing driver reads that a job is ready to be timed, whichever job it is)."""
-        from grader.primitives.timing import READY
-
         return self.keep is None or key == READY or self.keep(key)
 
     def _claim(self, key: str) -> bool:
