@@ -151,7 +151,10 @@ def test_records_answer_for_the_public_seed_only(release):
     assert records.outcome(ex.id, FINAL_SEED, ex.inputs(FINAL_SEED)) is None
     assert records.outcome(ex.id, PUBLIC_SEED, ex.inputs(FINAL_SEED)) is None  # other inputs, same seed claimed
     pyproject = (pristine / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'"jax=={records.environment["jax"]}"' in pyproject
+    # the records' JAX in the extra the README's fresh environment asks for; a JAX installed for an
+    # accelerator (>= the floor) kept by a plain install
+    assert f'pinned = ["jax=={records.environment["jax"]}", "jaxlib=={records.environment["jaxlib"]}"]' in pyproject
+    assert '"jax>=0.4.30"' in pyproject and '"jax==' not in pyproject.split("[project.optional-dependencies]")[0]
 
 
 # ------------------------------------------------------------------ as a student

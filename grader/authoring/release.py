@@ -9,8 +9,10 @@
   repository has the chapter's notebook;
 * ``README.md``: for students, in Chinese and English, with the one command that
   installs the release and grades the stubs;
-* ``pyproject.toml``: what that command installs, with JAX pinned to the version the
-  records were made with (primitive counts and FLOP estimates depend on it).
+* ``pyproject.toml``: what that command installs: JAX of at least :data:`JAX_FLOOR` (a JAX
+  installed for a TPU or GPU is kept), and with the extra ``pinned``, which the README's command
+  asks for in a fresh environment, the version the records were made with (primitive counts and
+  FLOP estimates depend on it; a grading with another says so in its report).
 
 Never in it: the solutions folder, anything compiled or pickled, and any piece of a
 solution's code (:mod:`grader.authoring.answers`). :func:`leaks` looks for all three in
@@ -107,11 +109,12 @@ def _write(chapter: Chapter, root: Path, records: ReferenceRecords) -> Path | No
         fields[f"notebook_{lang}"] = _template(f"release-notebook.{lang}.md").format(**fields) if notebook else ""
     (root / "README.md").write_text(_template("release-README.md").format(**fields), encoding="utf-8")
     about = ("A course release of jit-grader (grade dev release): the exercises and the grader, without\n"
-             "the answers. JAX is pinned to the version the reference records were made with.")
+             "the answers. The extra [pinned] installs the JAX the reference records were made with.")
     (root / "pyproject.toml").write_text(
         pyproject(chapter, kind="release", about=about,
                   description="exercises and their grader (a course release, without the answers)",
-                  jax=records.environment.get("jax") or "0.4.30", jaxlib=records.environment.get("jaxlib") or "0.4.30"),
+                  jax=records.environment.get("jax") or "0.4.30", jaxlib=records.environment.get("jaxlib") or "0.4.30",
+                  keep_installed_jax=True),
         encoding="utf-8")
     return notebook
 
@@ -129,13 +132,24 @@ def copy_package(chapter: Chapter, root: Path) -> Path:
 
 
 def pyproject(chapter: Chapter, *, kind: str, about: str, description: str, jax: str, jaxlib: str,
-              python_min: str = "3.10") -> str:
+              python_min: str = "3.10", keep_installed_jax: bool = False) -> str:
     """The ``pyproject.toml`` that installs the grader as ``jit-grader-<chapter>-<kind>`` with JAX pinned
-    (primitive counts and FLOP estimates depend on its version); ``about`` heads it as a comment."""
+    (primitive counts and FLOP estimates depend on its version); ``about`` heads it as a comment.
+    ``keep_installed_jax``: JAX of at least :data:`JAX_FLOOR` (a JAX installed for a TPU or GPU is
+    kept), the pinned version in the extra ``pinned``."""
     about = "\n".join(f"# {line}" for line in about.splitlines())
+    if keep_installed_jax:
+        about += ("\n# JAX at least " + JAX_FLOOR + ": a JAX installed for a TPU or GPU (a TPU VM's, Colab's, Kaggle's)"
+                  "\n# is kept; the extra [pinned] installs the version the reference records were made with.")
+    jax_dep, jaxlib_dep = (f">={JAX_FLOOR}", f">={JAX_FLOOR}") if keep_installed_jax else (f"=={jax}", f"=={jaxlib}")
     return _template("pyproject.toml").format(about=about, chapter=chapter.id, kind=kind, version=__version__,
                                               title_en=chapter.title.en, description=description, jax=jax,
-                                              jaxlib=jaxlib, python_min=python_min)
+                                              jaxlib=jaxlib, python_min=python_min, jax_dep=jax_dep,
+                                              jaxlib_dep=jaxlib_dep)
+
+
+#: the oldest JAX the grader runs with (the project's own ``pyproject.toml`` asks the same)
+JAX_FLOOR = "0.4.30"
 
 
 def _template(name: str) -> str:
