@@ -20,7 +20,6 @@ class on one seed of its own. ``GRADER_SEEDS_AHEAD=0`` turns it off; ``=N`` keep
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
@@ -62,6 +61,8 @@ def draw(chapter: str, keep: int, *, take: bool) -> tuple[int | None, list[int]]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path.with_suffix(".lock"), "a+") as lock:
+            import fcntl  # here: native Windows has none, and is told so before any grading
+
             fcntl.flock(lock, fcntl.LOCK_EX)
             seeds = _read(path)
             taken = seeds.pop(0) if take and seeds else None

@@ -302,3 +302,7 @@ class CheckContext:
     #: the status of a check that failed only because a function is not defined:
     #: ``not_attempted`` for a notebook (the function's cell was not run), else ``failed``
     missing: str = "failed"
+    #: the backend the student's values were computed on (``cpu``, ``tpu``, ``gpu``; ``None``: not known):
+    #: a check of values computed on the device widens its tolerance to the device's float32
+    #: (:func:`grader.primitives.numeric.on_device`)
+    device: str | None = None

@@ -112,6 +112,11 @@ class ExerciseSpec:
     #: how many jobs share the student's probe, side by side (each does its parts: the probe's
     #: ``ctx.does(i)``), for a probe that mostly waits; only where no reference runs
     parts: int = 1
+    #: its checks measure the device (timings, speed-ups): where the device admits one process at a
+    #: time (a TPU) its jobs take their turns there and the other exercises' jobs run on the CPU beside
+    #: them (:mod:`grader.runner.devices`); by default, a timed exercise's or one with a ``harness`` or
+    #: ``speedup`` check
+    device: bool = False
     #: ``False`` when the checks judge against the grader's own measurements only
     needs_reference: bool = True
     #: mixed with the run's seed to draw this exercise's hidden inputs
@@ -185,7 +190,8 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 MOST_PARTS = 4
 #: an exercise's settings in its exercise.toml, and their types
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "parts": int, "reference": bool,
-             "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool}
+             "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool,
+             "device": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
 #: a check's keys of an earlier layout, and what they are now
@@ -242,6 +248,8 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         timed=bool(data.get("timed", False)),
         waits=bool(data.get("waits", False)),
         parts=int(parts),
+        device=bool(data.get("device", bool(data.get("timed", False))
+                             or bool({"harness", "speedup"} & {c.category for c in checks}))),
         needs_reference=bool(data.get("reference", True)),
         seed_salt=int(data.get("seed_salt", zlib.crc32(ex_id.encode()))),
         preload=tuple(data.get("preload", ())),

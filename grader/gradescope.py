@@ -68,6 +68,8 @@ class Config:
     exercise_timeout_s: float | None = None
     #: memory for each exercise's process, in MiB, on top of JAX's own
     memory_mb: int = 4096
+    #: the device measured on: ``auto``, ``cpu`` or ``device`` (:mod:`grader.runner.devices`)
+    device: str = "auto"
     #: the versions of the machine that built the autograder (``jax``, ``jaxlib``, ``python``, ``grader``)
     built_with: dict | None = None
 
@@ -87,7 +89,7 @@ class Config:
     def limits(self) -> LimitOptions:
         """The sandbox and limits every submission is graded under."""
         return LimitOptions(sandbox=self.sandbox, timeout_s=self.timeout_s, exercise_timeout_s=self.exercise_timeout_s,
-                            memory_mb=self.memory_mb)
+                            memory_mb=self.memory_mb, device=self.device)
 
 
 def reference_dir(root: Path, chapter: str) -> Path:

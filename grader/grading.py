@@ -29,7 +29,7 @@ from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.preview import ReferenceRecords, mark_checked, preview_records
 from grader.results import ExerciseResult, Report, mark_selection
-from grader.runner import sandbox as sandboxes
+from grader.runner import devices, sandbox as sandboxes
 from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import Limits
 from grader.runner.reference_host import reference_host
@@ -56,6 +56,9 @@ class GradeOptions:
     seed: int | None = None
     #: ``auto`` (the strongest available), ``bwrap`` or ``process``
     sandbox: str = "auto"
+    #: the device measured on (:mod:`grader.runner.devices`): ``auto`` (the accelerator, when there is one and
+    #: no other process holds it; else the CPU, saying why), ``cpu``, or ``device`` (the accelerator, or an error)
+    device: str = "auto"
     #: per-job limits (CPU, memory, processes, file size, open files, disk)
     limits: Limits = field(default_factory=Limits)
     #: the whole submission's time limit, in seconds
@@ -165,7 +168,14 @@ class Grading:
         if options.ahead and self.records is None and self.references.folder is not None:
             taken, self.ahead = ahead.draw(self.chapter.id, options.ahead, take=options.seed is None)
         self.seed = options.seed if options.seed is not None else taken or new_seed()
+        unsupported = devices.unsupported_system()
+        if unsupported is not None:
+            raise submissions.SubmissionError(unsupported)
         self.plan = sandboxes.plan(options.sandbox)
+        try:  # before any process starts: a TPU admits one at a time (a batch worker's: the batch's plan)
+            self.device = devices.default_plan() if options.hosts is not None else devices.plan(options.device)
+        except devices.DeviceError as exc:
+            raise submissions.SubmissionError(exc.text) from None
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
         self.reference_dir = options.reference_dir or self.chapter.solutions
         if self.records is None and not self.reference_dir.is_dir():
@@ -189,6 +199,7 @@ class Grading:
         started, self._started = self._started or time.monotonic(), None
         cpu_started, self._cpu_started = self._cpu_started or time.process_time(), None
         started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        turns_before = len(self.device.lease.turns)
         chapter = self.chapter
         try:
             selected = chapter.select(exercises)
@@ -209,7 +220,7 @@ class Grading:
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
                          started=lambda ex_id: tally.event(Progress(ex_id, "running")),
-                         keep_timing=self.options.compile_cache, ahead=self.ahead, beside=beside)
+                         keep_timing=self.options.compile_cache, ahead=self.ahead, beside=beside, device=self.device)
 
         code_notes = _code_notes(sub, chapter)
 
@@ -253,7 +264,12 @@ class Grading:
                         environment=both.environment(), exercises=tally.finished(),
                         integrity=sub.integrity_findings(chapter) + both.runtime_findings,
                         sandbox=self.plan.describe(), timings=both.timings, interrupted=interrupted,
-                        preview=self.records is not None)
+                        preview=self.records is not None, device={**self.device.describe(), "note": self.device.fallback})
+        recorded = (self.records.environment or {}).get("jax") if self.records is not None else None
+        if recorded and report.environment.get("jax") and recorded != report.environment["jax"]:
+            report.device["version_note"] = T("device.jax_version", jax=report.environment["jax"], recorded=recorded)
+        if self.device.lease.turns[turns_before:]:  # this run's (watch mode runs a grading again)
+            report.timings["device_turns"] = [dict(turn) for turn in self.device.lease.turns[turns_before:]]
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in tally.results])
@@ -276,10 +292,10 @@ class Grading:
             self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
                                       plan=self.plan, uids=self.uids, compile_cache=student_cache,
                                       read_caches=readable, modules=chapter.child_modules, limits=self.options.limits,
-                                      chapter_folders=chapter.import_folders),
+                                      chapter_folders=chapter.import_folders, device=self.device),
                           None if self.records is not None else
                           reference_host(chapter, self.reference_dir, self.scratch, limits=self.options.limits,
-                                         compile_cache=readable[0] if readable else None))
+                                         compile_cache=readable[0] if readable else None, device=self.device))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
             for host in filter(None, self.hosts):

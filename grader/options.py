@@ -30,6 +30,8 @@ class LimitOptions:
     exercise_timeout_s: float | None = None
     #: memory for each exercise's process, in MiB, on top of JAX's own
     memory_mb: int = 4096
+    #: the device measured on: ``auto``, ``cpu`` or ``device`` (:mod:`grader.runner.devices`)
+    device: str = "auto"
 
     def grade_options(self, **fields: Any) -> GradeOptions:
         """The options of a grading under these limits; ``fields``: any other of
@@ -37,16 +39,17 @@ class LimitOptions:
         from grader.grading import GradeOptions
         from grader.runner.job_sessions import Limits
 
-        return GradeOptions(sandbox=self.sandbox, submission_timeout_s=self.timeout_s,
+        return GradeOptions(sandbox=self.sandbox, device=self.device, submission_timeout_s=self.timeout_s,
                             exercise_timeout_s=self.exercise_timeout_s,
                             limits=Limits(memory_bytes=self.memory_mb << 20), **fields)
 
     def to_dict(self) -> dict:
         """As plain data (a batch ships it to its workers): :meth:`from_dict` reads it back."""
         return {"sandbox": self.sandbox, "timeout_s": self.timeout_s, "exercise_timeout_s": self.exercise_timeout_s,
-                "memory_mb": self.memory_mb}
+                "memory_mb": self.memory_mb, "device": self.device}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LimitOptions":
         return cls(sandbox=str(data["sandbox"]), timeout_s=float(data["timeout_s"]),
-                   exercise_timeout_s=data.get("exercise_timeout_s"), memory_mb=int(data["memory_mb"]))
+                   exercise_timeout_s=data.get("exercise_timeout_s"), memory_mb=int(data["memory_mb"]),
+                   device=str(data.get("device", "auto")))

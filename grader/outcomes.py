@@ -45,9 +45,15 @@ class ReferenceCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path) -> tuple:
+    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path, platform: str | None | bool = False) -> tuple:
+        """``platform``: the ``jax_platforms`` its job runs with (``cpu`` beside a TPU, ``None``: JAX's choice);
+        ``False``: a plan made without a grading's (:func:`grader.runner.devices.default_plan`: a batch's)."""
+        if platform is False:
+            from grader.runner.devices import default_plan
+
+            platform = default_plan().platform_for(ex.device)
         return (chapter.id, ex.id, seed, folder_digest(reference_dir), folder_digest(chapter.folder),
-                grader_digest(), machine())
+                grader_digest(), machine(), platform)
 
     @staticmethod
     def for_seed(key: tuple, seed: int) -> tuple:

@@ -91,6 +91,7 @@ class FromJob(StrEnum):
     """A job to the grader."""
 
     HELLO = "hello"  #: JAX's backend started, the limits set: ``env``, ``memory``
+    NO_BACKEND = "no_backend"  #: JAX's backend could not start (the accelerator held by another process): ``error``
     IMPORTED = "imported"  #: the student's module imported: ``names`` (how each module-level name looked), ``skipped``
     IMPORT_ERROR = "import_error"  #: the student's module raised on import: ``type``, ``message``, ``where``, ...
     INTEGRITY = "integrity"  #: the instruments as found after a ``stage``: ``changed``, ``compiles_total``

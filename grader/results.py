@@ -102,6 +102,9 @@ class ExerciseResult(_Scored):
     #: :class:`~grader.i18n.Text` each), e.g. a notebook's function defined in two cells
     #: (the later one is graded); empty for most
     notes: list = field(default_factory=list)
+    #: where its student's job ran: ``backend`` (``cpu``, ``tpu``, ``gpu``) and ``device_kind`` (``TPU v5 lite``);
+    #: empty where no job ran
+    device: dict = field(default_factory=dict)
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(c.points, c.max_points) for c in self.checks]
@@ -144,6 +147,10 @@ class Report(_Scored):
     #: a course release's preview: graded with the reference's records for the public seed
     #: (``seed``), not with the reference itself; the score is a preview of final grading's
     preview: bool = False
+    #: where the jobs ran (:meth:`grader.runner.devices.DevicePlan.describe`): the ``platform`` measured on,
+    #: the ``accelerator`` found, whether it is ``exclusive``, its ``holder``; ``note``: a
+    #: :class:`~grader.i18n.Text` saying why an accelerator here was not used, else ``None``
+    device: dict = field(default_factory=dict)
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(e.score, e.max_score) for e in self.exercises]
@@ -265,6 +272,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
             "duration_s": round(ex.duration_s, 3),
             "output": ex.output,
             "notes": [words(note) for note in ex.notes],
+            "device": ex.device or None,
             "checks": [
                 {
                     "id": c.id,
@@ -300,6 +308,8 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "duration_s": round(report.duration_s, 3),
         "submission": report.submission,
         "environment": report.environment,
+        "device": {**report.device, **{key: words(report.device[key]) if report.device.get(key) else None
+                                       for key in ("note", "version_note")}} if report.device else None,
         "sandbox": {**report.sandbox, "notes": [words(n) for n in report.sandbox.get("notes", [])]},
         "exercises": exercises,
         "integrity": [

@@ -26,6 +26,8 @@ from grader import affinity as cores
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
+from grader.runner import devices
+from grader.runner.devices import DevicePlan
 from grader.runner.host_handles import HostProcess
 from grader.primitives import timing
 from grader.runner.job_sessions import JobOutcome, JobSession, run_job
@@ -45,6 +47,14 @@ log = logging.getLogger("grader")
 BUSY_ELSEWHERE = 0.3
 
 
+class DeviceTaken(Exception):
+    """A job found the accelerator taken by another process as it started (``error``: what JAX said)."""
+
+    def __init__(self, error: str):
+        super().__init__(error)
+        self.error = error
+
+
 class Sides:
     """What a timing driver may use: new jobs of its exercise, on the student's side or the reference's.
 
@@ -56,6 +66,9 @@ class Sides:
     def __init__(self, both: BothSides, ex: ExerciseSpec, inputs: dict, early: EarlyStart | None = None):
         self._both = both
         self.exercise = ex
+        #: the device admits one process at a time (a TPU): the two sides' jobs run one after the other,
+        #: each timed alone (:func:`grader.primitives.comparison.timed_comparison`), never side by side
+        self.in_turn = both.device.on_device(ex.device)
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
         self.recorded: JobOutcome | None = both.records and both.records.recorded(ex.id, both.seed, inputs)
         #: the jobs started while the other exercises were graded (:meth:`BothSides.prestart`)
@@ -90,8 +103,12 @@ class BothSides:
     def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
                  records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None,
-                 keep_timing: bool = False, ahead: list[int] | None = None, beside: bool = False):
+                 keep_timing: bool = False, ahead: list[int] | None = None, beside: bool = False,
+                 device: DevicePlan | None = None):
         self.chapter = chapter
+        #: where the jobs run (:mod:`grader.runner.devices`): the device's exercises on it, one job at a
+        #: time where it admits one process at a time, the others on the CPU
+        self.device = device or devices.default_plan()
         #: a timed exercise is timed while the untimed ones run, on a core of its own (:meth:`alone`)
         self.beside = beside
         #: set once every untimed exercise of the run has its result (``run_all`` is told to set it)
@@ -137,7 +154,7 @@ class BothSides:
         then wait, and its driver, run alone later, times them (:class:`grader.runner.kept.EarlyStart`).
         Only their timing needs the machine to itself."""
         budget = self._budget(ex)
-        if ex.driver is None or budget <= 1:
+        if ex.driver is None or budget <= 1 or self.device.on_device(ex.device):  # a device's turn comes later
             return
         reference = None if self.records is not None else (lambda: self.reference_session(ex, max(budget, ex.timeout_s)))
         self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
@@ -170,7 +187,9 @@ class BothSides:
         try:
             if not all(moved):  # back, and alone after the untimed exercises
                 self._spread(hosts, names, cpus)
-                self.untimed_done.wait(max(0.0, self.deadline - time.monotonic()))
+                if not self.device.on_device(ex.device):  # on a device of one process at a time, an untimed
+                    # exercise of the device may wait for this one's turn to end: never wait for it
+                    self.untimed_done.wait(max(0.0, self.deadline - time.monotonic()))
             yield
         finally:
             self._spread(hosts, names, cpus)
@@ -183,12 +202,37 @@ class BothSides:
 
     # ------------------------------------------------------------------ one exercise
     def grade(self, ex: ExerciseSpec) -> ExerciseResult:
-        """One exercise, whatever happens: a grader bug here costs this exercise only."""
+        """One exercise, whatever happens: a grader bug here costs this exercise only. Where a job found
+        the accelerator taken by another process as it started, the grading goes on on the CPU
+        (:meth:`grader.runner.devices.DevicePlan.fall_back`) and the exercise is graded again there."""
         try:
-            return self._grade(ex)
+            try:
+                return self._grade(ex)
+            except DeviceTaken as taken:
+                self._fall_back(taken.error)
+                return self._grade(ex)
+        except DeviceTaken as taken:  # on the CPU too: JAX's backend does not start at all
+            return unrunnable(ex, T("job.no_backend", error=taken.error[:300]))
         except Exception as exc:  # noqa: BLE001 - logged in full; the student sees one line
             log.exception("grading %s failed", ex.id)
             return unrunnable(ex, T("check.grader_error", detail=f"{type(exc).__name__}: {exc}"))
+
+    def _fall_back(self, error: str) -> None:
+        """The accelerator was taken as a job started: every job from now on runs on the CPU, and the report
+        says why (the holder named, where libtpu names it or this user can see it)."""
+        found = self.device.accelerator
+        if found is None or self.device.platform == "cpu":
+            return
+        if not devices.taken(error):  # it failed for a reason of its own (a broken install, say)
+            if self.device.fall_back(devices.unavailable_text(found, error)):
+                log.warning("%s could not be opened (%s): grading on the CPU", found.name, error[:200])
+            return
+        pid = devices.holder_in_message(error)
+        seen = devices.tpu_holders() if found.exclusive else []
+        holder = next((h for h in seen if h.pid == pid), None) or (seen[0] if seen else None) or \
+            (devices.Holder(pid, "?") if pid else None)
+        if self.device.fall_back(devices.held_text(found, holder), holder):
+            log.warning("%s was taken as a job started (%s): grading on the CPU", found.name, error[:200])
 
     def _budget(self, ex: ExerciseSpec) -> float:
         cap = self.exercise_timeout_s
@@ -212,10 +256,16 @@ class BothSides:
             self._keep_timing_cases(ex, sent, student_out, reference_out)
         else:
             student_out, reference_out = self._both_jobs(ex, inputs, budget)
+        for outcome in (student_out, reference_out):
+            if outcome is not None and outcome.end == "no_backend":
+                raise DeviceTaken(str(outcome.detail.get("error") or ""))
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
                                  locate=self.sub.locate, preview=self.records is not None,
                                  missing="not_attempted" if self.sub.cells is not None else "failed")
         result.duration_s = time.monotonic() - t0
+        ran = student_out.env or (reference_out.env if reference_out is not None else None) or {}
+        if ran.get("backend"):
+            result.device = {"backend": ran.get("backend"), "device_kind": ran.get("device_kind")}
         with self._lock:
             self.runtime_findings += findings
             self.timings[ex.id] = {"began_s": round(t0 - self.begun, 3), "ended_s": round(time.monotonic() - self.begun, 3),
@@ -269,15 +319,16 @@ class BothSides:
     def _shared(self, ex: ExerciseSpec, inputs: dict, budget: float) -> JobOutcome:
         """The student's job, or the jobs sharing its probe side by side (``ex.parts``: each does its shares
         of a probe that mostly waits), as one outcome (:func:`grader.runner.outcome.combined`)."""
-        if ex.parts <= 1:
+        parts = 1 if self.device.on_device(ex.device) else ex.parts  # one job at a time there: one does all
+        if parts <= 1:
             return self._job(self.student, ex, inputs, budget)
-        outcomes: list[JobOutcome | None] = [None] * ex.parts
+        outcomes: list[JobOutcome | None] = [None] * parts
 
         def part(index: int) -> None:
-            outcomes[index] = run_job(self.student.exercise_session(ex, budget), inputs, part=(index, ex.parts))
+            outcomes[index] = run_job(self.student.exercise_session(ex, budget), inputs, part=(index, parts))
 
         others = [threading.Thread(target=part, args=(i,), daemon=True, name=f"{ex.id}-part{i}")
-                  for i in range(1, ex.parts)]
+                  for i in range(1, parts)]
         for thread in others:
             thread.start()
         part(0)
@@ -303,7 +354,8 @@ class BothSides:
         if self.records is not None:  # a preview: the records stand for the reference's run
             student_out = self._job(self.student, ex, inputs, budget)
             return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
-        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir)
+        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir,
+                                 platform=self.device.platform_for(ex.device))
         cached = self.references.get(key)
         if cached is not None:
             self.known.add(ex.id)
@@ -352,9 +404,11 @@ class BothSides:
 
     # ------------------------------------------------------------------ where it ran
     def environment(self) -> dict:
-        """Where the grading ran: the reference's job's view first (the student's may be tampered with)."""
+        """Where the grading ran: the device it measured on (an accelerator's job's view, where the device's
+        exercises ran there while the others ran on the CPU), the reference's job's view first (the
+        student's may be tampered with)."""
         env: dict = {}
-        for candidate in sorted(self.envs, key=lambda e: e.get("side") != "reference"):
+        for candidate in sorted(self.envs, key=lambda e: (e.get("backend") == "cpu", e.get("side") != "reference")):
             env = {k: v for k, v in candidate.items() if k != "side"}
             break
         if not env:  # no job ran (every module missing or broken): what the grader's own install says

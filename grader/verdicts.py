@@ -84,7 +84,8 @@ def judge(ex: ExerciseSpec, student: JobOutcome, reference: JobOutcome | None, *
                       reference.output[-2000:])
     r = Records("reference", ref_data)
     checks = run_checks(ex, s, r, CheckContext(exercise=ex, inputs=inputs, seed=seed, preview=preview,
-                                               missing=missing), termination)
+                                               missing=missing, device=(student.env or {}).get("backend")),
+                        termination)
     if reference is not None and reference.end != "done":
         for check in checks:
             if check.status == "error":
@@ -244,6 +245,10 @@ def how_it_ended(outcome: JobOutcome) -> Text:
         return T("job.signal", signal=number, name=name)
     if "code" in exit_info:
         return T("job.exit_code", code=exit_info["code"])
+    if outcome.end == "no_backend":
+        return T("job.no_backend", error=str(outcome.detail.get("error", "?"))[:300])
+    if outcome.detail.get("host_error"):
+        return T("job.host_failed", why=outcome.detail["host_error"])
     return T("job.host_lost")
 
 
@@ -266,6 +271,10 @@ def termination_of(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
                                       limit=outcome.detail.get("limit", 0) >> 20))
     if end == "protocol_error":
         return Termination("error", T("job.protocol_error", error=outcome.detail.get("error", "?")))
+    if end == "no_backend":
+        return Termination("error", T("job.no_backend", error=str(outcome.detail.get("error", "?"))[:300]))
+    if end == "host_lost" and outcome.detail.get("host_error"):  # the process that forks jobs did not start
+        return Termination("error", T("job.host_failed", why=outcome.detail["host_error"]))
     return Termination("error", T("job.host_lost"))
 
 

@@ -103,6 +103,17 @@ class _PlayedHost:
     def next_event(self, job, ops, deadline):
         return None
 
+    def device_plan(self):
+        from grader.runner.devices import DevicePlan
+
+        return DevicePlan()
+
+    def device_uid(self) -> int:
+        raise AssertionError("no job of this host runs on an exclusive device")
+
+    def why_failed(self):
+        return None
+
 
 def test_a_job_session_ends_at_once_when_the_job_says_a_word_it_may_not(tmp_path):
     """Without the check the word was passed over and the session waited for its deadline (a time-out)."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from grader import store
 from grader.chapter import Chapter
 from grader.grading import GradeOptions, Interrupted, grade
+from grader.runner import devices
 
 #: the seed of the building grading (any seed gives the same programs but ex08's drawn shapes)
 SEED = 20240501
@@ -52,8 +53,12 @@ def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str =
         shutil.copytree(reference_dir, copy, ignore=shutil.ignore_patterns("__pycache__", ".*"))
         own = store.student_dir(copy)
         try:
+            # on a device that serves one process at a time (a TPU) the build runs on the CPU: what every
+            # grading compiles there is the CPU's (the device's exercises compile at their first grading)
+            found = devices.accelerator()
             report = grade(copy, GradeOptions(chapter=chapter.id, seed=SEED, sandbox=sandbox, ahead=ahead,
-                                              reference_dir=reference_dir))
+                                              reference_dir=reference_dir,
+                                              device="cpu" if found is not None and found.exclusive else "auto"))
             added = _adopt(own, target) if own is not None else 0
         finally:
             if own is not None:

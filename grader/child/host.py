@@ -120,6 +120,8 @@ def _apply_limits(limits: dict) -> None:
         if value is None:
             continue
         value = int(value)
+        if key == "nproc" and limits.get("nproc_beyond_user"):
+            value += tasks_of_user(os.getuid())
         try:
             _soft, hard = resource.getrlimit(which)
             if hard != resource.RLIM_INFINITY:
@@ -127,6 +129,33 @@ def _apply_limits(limits: dict) -> None:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
             pass
+
+
+def tasks_of_user(uid: int, proc_root: str = "/proc") -> int:
+    """How many tasks (processes and threads) user ``uid`` runs now, as ``RLIMIT_NPROC`` counts them.
+
+    A job without a uid of its own (the grader not root) shares its user's count with everything the
+    user runs: a desktop's 300 to 1500 threads, the grading's other jobs. Its limit is set this many
+    above what it may start itself, so a fork storm is still stopped, and the user's other threads
+    cost the job nothing. Only processes whose ``status`` can be read are counted (all of the user's)."""
+    count = 0
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_root, entry, "status"), "rb") as status:
+                head = status.read(4096)
+        except OSError:
+            continue
+        real = threads = None
+        for line in head.split(b"\n"):
+            if line.startswith(b"Uid:"):
+                real = int(line.split()[1])
+            elif line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+        if real == uid:
+            count += threads or 1
+    return count
 
 
 def _drop_privileges(uid: int | None, gid: int | None) -> None:

@@ -96,6 +96,10 @@ def limit_options(fn):
         click.option("--memory-limit", "memory_mb", type=click.IntRange(256, None), default=4096,
                      show_default=True, help="Memory for each exercise's process, in MiB, on top of JAX's own "
                                              "(CPU only)."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "device"]), default="auto", show_default=True,
+                     help="Where the speed-ups and timings are measured: auto (the accelerator, a TPU or GPU, when "
+                          "no other process holds it, else the CPU, saying why), cpu, or device (the accelerator, "
+                          "or an error)."),
     ]
     for option in reversed(options):
         fn = option(fn)

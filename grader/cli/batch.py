@@ -68,11 +68,15 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
     Running the same command again resumes: students already graded with unchanged
     files and the same seed are kept (--force grades them again).
     """
-    from grader.batch.run import BatchError, BatchOptions, make_executor, run_batch
+    from grader.runner.devices import unsupported_system
 
     lang = lang or default_lang()
     catalog = grader_catalog()
     words = lambda text: catalog.render(text, lang)  # noqa: E731
+    if unsupported_system() is not None:  # before anything that needs Linux is imported (fcntl, /proc)
+        raise UserError(words(unsupported_system()))
+    from grader.batch.run import BatchError, BatchOptions, make_executor, run_batch
+
     setup_logging(verbose)
     if scheduler and executor != "dask":
         raise UserError(words(T("batch.error.scheduler_needs_dask")))
@@ -81,8 +85,11 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
             import distributed  # noqa: F401
         except ImportError:
             raise UserError(words(T("batch.error.no_dask"))) from None
+    settings = limits.to_dict()
+    if settings.pop("device") != "auto":  # many gradings at once: where JAX puts them, the CPU beside a TPU
+        raise UserError(words(T("batch.error.device")))
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
-                           scheduler=scheduler, allow_weak_sandbox=allow_weak_sandbox, **limits.to_dict(),
+                           scheduler=scheduler, allow_weak_sandbox=allow_weak_sandbox, **settings,
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams,
                            sign_key=signing_key(sign_key, lang, limits.sandbox) if sign_key is not None else None)

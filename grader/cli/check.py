@@ -136,12 +136,16 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     report is left as it is. So does the report of a run stopped with Ctrl-C before
     its end.
     """
+    from grader.runner.devices import unsupported_system
+
+    lang = output.lang or default_lang()
+    catalog = grader_catalog()
+    if unsupported_system() is not None and hint is None:  # before anything that needs Linux (fcntl, /proc)
+        raise UserError(catalog.render(unsupported_system(), lang))
     from grader.grading import Interrupted, grade
     from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
-    lang = output.lang or default_lang()
-    catalog = grader_catalog()
     setup_logging(verbose)
     report_dir = output.report_dir
     if hint is not None:

@@ -143,6 +143,22 @@ def _kind(failure: Fail) -> str:
 _KIND_HINTS = {"type": "hint.return_type", "shape": "hint.shape", "dtype": "hint.dtype"}
 
 
+#: how much wider a tolerance is for float32 values computed on a device than on a CPU. A TPU's float32
+#: transcendental functions are less exact (matrix products are at ``highest`` precision in a job on an
+#: accelerator, :data:`grader.child.job.MATMUL_PRECISION`): on a TPU v5e the provided ``heavy`` (a product,
+#: ``tanh``, a square, a mean) differed from its float64 value by up to 5.5e-6 absolute and 4.5e-5
+#: relative, jitted or eager, and the same computed by NumPy in float32 on the host (a host callback)
+#: differed from the TPU's by as much: at the CPU's tolerance (rtol 2e-5, atol 1e-6) it failed.
+DEVICE_TOLERANCE = {"tpu": 10.0}
+
+
+def on_device(device: str | None, *, rtol: float, atol: float) -> dict:
+    """A check's tolerance (``rtol``, ``atol``: the CPU's) for values computed on ``device`` (its backend),
+    widened by :data:`DEVICE_TOLERANCE`; what it gives names the device where it widened."""
+    factor = DEVICE_TOLERANCE.get(device or "", 1.0)
+    return {"rtol": rtol * factor, "atol": atol * factor}
+
+
 def compare_calls(student: Records, reference: Records, cases: Iterable[tuple[str, str]], *,
                   expected: Callable[[str], Any] | None = None,
                   diagnose: Callable[[list[CaseFailure]], str | None] | None = None, **tolerance: Any) -> dict:

@@ -58,6 +58,19 @@ def environment_text(report: Report) -> Text:
              duration=report.duration_s)
 
 
+def device_notes(report: Report) -> list[Text]:
+    """Where it measured, where that is not everything on one device: why an accelerator here was not
+    used (held by another process, ``--device cpu``), and which exercises ran on it while the others
+    ran on the CPU beside it (a TPU serves one process at a time)."""
+    device = report.device or {}
+    notes: list[Text] = [device[key] for key in ("note", "version_note") if isinstance(device.get(key), Text)]
+    on = [ex for ex in report.exercises if (ex.device or {}).get("backend") not in (None, "cpu")]
+    if on and any((ex.device or {}).get("backend") == "cpu" for ex in report.exercises):
+        kind = on[0].device.get("device_kind") or on[0].device.get("backend")
+        notes.append(T("device.measured", device=kind, exercises=", ".join(ex.id for ex in on)))
+    return notes
+
+
 def seed_text(report: Report) -> Text:
     """The seed and how to replay it: ``--seed N`` on the command line, ``check(..., seed=N)`` for
     the cells a kernel ran (checked from inside a notebook)."""

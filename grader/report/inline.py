@@ -12,7 +12,7 @@ from typing import Sequence
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html
-from grader.report.common import (ICONS, environment_text, measured_text, next_step, num, problem_lines,
+from grader.report.common import (ICONS, device_notes, environment_text, measured_text, next_step, num, problem_lines,
                                   replay_notes, seed_text)
 from grader.results import ExerciseResult, Report, headline
 
@@ -67,7 +67,8 @@ def render_inline(report: Report, catalog: Catalog, lang: str, *, footer: Sequen
     if step is not None:
         parts.append(f'<p class="next {"passed" if step.key == "ui.all_passed" else ""}">'
                      f'{html.escape(words(step))}</p>')
-    meta = [*map(words, replay_notes(report)), words(environment_text(report)), words(seed_text(report)), *footer]
+    meta = [*map(words, replay_notes(report)), words(environment_text(report)), *map(words, device_notes(report)),
+            words(seed_text(report)), *footer]
     parts.append("".join(f'<p class="meta">{html.escape(line)}</p>' for line in meta))
     return fragment("".join(parts))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from grader import safetext
 from grader.i18n import Catalog, T
-from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
+from grader.report.common import (ICONS, copies_note, device_notes, environment_text, measured_text, num, preview_notes,
                                   problem_lines, replay_notes, seed_text)
 from grader.results import Report, headline
 
@@ -20,7 +20,8 @@ def render_markdown(report: Report, catalog: Catalog, lang: str) -> str:
     if note is not None:
         out += [f"> **{_escape(words(note))}**", ""]
     out.append("> " + words(environment_text(report)) + " · " + words(seed_text(report)))
-    out += [f">\n> {_escape(words(note))}" for note in [*preview_notes(report), *replay_notes(report)]]
+    out += [f">\n> {_escape(words(note))}" for note in [*device_notes(report), *preview_notes(report),
+                                                          *replay_notes(report)]]
     out += ["", f"| {words(T('ui.exercise'))} | {words(T('ui.score'))} | {words(T('ui.status'))} |", "|---|---:|---|"]
     for ex in report.exercises:
         out.append(f"| {ICONS.get(ex.status, '')} `{ex.id}` {_escape(words(ex.title))} | "

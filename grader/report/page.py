@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
-from grader.report.common import (ICONS, copies_note, environment_text, measured_text, num, preview_notes,
+from grader.report.common import (ICONS, copies_note, device_notes, environment_text, measured_text, num, preview_notes,
                                   problem_lines, seed_text)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
@@ -20,7 +20,7 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(seed_text(report)))}</p>']
-    body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in preview_notes(report)]
+    body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in [*device_notes(report), *preview_notes(report)]]
     copies = copies_note(report)
     if copies is not None:
         body.append(f'<p class="banner">{html.rich(words(copies))}</p>')

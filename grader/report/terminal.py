@@ -11,7 +11,7 @@ import shutil
 from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report import textwidth
-from grader.report.common import (COLORS, ICONS, copies_note, environment_text, measured_text, next_step, num,
+from grader.report.common import (COLORS, ICONS, copies_note, device_notes, environment_text, measured_text, next_step, num,
                                   preview_notes, problem_lines, replay_notes, seed_text)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
@@ -83,7 +83,7 @@ def render_terminal(report: Report, catalog: Catalog, lang: str, *, color: bool 
         lines += [screen.style(line, dim=True) for line in
                   screen.wrap(text + (" …" if len(report.integrity) > 5 else ""), "", "  ")]
     notes = report.sandbox.get("notes", []) if report.sandbox.get("kind") != "bwrap" else []
-    for text in [*replay_notes(report), environment_text(report), *notes, seed_text(report)]:
+    for text in [*replay_notes(report), environment_text(report), *device_notes(report), *notes, seed_text(report)]:
         lines += [screen.style(line, dim=True) for line in screen.wrap(screen.words(text), "", "  ")]
     return "\n".join(lines) + "\n"
 

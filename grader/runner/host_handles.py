@@ -28,7 +28,8 @@ from pathlib import Path
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable
 
-from grader.runner import sandbox as sandboxes
+from grader.runner import devices, sandbox as sandboxes
+from grader.runner.devices import DevicePlan
 from grader.runner.job_sessions import JobSession, Limits
 from grader.protocol import OP, FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 from grader.wire import Channel, ProtocolError
@@ -43,8 +44,24 @@ log = logging.getLogger("grader")
 GRADER_PACKAGE = Path(__file__).resolve().parent.parent
 
 
+#: what of the user's environment a host keeps, by name: the device's settings (JAX's platforms, which
+#: GPUs, how much of their memory) and the system's library path
+KEPT_VARIABLES = ("JAX_PLATFORMS", "JAX_FORCE_TPU_INIT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                  "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
+                  "ALLOW_MULTIPLE_LIBTPU_LOAD")
+#: ... and by prefix: a TPU VM's topology and libtpu's own settings (``TPU_SKIP_MDS_QUERY``,
+#: ``TPU_ACCELERATOR_TYPE``, ``TPU_CHIPS_PER_HOST_BOUNDS``, ``TPU_LIBRARY_PATH``, ``LIBTPU_INIT_ARGS``, ...).
+#: Without them libtpu asks the cloud's metadata server for the topology, and where there is none
+#: (a TPU VM's sandbox, a container) each job waited 90 s for it before failing.
+KEPT_PREFIXES = ("TPU_", "LIBTPU_")
+
+
 def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
-    """The only environment a host (and its jobs) gets."""
+    """The only environment a host (and its jobs) gets: its own, and what the device needs of the user's
+    (:data:`KEPT_VARIABLES`, :data:`KEPT_PREFIXES`). ``PYTHONPATH`` is the host's own folder (``pylib``):
+    the grader's package and JAX's, linked there (:func:`grader.runner.sandbox.jax_stack`), never the
+    rest of the user's."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -58,12 +75,21 @@ def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
         "OPENBLAS_NUM_THREADS": "1",
         "TF_CPP_MIN_LOG_LEVEL": "1",
     }
-    for key in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
-                "TPU_VISIBLE_CHIPS"):
-        if key in os.environ:
-            env[key] = os.environ[key]
+    for key, value in os.environ.items():
+        if key in KEPT_VARIABLES or key.startswith(KEPT_PREFIXES):
+            env[key] = value
     return env
+
+
+def failure_line(log: str) -> str | None:
+    """The last error a process's log names (``ModuleNotFoundError: No module named 'jax'``), shortened."""
+    import re
+
+    found = re.findall(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)\b.*)$", log or "", re.M)
+    if not found:
+        return None
+    line = found[-1].strip()
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 class HostProcess:
@@ -82,8 +108,12 @@ class HostProcess:
                  compile_cache: Path | None = None, read_caches: list[Path] | None = None,
                  template: "HostTemplate | None" = None, entry: str = "grader.child.host",
                  caps: tuple[str, ...] = (), config: dict | None = None,
-                 words: tuple[type[StrEnum], type[StrEnum]] = (ToHost, FromHost)):
+                 words: tuple[type[StrEnum], type[StrEnum]] = (ToHost, FromHost), device: DevicePlan | None = None):
         self.side = side
+        #: where its jobs run (:mod:`grader.runner.devices`); ``None``: :func:`~grader.runner.devices.default_plan`
+        self.device = device
+        #: the uid its jobs on an exclusive device share (under per-job uids), taken at the first
+        self._device_uid: int | None = None
         self.orders, self.says = words
         #: JAX's persistent compilation cache of this side (:mod:`grader.store`), writable by its jobs
         self.compile_cache = compile_cache
@@ -135,6 +165,10 @@ class HostProcess:
             link.symlink_to(GRADER_PACKAGE, target_is_directory=True)
         elif self.plan.kind == "bwrap":
             link.mkdir(exist_ok=True)
+        if self.plan.kind != "bwrap":  # JAX where the user's Python found it outside its site folders
+            for name, source in sandboxes.jax_stack():
+                if not (pylib / name).is_symlink():
+                    (pylib / name).symlink_to(source)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         (self.scratch / "jobs").mkdir(exist_ok=True)
         os.chmod(self.scratch / "jobs", 0o711)
@@ -157,13 +191,16 @@ class HostProcess:
         config = json.dumps({"modules": self.modules, "chapter_folders": [str(f) for f in self.chapter_folders],
                              **self.config})
         python_argv = [sys.executable, "-s", "-m", self.entry, str(theirs.fileno()), config]
+        plan = self.device_plan()
         argv = sandboxes.host_command(
             self.plan, python_argv=python_argv,
-            binds_ro=[(GRADER_PACKAGE, link), (self.module_dir, self.module_dir),
+            binds_ro=[(GRADER_PACKAGE, link), *((source, pylib / name) for name, source in sandboxes.jax_stack()),
+                      (self.module_dir, self.module_dir),
                       *((folder, folder) for folder in self.chapter_folders),
                       *((folder, folder) for folder in self.read_caches)],
             binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
             keep_fds=[theirs.fileno()], caps=self.caps,
+            devices=plan.accelerator.nodes if plan.accelerator is not None and plan.platform != "cpu" else (),
         )
         return subprocess.Popen(
             argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
@@ -198,6 +235,22 @@ class HostProcess:
             with self._events_cv:
                 self._events.setdefault(str(message.get("job", message.get("host"))), []).append(message)
                 self._events_cv.notify_all()
+
+    def why_failed(self) -> str | None:
+        """Why the process could not start, in one line (the last error its log names), else ``None``."""
+        if self._failed is None or self.versions:
+            return None
+        return failure_line(self.log_tail())
+
+    def device_plan(self) -> DevicePlan:
+        """Where its jobs run (:mod:`grader.runner.devices`)."""
+        return self.device if self.device is not None else devices.default_plan()
+
+    def device_uid(self) -> int:
+        """The uid its jobs on an exclusive device share, taken once (released when it stops)."""
+        if self._device_uid is None:
+            self._device_uid = self.uids.acquire()
+        return self._device_uid
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         self._ready.wait(self.start_timeout_s if timeout is None else timeout)
@@ -251,6 +304,9 @@ class HostProcess:
                 proc.wait(timeout=10)
         if control is not None:
             control.close()
+        if self._device_uid is not None and self.uids is not None:
+            self.uids.release(self._device_uid)
+            self._device_uid = None
 
     def log_tail(self) -> str:
         try:
@@ -304,12 +360,14 @@ class HostProcess:
                 self._events_cv.wait(remaining)
 
     def session(self, *, exercise: str, student_module: str, package: str, functions: tuple[str, ...],
-                timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None) -> JobSession:
-        """A new job (not started): the student's ``student_module`` probed by the exercise ``package``."""
+                timeout_s: float, options: dict | None = None, import_timeout_s: float | None = None,
+                measures_device: bool = False) -> JobSession:
+        """A new job (not started): the student's ``student_module`` probed by the exercise ``package``;
+        ``measures_device``: its checks measure the device (:class:`~grader.runner.devices.DevicePlan`)."""
         self._counter += 1
         return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, student_module=student_module, package=package,
                           functions=functions, timeout_s=timeout_s, options=options,
-                          import_timeout_s=import_timeout_s)
+                          import_timeout_s=import_timeout_s, measures_device=measures_device)
 
     def exercise_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
@@ -320,7 +378,8 @@ class HostProcess:
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
                                      "compile_cache_read": [str(p) for p in self.read_caches],
                                      "class_compiler": self.compiler is not None},
-                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None)
+                            import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None,
+                            measures_device=ex.device)
 
 
 # ------------------------------------------------------------------ a template of hosts

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 from grader.child.host import XLA_DUMP
 from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
+from grader.runner.devices import DevicePlan, DeviceLease
 from grader.runner.outcome import JobOutcome
 from grader.runner.traces import count_xla_modules, disk_usage, student_line
 from grader.protocol import FromHost, FromJob, ToHost, ToJob, fields, message, word_of
@@ -44,7 +45,9 @@ class Limits:
     cpu_s: float = 120
     #: address space on top of what JAX's start-up took (CPU backend only)
     memory_bytes: int = 4 << 30
-    #: processes and threads of the job's uid
+    #: processes and threads of the job's uid (its own under per-job uids); where jobs have the user's
+    #: uid, this many beyond what the user runs as the job starts (:func:`grader.child.host.tasks_of_user`),
+    #: and none for the reference's jobs (trusted)
     nproc: int = 256
     #: the largest file the job may write (its output included)
     fsize_bytes: int = 64 << 20
@@ -97,14 +100,26 @@ class JobHost(Protocol):
 
     def next_event(self, job: str, ops: set[FromHost], deadline: float) -> dict | None: ...
 
+    def device_plan(self) -> DevicePlan: ...
+
+    def device_uid(self) -> int: ...
+
+    def why_failed(self) -> str | None: ...
+
 
 class JobSession:
     """One forked job, driven through the job protocol under one deadline."""
 
     def __init__(self, host: JobHost, name: str, *, exercise: str, student_module: str, package: str,
                  functions: tuple[str, ...], timeout_s: float, options: dict | None = None,
-                 import_timeout_s: float | None = None):
+                 import_timeout_s: float | None = None, measures_device: bool = False):
         self.host = host
+        #: the exercise's checks measure the device (its ``device`` setting): on a device that admits one
+        #: process at a time it takes its turn there (:class:`grader.runner.devices.DeviceLease`), else
+        #: it runs on the CPU beside it
+        self.measures_device = measures_device
+        #: the lease this job holds while it runs on such a device, else ``None``
+        self.lease: DeviceLease | None = None
         #: the exercise package whose probe the job runs (``grader.chapters.ch4.ex02_where``)
         self.package = package
         self.import_timeout_s = import_timeout_s
@@ -139,8 +154,16 @@ class JobSession:
         if not host.ensure():  # a host's start-up is not the exercise's time
             self._started = time.monotonic()
             self.outcome.end = "host_lost"
-            self.outcome.detail = {"log": host.log_tail()}
+            self.outcome.detail = {"log": host.log_tail(), "host_error": host.why_failed()}
             return False
+        plan = host.device_plan()
+        platform = plan.platform_for(self.measures_device)
+        on_device = plan.on_device(self.measures_device) and platform == plan.accelerator.jax_platform
+        self.options = {**self.options, "platform": platform, "on_device": on_device}
+        if on_device:  # one job at a time on the device
+            if not self._take_turn(plan.lease):  # the grading was cancelled meanwhile
+                self.outcome.end = "cancelled"
+                return False
         self._started = time.monotonic()
         self.deadline = self._started + self.timeout_s
         # what the job may write: its folder and its side's cache's growth (the trusted reference's not counted)
@@ -151,17 +174,22 @@ class JobSession:
         output_dir.mkdir(exist_ok=True)
         self._output = output_dir / f"{self.name}.txt"
         out_fd = os.open(self._output, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+        limits = host.limits.for_job(self.timeout_s)
         order = message(
             ToHost.FORK, job=self.name, exercise=self.exercise, package=self.package,
             chapter_modules=host.modules, student_module=self.student_module, module_dir=str(host.module_dir),
-            functions=list(self.functions), workdir=str(self._workdir),
-            limits=host.limits.for_job(self.timeout_s), options=self.options,
+            functions=list(self.functions), workdir=str(self._workdir), limits=limits, options=self.options,
             side=host.side,
         )
         if host.uids is not None and host.plan.uid_isolation:
-            self.uid = host.uids.acquire()
+            # a device's jobs share one uid: libtpu's lock file (mode 0600) stays its creator's
+            self.uid = host.device_uid() if self.lease is not None else host.uids.acquire()
             order["uid"] = self.uid
             os.chown(self._workdir, self.uid, self.uid)
+        elif host.side == "reference":
+            limits.pop("nproc", None)  # trusted, and under the user's own uid: no limit counts its threads
+        else:  # no uid of its own: its processes and threads beyond what the user runs as it starts
+            limits["nproc_beyond_user"] = True
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             host.send(order, [theirs.fileno(), out_fd])
@@ -172,8 +200,12 @@ class JobSession:
             theirs.close()
             os.close(out_fd)
         self.channel = Channel(ours, expects=FromJob)
-        hello = self.expect({FromJob.HELLO})
+        hello = self.expect({FromJob.HELLO, FromJob.NO_BACKEND})
+        self._work("hello_s", round(time.monotonic() - self._started, 3))  # the backend's start, mostly
         if hello is None:
+            return False
+        if word_of(hello, FromJob) is FromJob.NO_BACKEND:  # the accelerator taken, say: the grading decides
+            self._end("no_backend", {"error": str(hello.get("error", ""))[:800]})
             return False
         self.outcome.env = hello.get("env")
         self._work("started_cpu_s", hello.get("cpu_s"))
@@ -195,6 +227,14 @@ class JobSession:
         self.outcome.skipped = [item for item in skipped[:20] if isinstance(item, dict)] \
             if isinstance(skipped, list) else []
         return True
+
+    def _take_turn(self, lease: DeviceLease) -> bool:
+        """Wait for the device (another job of the grading holds it), as long as the grading goes on."""
+        while not self.host.closed:
+            if lease.acquire(self.name, time.monotonic() + 0.2):
+                self.lease = lease
+                return True
+        return False
 
     def renew(self, timeout_s: float) -> None:
         """A deadline from now (a job started early, driven from now on: :mod:`grader.runner.kept`)."""
@@ -377,6 +417,7 @@ class JobSession:
         host = self.host
         if not self._started:  # never forked
             return self.outcome
+
         if self.outcome.end == "not_started":
             self.outcome.end = "done"
         if self.channel is not None:
@@ -384,10 +425,14 @@ class JobSession:
         exited = None
         if self.outcome.end not in ("done", "import_error", "crashed"):
             self._kill()
-        exited = host.next_event(self.name, {FromHost.EXITED}, time.monotonic() + 3.0)
+        ending = time.monotonic()
+        # a process that held an accelerator takes seconds to let it go (a TPU v5e: 2 to 4 s): it is
+        # waited for longer before it is killed, and the device's next job waits for it all the same
+        exited = host.next_event(self.name, {FromHost.EXITED}, ending + (EXIT_WAIT_DEVICE_S if self.lease else 3.0))
         if exited is None:
             self._kill()
             exited = host.next_event(self.name, {FromHost.EXITED}, time.monotonic() + 2.0)
+        self._work("exit_s", round(time.monotonic() - ending, 3))
         if exited is not None:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
             if isinstance(exited.get("cpu_s"), float):
@@ -397,7 +442,13 @@ class JobSession:
         elif self.outcome.end != "host_lost" and not host.alive():
             self.outcome.detail.setdefault("host", host.log_tail())
         if self.uid is not None and host.uids is not None:
-            host.uids.release(self.uid)
+            if self.lease is not None:  # the device's uid, kept for its next job: only what it left is ended
+                sandboxes.kill_uid(self.uid)
+            else:
+                host.uids.release(self.uid)
+        if self.lease is not None:  # its process has ended (or was killed): the device is free
+            self.lease.release()
+            self.lease = None
         self._read_output()
         if self._workdir is not None:
             self.outcome.xla_compiles = count_xla_modules(self._workdir / XLA_DUMP)
@@ -435,6 +486,9 @@ class JobSession:
 
 
 DISK_POLL_S = 1.0
+#: how long a job that held an exclusive device is given to end by itself once it is done (its runtime
+#: lets the chip go as the process ends)
+EXIT_WAIT_DEVICE_S = 10.0
 #: where a job can be: ``starting`` (forked, JAX's backend starting), ``importing`` (the
 #: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
 #: student's functions, named by ``JobSession.calling``), ``ended``

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass
@@ -59,14 +59,17 @@ class JobOutcome:
         arrays first, for :func:`grader.wire.encode` to read them once)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def attempted(self) -> bool:
-        """Whether some call of the student's got past ``NotImplementedError`` (returned or raised).
+    def attempted(self, functions: Iterable[str] | None = None) -> bool:
+        """Whether some call of the student's got past ``NotImplementedError`` (returned or raised);
+        ``functions``: of these only (the exercise's, not the provided code its probe calls too).
 
         A stub records only "not attempted" calls, and then no reference run is needed; nor
         after an import error, or a crash before any record (the checks report those).
         """
+        names = None if functions is None else set(functions)
         return self.end != "import_error" and any(
-            isinstance(v, dict) and v.get("status") in ("ok", "raised") for v in self.records.values())
+            isinstance(v, dict) and v.get("status") in ("ok", "raised") and (names is None or v.get("function") in names)
+            for v in self.records.values())
 
 
 def combined(parts: list[JobOutcome]) -> JobOutcome:

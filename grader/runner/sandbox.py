@@ -127,6 +127,41 @@ def python_roots() -> list[Path]:
     return sorted(p for p in roots if p.exists())
 
 
+#: JAX and what it imports (its requirements and jaxlib's: NumPy, ml_dtypes, opt_einsum, SciPy), the TPU's
+#: and the GPUs' libraries: the packages, their ``.libs`` and their ``.dist-info`` (JAX finds its plugins by
+#: their entry points), by the start of their names
+JAX_STACK = ("jax", "numpy", "ml_dtypes", "opt_einsum", "scipy", "libtpu", "nvidia")
+
+
+def jax_stack(path: list[str] | None = None) -> list[tuple[str, Path]]:
+    """JAX's packages where this Python finds them outside its own folders (:func:`python_roots`): a
+    ``PYTHONPATH`` (a TPU VM's, an HPC ``module load``), a ``.pth`` naming a folder, the user's site
+    folder. A host gets them linked into its own ``PYTHONPATH`` folder (bound there, under bubblewrap)
+    and nothing else of those folders: the user's ``PYTHONPATH`` may hold a course's solutions.
+    Each name once, from the first folder that has it (the one this Python imports); ``(name, path)``."""
+    import sys
+
+    roots = [root.resolve() for root in python_roots()]
+    found: dict[str, Path] = {}
+    for entry in sys.path if path is None else path:
+        if not entry:
+            continue
+        folder = Path(entry)
+        try:
+            resolved = folder.resolve()
+            if not resolved.is_dir() or any(resolved == r or r in resolved.parents for r in roots):
+                continue
+            names = sorted(os.listdir(resolved))
+        except OSError:
+            continue
+        for name in names:
+            plain = name.lower().replace("-", "_")
+            if plain.startswith(JAX_STACK) and not plain.endswith((".pth", ".pyc")) and name not in found \
+                    and name != "__pycache__":
+                found[name] = resolved / name
+    return sorted(found.items())
+
+
 def plan(requested: str = "auto") -> SandboxPlan:
     """Choose the sandbox: ``auto`` takes the strongest that works here."""
     notes: list[str] = []
@@ -155,11 +190,14 @@ def plan(requested: str = "auto") -> SandboxPlan:
 
 
 def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[tuple[Path, Path]],
-                 binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = ()) -> list[str]:
+                 binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = (),
+                 devices: tuple[str, ...] = ()) -> list[str]:
     """The command line that starts a host under ``plan_``; ``caps``: capabilities it keeps besides
     changing uids and moving its jobs (of other uids) between CPUs (``CAP_SYS_NICE``,
     :mod:`grader.affinity`): a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of
-    its own. A job drops them all when it takes its own uid."""
+    its own. A job drops them all when it takes its own uid. ``devices``: the accelerator's device files
+    (:attr:`grader.runner.devices.Accelerator.nodes`), shown inside bubblewrap's ``/dev`` with the
+    system's ``/sys`` (read-only: JAX and libtpu find the chips on its PCI bus)."""
     if plan_.kind != "bwrap":
         return python_argv
     argv = [bwrap_works() or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
@@ -169,6 +207,11 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
         if os.path.exists(system):
             argv += ["--ro-bind", system, system] if not os.path.islink(system) else \
                 ["--symlink", os.readlink(system), system]
+    for node in devices:
+        if os.path.exists(node):
+            argv += ["--dev-bind", node, node]
+    if devices and os.path.isdir("/sys"):
+        argv += ["--ro-bind", "/sys", "/sys"]
     made: set[str] = {"/"}
 
     def parents(target: Path) -> list[str]:
