@@ -135,7 +135,7 @@ def _folder_work(folder: Path, chapter: Chapter) -> tuple[set[str], bool, float]
 def renamed_files(names: list[str], expected: list[str]) -> dict[str, str]:
     """Exercise files a browser renamed when saving them again (``ex02_where (1).py``), alone: their
     name -> the exercise's file name. With the exercise's own file beside, that one is graded."""
-    from grader.renames import version
+    from grader.platform_names import version
 
     found: dict[str, str] = {}
     for name in sorted(names, key=lambda n: version(n, "single")[1]):

@@ -197,6 +197,13 @@ def headline(report: Report) -> Text:
     return T("ui.title_graded", title=line, graded=graded) if graded is not None else line
 
 
+def score_line(report: Report) -> Text:
+    """The report's first line without what was graded (its path is the grading machine's): what a
+    platform's feedback shows a student."""
+    line = headline(report)
+    return line.args["title"] if line.key == "ui.title_graded" else line
+
+
 def graded_place(submission: dict) -> tuple[str, str]:
     """What was graded, as a path the student can use: (the path given, or the folder inside it
     that was graded; the place inside a zip, else ``""``)."""
@@ -300,6 +307,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "chapter_exercises": report.chapter_exercises or None,
         "chapter": report.chapter,
         "chapter_title": words(report.chapter_title),
+        "score_line": words(score_line(report)),
         "lang": lang,
         "seed": report.seed,
         "score": _number(report.score),

@@ -101,13 +101,19 @@ def test_canvas_download_one_row_per_student_by_canvas_id(tmp_path):
 def test_canvas_csv_imports_by_canvas_user_id(tmp_path):
     klass = layouts.read_class(_canvas_download(tmp_path))
     rows = [gradebook.row_from_failure(s.name, "crash", "x").of(s) for s in klass.students]
-    rows[0].scores = {"ex01": 7.5}
+    rows[0] = gradebook.row_from_report(rows[0].name, {"exercises": [{"id": "ex01", "score": 7.5, "status": "partial"}]}
+                                        ).of(klass.students[0])
     lines = list(csv.reader(io.StringIO(gradebook.canvas_csv(rows, 80, "Chapter 4 (98765)"))))
     assert lines[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 4 (98765)"]
-    assert lines[1][0].strip() == "Points Possible" and lines[1][5] == "80"
+    # an assignment Canvas has ("Title (id)"): its points possible left alone, as a Ruby CSV nil
+    # (GradebookImporter#process_pp sets them from this row: lib/gradebook_importer.rb)
+    assert lines[1][0].strip() == "Points Possible" and lines[1][5] == ""
     by_id = {line[1]: line for line in lines[2:]}
     assert set(by_id) == {"12345", "222", "333", "444"}  # the stray file has no Canvas id: not imported
     assert by_id["12345"][0] == "doejane" and by_id["12345"][5] == "7.5"
+    assert {by_id[i][5] for i in ("222", "333", "444")} == {""}  # not graded: blank, never a 0 Canvas would record
+    new = list(csv.reader(io.StringIO(gradebook.canvas_csv(rows, 80, "Chapter 4: JIT basics (ch4)"))))
+    assert new[1][5] == "80"  # a new assignment: the chapter's points
     graded = list(csv.DictReader(io.StringIO(gradebook.grades_csv(rows, {"ex01": 10}))))
     late = {r["id"]: r["late"] for r in graded if r["id"]}
     assert late == {"12345": "", "222": "yes", "333": "", "444": ""}

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import SOLUTIONS
 
-from grader import renames
+from grader import platform_names as renames
 from grader.batch import filling, gradebook, layouts, worksheets
 from grader.batch.gradebook import Row
 from grader.i18n import grader_catalog

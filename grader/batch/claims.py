@@ -8,7 +8,8 @@ whose a file is:
 * :func:`canvas_readings`: every way a Canvas name splits into a Canvas user's part and a
   file's (``ContentZipper#get_filename`` and ``#add_upload_submission``, canvas-lms
   ``lib/content_zipper.rb``: ``<name>[_LATE]_<user id>_<attachment id>_<file>``, the name
-  lower case and word characters only). A name read more than one way (a student's Canvas
+  lower case and Ruby's word characters only: :func:`grader.platform_names.canvas_word`). A name
+  read more than one way (a student's Canvas
   name that ends in digits, or a file named like Canvas's ids) is nobody's: graded for no one,
   and said so.
 * :func:`one_row_per_id`: two submissions that claim one platform id (a Canvas user id, a
@@ -28,6 +29,7 @@ import re
 from pathlib import PurePosixPath
 
 from grader import safetext, ziptools
+from grader.platform_names import is_canvas_name
 from grader.batch.roster import MAX_KEY, MAX_KEY_BYTES, Person, Student
 from grader.i18n import T, Text
 
@@ -35,8 +37,6 @@ from grader.i18n import T, Text
 #: Canvas writes for an online text or URL submission (``..._<user id>_text.html``, no attachment)
 _CANVAS_TAIL = re.compile(r"(?P<late>_LATE)?_(?P<uid>\d+)_"
                           r"(?:(?P<att>\d+)_(?P<file>[^/]+)|(?P<online>(?:text|link)\.html))")
-#: a Canvas name: ``sanitize_user_name`` lower-cases it, ``sanitize_file_name`` keeps word characters only
-_CANVAS_NAME = re.compile(r"\w+")
 #: what each layout's platform calls its ids, for the row that says two submissions claim one
 ID_WORDS = {"canvas": "Canvas user id", "moodle": "Moodle participant id", "gradescope": "Gradescope SID or e-mail"}
 
@@ -46,7 +46,7 @@ def canvas_readings(name: str) -> list[dict]:
     found = []
     for cut in re.finditer(r"_(?=(?:LATE_)?\d+_)", name):
         login = name[:cut.start()]
-        if not _CANVAS_NAME.fullmatch(login) or login.endswith("_LATE"):  # Canvas's late mark is no name's
+        if not is_canvas_name(login) or login.endswith("_LATE"):  # Canvas's late mark is no name's
             continue
         tail = _CANVAS_TAIL.fullmatch(name, cut.start())
         if tail is not None:

@@ -7,21 +7,22 @@ the class is graded. :func:`fill` writes the grades into the file the platform g
 chapter's points differ (Moodle skips a grade above the assignment's maximum without a word:
 ``assign_feedback_offline::process_import_grades``); Moodle's worksheet also gets the report's
 first line as its feedback comment. Every student row of the file is either filled or left as it
-was with a reason, and every graded student the file does not hold is listed.
+was with a reason, and every graded student the file does not hold is listed. A row filled keeps the
+columns the platform's import reads as the platform wrote them (Moodle's Identifier and "Last modified
+(grade)": its ``-`` stays ``-``); its other cells are made safe for a spreadsheet.
 """
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass, field
 
 from grader import safetext
+from grader.platform_names import canvas_user_name, moodle_folder_name, moodle_group_folder_name
+from grader.batch.gradebook import GRADED, feedback_of
 from grader.batch.roster import Person
 from grader.batch.worksheets import Sheet, number, participant, write
 from grader.i18n import T, Text
 
-#: statuses whose points are a grade (a crash or a timeout costs that exercise only)
-GRADED = ("completed", "timeout", "crash")
 
 
 @dataclass
@@ -40,40 +41,47 @@ class Filled:
     notes: list[Text] = field(default_factory=list)
 
 
-def moodle_clean(name: str) -> str:
-    """A name as Moodle makes it part of a folder's (``str_replace('_', ' ', ...)`` then
-    ``clean_filename``), compared without case."""
-    text = unicodedata.normalize("NFC", name.replace("_", " "))
-    text = "".join(ch for ch in text if ch not in '/\\:*?"<>|' and unicodedata.category(ch)[0] != "C")
-    return " ".join(text.split()).casefold()
+def _nfc(text: str) -> str:
+    """A name as a zip may hold it decomposed (macOS writes NFD): compared composed."""
+    return unicodedata.normalize("NFC", text)
 
 
-def canvas_clean(name: str) -> str:
-    """A name as Canvas puts it in a download's file names (``ContentZipper#sanitize_user_name``, then
-    ``#sanitize_file_name``: lower case, word characters only)."""
-    name = re.sub(r"_(\d+)_", r"\1", name).lower()
-    return re.sub(r"[^\w]", "", name)
-
-
-def members(sheet: Sheet, students: list) -> None:
-    """Give each Moodle team submission (``student.group``) the worksheet's rows whose *Group* is it;
-    a group the worksheet does not name keeps no member, and its row says so."""
+def members(sheet: Sheet, students: list) -> list[Text]:
+    """Give each Moodle team submission (``student.group``: its folder's name) the worksheet's rows whose
+    *Group* Moodle writes as that folder (:func:`grader.platform_names.moodle_group_folder_name`: "R&D" is
+    the folder ``Ramp;D``). The worksheet names groups only by name and the download by name and id: two
+    of the worksheet's groups that Moodle writes as one folder name ("Team_Alpha", "Team Alpha") are
+    refused with a reason, never filled (either could be the folder's), and so are two folders of one
+    name. A group the worksheet does not name keeps no member, and its row says so. Returns what the
+    instructor should know."""
+    notes: list[Text] = []
     if "team" not in sheet.columns:
-        return
-    names: dict[str, list] = {}
+        return notes
+    folders: dict[str, list] = {}
     for student in students:
         if student.group:
-            names.setdefault(moodle_clean(student.group), []).append(student)
-    for key, same in names.items():
-        found = [Person(sheet.cell(i, "fullname"), participant(sheet, i)) for i in range(1, len(sheet.rows))
-                 if moodle_clean(sheet.cell(i, "team")) == key and participant(sheet, i)]
+            folders.setdefault(_nfc(student.group), []).append(student)
+    by_folder: dict[str, dict[str, list[Person]]] = {}  # folder name: the worksheet's groups written so, and members
+    for i in range(1, len(sheet.rows)):
+        group, pid = sheet.cell(i, "team"), participant(sheet, i)
+        if group and pid:
+            by_folder.setdefault(_nfc(moodle_group_folder_name(group)), {}).setdefault(group, []).append(
+                Person(sheet.cell(i, "fullname"), pid))
+    for key, same in folders.items():
+        groups = by_folder.get(key, {})
         for student in same:
             if len(same) > 1:
                 student.notes.append(T("batch.sheet.group_twice", group=student.group, path=sheet.path.name))
-            elif found:
-                student.people = found
+            elif len(groups) > 1:
+                student.notes.append(T("batch.sheet.group_alike", group=student.group, path=sheet.path.name,
+                                       groups=", ".join(sorted(groups))))
+                notes.append(T("batch.sheet.group_alike", group=student.group, path=sheet.path.name,
+                               groups=", ".join(sorted(groups))))
+            elif groups:
+                student.people = next(iter(groups.values()))
             else:
                 student.notes.append(T("batch.sheet.group_absent", group=student.group, path=sheet.path.name))
+    return notes
 
 
 def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words) -> Filled:
@@ -95,7 +103,7 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
             continue
         who = _who(sheet, i)
         match, many = _match(sheet, i, by_id)
-        cells = list(sheet.rows[i]) + ([""] if sheet.added else [])
+        cells = list(sheet.rows[i]) + ([""] * (len(sheet.header) + 1 - len(sheet.rows[i])) if sheet.added else [])
         if many:
             done.left.append((who, T("batch.sheet.row.many", names=", ".join(many))))
         elif match is None:
@@ -103,7 +111,7 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         else:
             student, row, person = match
             seen.add(id(row))
-            reason = _not_fillable(sheet, i, row) or _not_the_same(sheet, i, student, person)
+            reason = _short(sheet, i) or _not_fillable(sheet, i, row) or _not_the_same(sheet, i, student, person)
             if reason is not None:
                 done.left.append((who, reason))
             else:
@@ -113,9 +121,9 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                     maxima.add(_num(most, ","))
                 cells[sheet.columns["grade"]] = _num(value, sheet.delimiter)
                 if "feedback" in sheet.columns and row.report is not None:
-                    cells[sheet.columns["feedback"]] = row.report.get("title", "")
+                    cells[sheet.columns["feedback"]] = safetext.csv_cell(feedback_of(row))
                 done.filled += 1
-                if sheet.platform == "canvas" and person.name and canvas_clean(sheet.cell(i, "name")) != person.name:
+                if sheet.platform == "canvas" and person.name and canvas_user_name(sheet.cell(i, "name")) != person.name:
                     done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
         if match is not None or sheet.added:
             changed[i] = cells
@@ -124,7 +132,7 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         changed[0] = sheet.rows[0] + [safetext.csv_cell(sheet.added)]
         done.notes.append(T("batch.sheet.added_column", column=sheet.added, path=sheet.path.name))
     kept = [_who(sheet, i) for i in range(1, len(sheet.rows)) if i not in changed
-            and any(safetext.formula(cell) for cell in sheet.rows[i])]
+            and any(safetext.formula(cell) and cell.strip() != "-" for cell in sheet.rows[i])]  # Moodle's "-": no date
     if kept:  # the platform's own rows, kept byte for byte: the instructor should know before opening the file
         listed = ", ".join(kept[:5]) + (" …" if len(kept) > 5 else "")
         done.notes.append(T("batch.sheet.formulas", n=len(kept), rows=listed, path=sheet.path.name))
@@ -141,16 +149,20 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
     return done
 
 
-#: the columns a platform's import finds its student by: written back exactly as the platform gave them
-_KEY_COLUMNS = {"moodle": ("id",), "canvas": ("id",), "gradescope": ("sid", "email")}
+#: the columns a platform's import reads of a row: written back exactly as the platform gave them (Moodle's
+#: importer finds its row by the Identifier and keeps a grade changed in Moodle after "Last modified
+#: (grade)": ``assign_feedback_offline::process_import_grades``; a "-" there made "'-" is another date)
+_KEY_COLUMNS = {"moodle": ("id", "modified"), "canvas": ("id",), "gradescope": ("sid", "email")}
 _CANVAS_KEY_HEADERS = ("SIS User ID", "SIS Login ID", "Integration ID")
 
 
 def _safe(sheet: Sheet, cells: list[str]) -> list[str]:
     """A row written again: every cell a spreadsheet would run as a formula neutralised
-    (:func:`grader.safetext.csv_cell`), but the grade (a number) and the columns the platform's import
-    matches its student by (changed, the row would match no one)."""
-    keep = {sheet.columns[k] for k in ("grade", *_KEY_COLUMNS.get(sheet.platform, ())) if k in sheet.columns}
+    (:func:`grader.safetext.csv_cell`: a student's name or e-mail as the platform holds it), but the grade
+    (a number), the feedback (made safe already) and the columns the platform's import reads (changed, the
+    row would match no one, or hold another date)."""
+    keep = {sheet.columns[k] for k in ("grade", "feedback", *_KEY_COLUMNS.get(sheet.platform, ()))
+            if k in sheet.columns}
     if sheet.platform == "canvas":
         keep |= {i for i, header in enumerate(sheet.header) if header.strip() in _CANVAS_KEY_HEADERS}
     return [cell if i in keep else safetext.csv_cell(cell) for i, cell in enumerate(cells)]
@@ -208,9 +220,18 @@ def _who(sheet: Sheet, i: int) -> str:
     return " ".join(filter(None, (name, sheet.cell(i, "sid"), sheet.cell(i, "email")))) or f"row {i + 1}"
 
 
+def _short(sheet: Sheet, i: int) -> Text | None:
+    """A row with fewer cells than the columns written (a line the file cut short): left as it was."""
+    needed = max(sheet.columns[k] for k in ("grade", "feedback") if k in sheet.columns) + 1
+    have = len(sheet.rows[i])
+    if sheet.added and have >= len(sheet.header):  # the added column comes after the row's own
+        return None
+    return T("batch.sheet.row.short", cells=have, needed=needed) if have < needed else None
+
+
 def _not_fillable(sheet: Sheet, i: int, row) -> Text | None:
     """Why a matched row keeps its cell: not graded to the end, or the platform shows it cannot take one."""
-    if row.status not in GRADED:
+    if row.status not in GRADED or row.report is None:  # no grade: blank, never a 0 the platform would record
         return T("batch.sheet.row.not_graded", status=row.status, detail=row.detail or "–")
     current = sheet.cell(i, "grade").strip()
     if sheet.platform == "canvas" and current == "N/A":  # GradebookExporter: not assigned, or anonymous and hidden
@@ -219,13 +240,14 @@ def _not_fillable(sheet: Sheet, i: int, row) -> Text | None:
 
 
 def _not_the_same(sheet: Sheet, i: int, student, person: Person) -> Text | None:
-    """Moodle: a folder's name that is not the worksheet's name for its participant id (a team's folder
-    read as a participant's, its group id taken for a participant's): that row is not someone else's
-    to fill. Anonymous submissions (``Participant``) name no one."""
+    """Moodle: a folder's name that is not the worksheet's name for its participant id, as Moodle writes
+    it into a folder's (:func:`grader.platform_names.moodle_folder_name`: "Bob O'Brien" is ``Bob OBrien``):
+    a team's folder read as a participant's, its group id taken for a participant's; that row is not
+    someone else's to fill. Anonymous submissions (``Participant``) name no one."""
     if sheet.platform != "moodle" or student.group or "fullname" not in sheet.columns:
         return None
-    named = moodle_clean(person.name)
-    if named in ("participant", "参与者") or named == moodle_clean(sheet.cell(i, "fullname")):
+    named = _nfc(person.name)
+    if named in ("Participant", "参与者") or named == _nfc(moodle_folder_name(sheet.cell(i, "fullname"))):
         return None
     return T("batch.sheet.row.other_name", name=person.name, id=person.id, sheet=sheet.cell(i, "fullname"))
 

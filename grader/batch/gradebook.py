@@ -28,6 +28,7 @@ import csv
 import io
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,22 +130,38 @@ def grades_csv(rows: list[Row], max_points: dict[str, float]) -> str:
     return out.getvalue()
 
 
+#: statuses whose points are a grade (a crash or a timeout costs that exercise only); any other is no grade
+GRADED = ("completed", "timeout", "crash")
+#: Canvas's ``Title (id)``: an assignment Canvas has (``Assignment.title_and_id``)
+_CANVAS_EXISTING = re.compile(r"^.*\(\d+\)\s*$")
+
+
+def grade_of(row: Row) -> str:
+    """A row's grade as a platform's file writes it: its points where it was graded (a crash or a timeout
+    costs that exercise only), else blank: a submission that could not be graded (unreadable, online text
+    alone, another's id) is no 0, and the summary says why (a platform records a 0 it imports)."""
+    return _num(row.total) if row.report is not None and row.status in GRADED else ""
+
+
 def canvas_csv(rows: list[Row], most: float, assignment: str) -> str:
     """The gradebook as Canvas imports it: a row per student Canvas knows by id (``Grades > Import``).
 
     Canvas matches each row by ``ID`` (its user id, from the download's names); the
     assignment's column is named as in Canvas's own export (``Chapter 4 (98765)``) to
     update that assignment, or any new name to make one. A submission that was not
-    graded to the end gets its points so far and is listed in the summary.
+    graded gets no grade (a blank) and is listed in the summary. The ``Points Possible``
+    row gives a new assignment the chapter's points; for one Canvas has (``Title (id)``) it
+    is blank, since ``GradebookImporter#process_pp`` sets every assignment's points possible
+    from that row (lib/gradebook_importer.rb) and a Ruby CSV field left empty is ``nil``.
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(safetext.csv_row(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment]))
-    writer.writerow(["    Points Possible", "", "", "", "", _num(most)])
+    writer.writerow(["    Points Possible", "", "", "", "", "" if _CANVAS_EXISTING.match(assignment) else _num(most)])
     for row in rows:
         for person in row.people:
             if person.id:
-                writer.writerow(safetext.csv_row([person.name, person.id, "", "", "", _num(row.total)]))
+                writer.writerow(safetext.csv_row([person.name, person.id, "", "", "", grade_of(row)]))
     return out.getvalue()
 
 
@@ -168,10 +185,18 @@ def moodle_csv(rows: list[Row], most: float, modified: str) -> str:
     for row in rows:
         for person in row.people:
             if person.id:
-                feedback = row.report.get("title", "") if row.report else f"{row.status}: {row.detail}"
+                feedback = feedback_of(row)
                 writer.writerow(safetext.csv_row([f"Participant {person.id}", person.name, person.email, "",
-                                                  _num(row.total), _num(most), "Yes", "", modified, feedback]))
+                                                  grade_of(row), _num(most), "Yes", "", modified, feedback]))
     return out.getvalue()
+
+
+def feedback_of(row: Row) -> str:
+    """What a student reads of the batch in the platform's feedback: the score line of the report, without
+    the path graded (the instructor's machine's), else why it was not graded."""
+    if row.report is None:
+        return f"{row.status}: {row.detail}"
+    return str(row.report.get("score_line") or row.report.get("title", ""))
 
 
 def canvas_anonymous_csv(rows: list[Row], most: float) -> str:
@@ -182,7 +207,7 @@ def canvas_anonymous_csv(rows: list[Row], most: float) -> str:
     writer.writerow(["anonymous id", "score", "points possible", "late", "status"])
     for row in rows:
         for person in row.people:
-            writer.writerow(safetext.csv_row([person.name.removeprefix("anon_"), _num(row.total), _num(most),
+            writer.writerow(safetext.csv_row([person.name.removeprefix("anon_"), grade_of(row), _num(most),
                                               "yes" if row.late else "", row.status]))
     return out.getvalue()
 
@@ -214,7 +239,7 @@ def gradescope(row: Row, hint: str = "Hint") -> dict:
                           "status": "passed" if c["points"] >= c["max_points"] else "failed",
                           "output": output, "visibility": "visible", "tags": [c["category"]]})
     return {"score": row.report["score"], "execution_time": round(row.duration_s),
-            "output": row.report.get("title", ""), "output_format": "text", "visibility": "visible", "tests": tests}
+            "output": feedback_of(row), "output_format": "text", "visibility": "visible", "tests": tests}
 
 
 # ------------------------------------------------------------------ JUnit
@@ -275,15 +300,18 @@ def write_text(path: Path, text: str) -> None:
 
 def write_exports(rows: list[Row], max_points: dict[str, float], out: Path, chapter: str, *, layout: str = "folders",
                   assignment: str = "", uses: list | None = None, kind: str = "people",
-                  modified: str = "") -> dict[str, Path]:
+                  modified: str = "", partial: bool = False) -> dict[str, Path]:
     """``grades.csv``, ``junit.xml``, ``download.csv``, the platform's import file (``canvas.csv``,
     ``moodle.csv``; ``canvas-anonymous.csv`` for an anonymous download, which Canvas cannot import)
-    and each student's ``results.json`` under ``out``; their paths."""
+    and each student's ``results.json`` under ``out``; their paths. ``partial``: some of the chapter's
+    exercises only (``-k``): no platform's import file (its grade would stand for the chapter's)."""
     paths = {"grades": out / "grades.csv", "junit": out / "junit.xml"}
     write_text(paths["grades"], grades_csv(rows, max_points))
     write_text(paths["junit"], junit_xml(rows, chapter))
     most = sum(max_points.values())
-    if layout == "canvas" and kind == "anonymous":
+    if partial:
+        pass
+    elif layout == "canvas" and kind == "anonymous":
         paths["canvas_anonymous"] = out / "canvas-anonymous.csv"
         write_text(paths["canvas_anonymous"], canvas_anonymous_csv(rows, most))
     elif layout == "canvas":

@@ -19,7 +19,7 @@
 :class:`~grader.batch.roster.Student` entries, one per submission, and a
 :class:`FileUse` for every file of the download: which student it belongs to and
 whether it was graded, or why not. A file uploaded again is read by the platform's own
-renaming rule (:mod:`grader.renames`): the newer is graded, the older listed as
+renaming rule (:mod:`grader.platform_names`): the newer is graded, the older listed as
 ``superseded``. Nothing is dropped silently: an entry that does not follow the layout
 becomes a row that says so and what to do.
 """
@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from grader.batch import claims
 from grader.batch.download import SKIPPED_FOLDERS, Download, DownloadError, Entry
-from grader.renames import version
+from grader.platform_names import version
 from grader.batch.roster import RESERVED, ClassError, Person, Student
 from grader.i18n import T, Text
 
@@ -48,6 +48,8 @@ CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)_(?:(?P<a
 MOODLE_FOLDER = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
 MOODLE_FILE = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<file>[^/]+)$")
 GRADESCOPE_METADATA = "submission_metadata.yml"
+#: the pages Canvas writes for an online text or a URL (``ContentZipper#add_text_or_url``)
+CANVAS_ONLINE = ("text.html", "link.html")
 
 
 @dataclass
@@ -207,8 +209,11 @@ def _collect(student: Student, entries: list[tuple[str, Entry]], uses: list[File
         student.single = True
     if not student.files and student.problem is None:
         others = [PurePosixPath(inner).name for inner, entry in entries if entry.kind != "empty" and not entry.hidden]
-        student.problem = T("batch.row.nothing_to_grade", name=student.name,
-                            files=", ".join(others[:5]) + (" …" if len(others) > 5 else "") or "–")
+        if student.online and not [name for name in others if name not in CANVAS_ONLINE]:
+            student.problem = T("batch.row.online_text_only", name=student.name, kinds=", ".join(student.online))
+        else:
+            student.problem = T("batch.row.nothing_to_grade", name=student.name,
+                                files=", ".join(others[:5]) + (" …" if len(others) > 5 else "") or "–")
         student.status = "unreadable"
     return student
 
@@ -286,6 +291,7 @@ def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Stude
     by_student: dict[tuple[str, str, str], list[tuple[str, Entry]]] = {}
     unsure: dict[tuple, list[tuple[str, list[dict], Entry]]] = {}
     late: set[tuple[str, str, str]] = set()
+    online: dict[tuple[str, str, str], list[str]] = {}
     students = []
     for name, entries in top.items():
         anon = CANVAS_ANON.match(name) if anonymous and _is_file(entries) else None
@@ -300,6 +306,8 @@ def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Stude
         found = anon.groupdict() if anon else readings[0]
         who = ("", "", found["anon"]) if anon else (found["login"], found["uid"], "")
         by_student.setdefault(who, []).append((found["file"] or found["online"], entries[0]))
+        if found.get("online") or found["file"] in CANVAS_ONLINE:
+            online.setdefault(who, []).append(found.get("online") or found["file"])
         if found["late"]:
             late.add(who)
     for (login, uid, anon), files_of in by_student.items():
@@ -310,6 +318,7 @@ def _canvas(download: Download, uses: list[FileUse], klass: Klass) -> list[Stude
         else:
             student = Student(f"{login}_{uid}", download, people=[Person(login, uid)], late=is_late,
                               origin=f"{login}{'_LATE' if is_late else ''}_{uid}_*")
+        student.online = online.get((login, uid, anon), [])
         students.append(_collect(student, files_of, uses, "canvas"))
     for found in unsure.values():  # graded for no one: which user's it is, only Canvas knows
         student = claims.ambiguous_row(download, found[0][0], found[0][1])
@@ -326,6 +335,7 @@ def _moodle(download: Download, uses: list[FileUse], teams: bool, klass: Klass) 
     team assignment a group's ``Group name_<group id>_...`` and ``Default group_...`` (no id)."""
     by_student: dict[tuple[str, str], list[tuple[str, Entry]]] = {}
     other: dict[tuple[str, str], list[Entry]] = {}
+    plugins: dict[tuple[str, str], set[str]] = {}
     students = []
     for name, entries in download.top().items():
         if _system(name, entries, uses):
@@ -340,6 +350,7 @@ def _moodle(download: Download, uses: list[FileUse], teams: bool, klass: Klass) 
         by_student.setdefault(who, [])
         if found["plugin"] != "file":  # online text, comments: the student's, not graded
             other.setdefault(who, []).extend(entries)
+            plugins.setdefault(who, set()).add(f"assignsubmission_{found['plugin']}")
         elif folder is not None:
             by_student[who] += [(_inside(e), e) for e in entries]
         else:
@@ -354,6 +365,7 @@ def _moodle(download: Download, uses: list[FileUse], teams: bool, klass: Klass) 
         else:
             student = Student(key, download, people=[Person(full_name, pid)], origin=f"{key}_assignsubmission_*")
         uses += [FileUse(e.name, student.key, "not_graded") for e in other.get((full_name, pid), [])]
+        student.online = sorted(plugins.get((full_name, pid), set()))
         students.append(_collect(student, files, uses, "moodle"))
     if teams:
         klass.kind = "groups"

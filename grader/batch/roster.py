@@ -91,6 +91,9 @@ class Student:
     group_id: str = ""
     #: Canvas's anonymous id (anonymous grading names no student); ``""``: not anonymous
     anonymous: str = ""
+    #: what it handed in besides files (Moodle's ``assignsubmission_onlinetext``, Canvas's ``text.html``): said
+    #: when that is all it handed in
+    online: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # a name the download gave in bytes that are no UTF-8: shown as those bytes (``\\xff``)

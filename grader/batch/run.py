@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -30,6 +31,8 @@ from grader.grading import GradeOptions, new_seed
 from grader.i18n import T, TextError
 from grader.runner import sandbox as sandboxes
 from grader.runner.job_sessions import Limits
+
+log = logging.getLogger("grader")
 
 #: time a worker gets beyond the submission's own limit (starting JAX, waiting for cores)
 WORKER_SLACK_S = 300.0
@@ -141,6 +144,8 @@ def _sheet(klass: layouts.Klass, chapter: Chapter, options: BatchOptions, submis
     now, not after the class); a Moodle worksheet with a Group column makes the download's folders
     groups', whose members it lists. Returns the class (read again as groups when so) and the sheet."""
     path = Path(options.gradebook)
+    if options.exercises:  # a part of the chapter is never filled as its total (the summary says how to)
+        raise BatchError(T("batch.sheet.partial", path=str(path)))
     if klass.layout == "folders":
         raise BatchError(T("batch.sheet.wrong_platform", path=str(path), layout=klass.layout))
     if path.name.casefold() in roster.RESERVED:
@@ -344,12 +349,21 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
             row.detail = words(T("batch.note.moodle_group", group=student.group, id=student.group_id or "–"))
     max_points = {ex.id: ex.max_score for ex in selected}
     klass = result.klass
+    partial = len(selected) < len(chapter.exercises)  # -k: no total of the chapter for a platform's gradebook
     result.paths = gradebook.write_exports(result.rows, max_points, out, chapter.id,
                                            layout=klass.layout if klass else "folders",
                                            assignment=options.assignment or f"{words(chapter.title)} ({chapter.id})",
                                            uses=klass.files if klass else None, kind=klass.kind if klass else "people",
-                                           modified=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    platform_notes, sheet_rows = _platform_file(result, students, rows, sum(max_points.values()), out, words)
+                                           modified=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                           partial=partial)
+    manifest.exports(out, list(result.paths.values()))  # the grades sealed before anything else is written
+    try:
+        platform_notes, sheet_rows = _platform_file(result, students, rows, sum(max_points.values()), out, words)
+    except Exception as exc:  # noqa: BLE001 - the class's grades are written and sealed: the summary says why not
+        log.exception("filling %s failed", result.sheet.path if result.sheet is not None else "the platform's file")
+        platform_notes, sheet_rows = [T("batch.sheet.fill_failed", detail=f"{type(exc).__name__}: {exc}"[:300])], []
+    if partial and klass is not None and klass.layout in ("canvas", "moodle"):
+        platform_notes.insert(0, T("batch.summary.partial_no_import", ids=", ".join(ex.id for ex in selected)))
     weak = sorted({_word(r.report["sandbox"]) for r in result.rows if r.report and not strong(r.report["sandbox"])})
     if not weak and not strong(plan.describe()):
         weak = [_word(plan.describe())]

@@ -128,7 +128,9 @@ def read(path: Path, platform: str, *, assignment: str = "", chapter_names: tupl
 def _parse(path: Path, text: str, bom: bool) -> Sheet:
     """Every row and its text as it was; the delimiter the header is written with (``,``, or ``;`` where
     a locale writes decimal commas, as Canvas's export may: GradebookImporter#identify_delimiter)."""
-    lines = text.splitlines(keepends=True)
+    # the csv module's own line handling: a line ends at \n, \r\n or \r only (str.splitlines also ends
+    # one at U+2028, \x1c, \x85 ...: a roster name holding U+2028 split its row, and the filling crashed)
+    lines = io.StringIO(text, newline="").readlines()
     fields = {sep: len(next(csv.reader(lines[:1], delimiter=sep), [])) for sep in (",", ";")}
     delimiter = ";" if fields[";"] > fields[","] else ","
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
