@@ -382,6 +382,13 @@ def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
     what = f"{name} [{result['case']}]"
     program = s.value(KEYS.program(name=name)) if s.has(KEYS.program(name=name)) else {}
     calls = program.get("host_calls") or []
+    # how it was measured, in the report whether it passed or not
+    how = {"case": result["case"], "calibration": result.get("calibration"), "phases_s": results.get("phases"),
+           "method": {"rounds": result.get("rounds"), "reps_per_round": result.get("reps_per_round"),
+                      "batches": result.get("batches"), "cpu_dispatch": "synchronous, one CPU"
+                      if ctx.exercise.sync_cpu_dispatch else "default",
+                      "sides": "in turn, each alone on a device that serves one process at a time"
+                      if result.get("in_turn") else "alternating rounds"}}
     try:
         if ctx.preview:  # a release: no reference here, the chapter's bar over the provided eager code
             measured = timing.expect_speedup_over(result["student"], bar=_release_bar(ctx, name), what=what)
@@ -389,6 +396,7 @@ def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
             measured = timing.expect_speedup(result["student"], reference, fraction=ctx.exercise.speedup_fraction,
                                              what=what)
     except Fail as failure:
+        failure.measured = {**(failure.measured or {}), **how}
         if calls:  # slow, and why: the work goes back to the host on every call
             failure.message = [failure.message, T("ch4.ex06.host_calls", name=name, calls=", ".join(calls))]
             failure.measured["host_calls"] = calls
@@ -396,15 +404,8 @@ def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
         raise
     if calls:  # the mistake all the same, whatever this device times: it costs more on an accelerator
         raise Fail(T("ch4.ex06.callback", name=name, calls=", ".join(calls), student=result["student"].get("speedup")),
-                   {**measured, "host_calls": calls}, hint="callback")
-    measured["case"] = result["case"]
-    measured["calibration"] = result.get("calibration")
-    measured["phases_s"] = results.get("phases")
-    measured["method"] = {"rounds": result.get("rounds"), "reps_per_round": result.get("reps_per_round"),
-                          "batches": result.get("batches"), "cpu_dispatch": "synchronous, one CPU"
-                          if ctx.exercise.sync_cpu_dispatch else "default",
-                          "sides": "in turn, each alone on a device that serves one process at a time"
-                          if result.get("in_turn") else "alternating rounds"}
+                   {**measured, **how, "host_calls": calls}, hint="callback")
+    measured.update(how)
     if ctx.preview:
         return Pass(T("release.speedup_passed", student=result["student"]["speedup"], bar=measured["bar"]), measured)
     return Pass(T("speedup.passed", student=result["student"]["speedup"], reference=reference["speedup"],
