@@ -60,7 +60,8 @@ def draw(chapter: str, keep: int, *, take: bool) -> tuple[int | None, list[int]]
     path = _file(chapter)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "a+") as lock:
+        os.chmod(path.parent, 0o700)  # the next gradings' hidden inputs: the grader's alone, no job's uid
+        with open(os.open(path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600), "a+") as lock:
             import fcntl  # here: native Windows has none, and is told so before any grading
 
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -71,7 +72,9 @@ def draw(chapter: str, keep: int, *, take: bool) -> tuple[int | None, list[int]]
                 if seed != taken and seed not in seeds:
                     seeds.append(seed)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"seeds": seeds}), encoding="utf-8")
+            with open(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "w", encoding="utf-8") as out:
+                out.write(json.dumps({"seeds": seeds}))
+            os.chmod(tmp, 0o600)
             os.replace(tmp, path)
             return taken, seeds[:keep]
     except OSError:  # a read-only cache: every grading draws its own seed, and nothing is drawn ahead

@@ -56,6 +56,9 @@ class GradeOptions:
     seed: int | None = None
     #: ``auto`` (the strongest available), ``bwrap`` or ``process``
     sandbox: str = "auto"
+    #: as root, run the student's code even where it would run as root (no bubblewrap, and a Python other
+    #: users cannot read); otherwise such a grading is refused (:func:`grader.runner.sandbox.refuse_root`)
+    allow_weak_sandbox: bool = False
     #: the device measured on (:mod:`grader.runner.devices`): ``auto`` (the accelerator, when there is one and
     #: no other process holds it; else the CPU, saying why), ``cpu``, or ``device`` (the accelerator, or an error)
     device: str = "auto"
@@ -172,6 +175,9 @@ class Grading:
         if unsupported is not None:
             raise submissions.SubmissionError(unsupported)
         self.plan = sandboxes.plan(options.sandbox)
+        refused = sandboxes.refuse_root(self.plan, options.allow_weak_sandbox)
+        if refused is not None:  # a student's code as root: never without the user saying so
+            raise submissions.SubmissionError(refused)
         try:  # before any process starts: a TPU admits one at a time (a batch worker's: the batch's plan)
             self.device = devices.default_plan() if options.hosts is not None else devices.plan(options.device)
         except devices.DeviceError as exc:
@@ -182,9 +188,14 @@ class Grading:
             raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
                                                 path=str(self.reference_dir)))
         self.warm = options.hosts
+        if self.warm is None and self.plan.uid_isolation:  # a grading killed before it cleaned up
+            sandboxes.sweep_stale_scratch(Path(options.scratch_root or tempfile.gettempdir()))
         self.scratch = self.warm.grading_scratch() if self.warm is not None else \
             Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
-        os.chmod(self.scratch, 0o755)
+        #: the group its jobs take besides their uids (per-job uids): it alone may enter the scratch folder,
+        #: so no other local user (a classmate's job included) reads a grading in progress
+        self.group = self.uids.acquire() if self.uids is not None else None
+        _private(self.scratch, self.group)
         self.hosts: tuple[HostProcess, HostProcess | None] | None = None
         self._start_hosts()  # JAX imports in them while the submission is read
 
@@ -286,6 +297,7 @@ class Grading:
                 self.warm.start()
                 self.hosts = (self.warm.student_host(module_dir, self.uids, self.options.limits),
                               None if self.records is not None else self.warm.reference())
+                self.hosts[0].group = self.group
                 self.hosts[0].start()
                 return self.hosts
             student_cache, readable = self._compile_caches()
@@ -298,6 +310,7 @@ class Grading:
                                          compile_cache=readable[0] if readable else None, device=self.device))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
+            self.hosts[0].group = self.group
             for host in filter(None, self.hosts):
                 host.start()
         return self.hosts
@@ -312,7 +325,7 @@ class Grading:
         # uids without bubblewrap, every uid could write into every student's: no cache there.
         own = self.plan.kind == "bwrap" or not self.plan.uid_isolation
         reference = store.reference_dir()
-        return store.student_dir(self.path) if own else None, [reference] if reference is not None else []
+        return store.student_dir(self.path, self.group) if own else None, [reference] if reference is not None else []
 
     def close(self) -> None:
         """Stop every process this grading started; remove its scratch folder; keep the caches small."""
@@ -326,8 +339,24 @@ class Grading:
         if self.warm is not None:
             self.warm.release(self.scratch)
         else:
+            sandboxes.release_folder(self.scratch)  # the jobs' capped folder (root)
             shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.group is not None and self.uids is not None:
+            self.uids.release(self.group)
+            self.group = None
         store.tidy([host.compile_cache for host in hosts])
+
+
+def _private(folder: Path, group: int | None) -> None:
+    """A grading's scratch folder, entered by the grader and by its jobs alone: ``0700``, or, where the
+    jobs have uids of their own, ``0710`` with the grading's ``group`` (which every job of it takes).
+    Its ``owner`` file names the grading's process (:func:`grader.runner.sandbox.sweep_stale_scratch`)."""
+    if group is not None:
+        os.chown(folder, os.geteuid(), group)
+        os.chmod(folder, 0o710)
+    else:
+        os.chmod(folder, 0o700)
+    (folder / "owner").write_text(f"{os.getpid()}\n")
 
 
 class _Tally:

@@ -68,10 +68,23 @@ def class_dir() -> Path | None:
     return make_folder(root() / "xla" / "class", mode=0o1733)
 
 
-def student_dir(submission: Path) -> Path | None:
-    """The compilation cache of the submission at ``submission`` (its jobs, under any uid, write it)."""
+def student_dir(submission: Path, group: int | None = None) -> Path | None:
+    """The compilation cache of the submission at ``submission``, written by its jobs: with per-job uids,
+    those of the grading's ``group`` (``2770``: no other uid enters it, a classmate's job plants nothing
+    there), else the grader's own uid (``0700``). The folder of every student's (``xla/students``) is
+    ``0711``: nobody lists it. Pruned as a whole tree (:func:`prune`)."""
     key = hashlib.sha256(str(Path(submission).resolve()).encode()).hexdigest()[:16]
-    return make_folder(root() / "xla" / "students" / key, mode=0o777)
+    students = make_folder(root() / "xla" / "students", mode=0o711)
+    if students is None:
+        return None
+    folder = make_folder(students / key, mode=0o2770 if group is not None else 0o700)
+    if folder is not None and group is not None:
+        try:
+            os.chown(folder, os.geteuid(), group)
+            os.chmod(folder, 0o2770)  # chown clears the set-group-id bit: the jobs' files take the group
+        except OSError:
+            return None
+    return folder
 
 
 def make_folder(path: Path, *, mode: int) -> Path | None:
@@ -177,18 +190,37 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
     and every stale mark of a compile (:data:`COMPILING`: a job ended before it wrote its program)."""
     import time
 
-    files = []  # (last use, size, last change, path): one stat a file (a cache holds thousands)
+    files = []  # (last use, bytes it takes, last change, path): one stat a file (a cache holds thousands)
+    folders, below = [str(folder)], []
+    while folders:  # the whole tree: a job may leave folders of its own in a student's cache
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+                            below.append(entry.path)
+                        else:
+                            info = entry.stat(follow_symlinks=False)
+                            files.append((info.st_atime, max(info.st_size, getattr(info, "st_blocks", 0) * 512),
+                                          info.st_mtime, entry.path))
+                    except OSError:
+                        continue
+        except OSError:
+            continue
     try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_file(follow_symlinks=False):
-                        info = entry.stat(follow_symlinks=False)
-                        files.append((info.st_atime, info.st_size, info.st_mtime, entry.path))
-                except OSError:
-                    continue
-    except OSError:
-        return
+        _prune_files(files, limit)
+    finally:
+        for path in sorted(below, key=len, reverse=True):  # the folders left empty
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def _prune_files(files: list[tuple[float, int, float, str]], limit: int) -> None:
+    import time
+
     stale = time.time() - COMPILING_FRESH_S
     for _, _, changed, path in files:
         if path.endswith(COMPILING) and changed < stale:

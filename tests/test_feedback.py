@@ -56,7 +56,8 @@ def _grade(folder: Path, out: Path, *args: str) -> dict:
 def test_everything_printed_is_kept_and_shown(sandbox, tmp_path, capsys):
     folder = make_submission(tmp_path, {"ex01_jit_forms": PRINTS_THEN_RAISES, "ex03_static_args": PRINTS_THEN_OS_EXIT,
                                         "ex02_where": PRINTS_IN_FAILING_FUNCTION})
-    report = _grade(folder, tmp_path / "out", "-k", "1", "-k", "2", "-k", "3", "--sandbox", sandbox)
+    report = _grade(folder, tmp_path / "out", "-k", "1", "-k", "2", "-k", "3", "--sandbox", sandbox,
+                    "--allow-weak-sandbox")
     shown = capsys.readouterr().out
     outputs = {e["id"]: e["output"] for e in report["exercises"]}
     assert "hello at import, no flush" in outputs["ex01_jit_forms"]
@@ -226,7 +227,7 @@ def test_ctrl_c_stops_everything_at_once_and_keeps_what_was_graded(sandbox, tmp_
         store.keep_durations("ch4", {"ex03_static_args": 99.0, "ex01_jit_forms": 0.1})
     code, shown, after = _on_a_terminal(
         _grade_argv(str(folder), "-k", "1", "-k", "3", "--lang", "en", "--seed", "3", "--sandbox", sandbox,
-                    "--report-dir", str(tmp_path / "out")), interrupt_when="1/2 done", env=env)
+                    "--allow-weak-sandbox", "--report-dir", str(tmp_path / "out")), interrupt_when="1/2 done", env=env)
     assert code == 130, shown
     assert after is not None and after < 3.0, f"Ctrl-C took {after} s"
     assert "interrupted" in shown and "Traceback" not in shown

@@ -140,7 +140,8 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
     cache, used = state.references[key]
     slot = state.slot
     options = GradeOptions(chapter=chapter.id, exercises=tuple(payload["exercises"]), seed=payload["seed"],
-                           sandbox=settings["sandbox"], submission_timeout_s=settings["timeout_s"],
+                           sandbox=settings["sandbox"], allow_weak_sandbox=bool(settings.get("allow_weak_sandbox")),
+                           submission_timeout_s=settings["timeout_s"],
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
                            limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20), reference_cache=cache,
                            at_once=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,

@@ -42,7 +42,7 @@ from enum import StrEnum
 from typing import Callable
 
 from grader import affinity as cores
-from grader.child import jax_setup
+from grader.child import confine, jax_setup
 from grader.protocol import OP, FromHost, ToHost, message, word_of
 
 
@@ -158,10 +158,12 @@ def tasks_of_user(uid: int, proc_root: str = "/proc") -> int:
     return count
 
 
-def _drop_privileges(uid: int | None, gid: int | None) -> None:
+def _drop_privileges(uid: int | None, gid: int | None, groups: list[int] | None = None) -> None:
+    """Become ``uid`` (group ``gid``, else ``uid``); ``groups``: the grading's group, which alone may
+    enter its scratch folder (:attr:`grader.grading.Grading.group`)."""
     if uid is None:
         return
-    os.setgroups([])
+    os.setgroups([int(g) for g in groups or []])
     os.setgid(gid if gid is not None else uid)
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid:
@@ -265,7 +267,16 @@ def _job_child(order: dict, job_fd: int, out_fd: int, control_fd: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         _apply_limits(order.get("limits", {}))
-        _drop_privileges(order.get("uid"), order.get("gid"))
+        options = order.get("options") or {}
+        if order.get("side") == "student" and order.get("uid") is not None and not options.get("on_device"):
+            # a /tmp of its own (root, or bubblewrap's root, alone may mount: an ordinary user's job shares the
+            # host's); a device's jobs keep the machine's, where its runtime's lock file is
+            confine.private_tmp([order["workdir"], order.get("module_dir") or "", *sys.path,
+                                 options.get("compile_cache") or "", *(options.get("compile_cache_read") or [])])
+        _drop_privileges(order.get("uid"), order.get("gid"), order.get("groups"))
+        if order.get("side") == "student":
+            os.umask(0o077)  # what it writes is its own uid's alone (another job's code reads none of it)
+            confine.no_disk_reservations()  # no fallocate: the disk limit holds for reserved blocks too
         os.chdir(order["workdir"])
         os.environ["HOME"] = order["workdir"]
         os.environ["TMPDIR"] = order["workdir"]

@@ -117,6 +117,9 @@ class Output:
               help="Exit with status 1 when the score is below this: points (e.g. 60) or a percentage of the "
                    "maximum score (e.g. 75%).")
 @limit_options
+@click.option("--allow-weak-sandbox", is_flag=True, envvar="GRADER_ALLOW_WEAK_SANDBOX",
+              help="As root without bubblewrap, where the exercises cannot run as uids of their own: run the "
+                   "student's code as root anyway (refused otherwise, saying how to get a real sandbox).")
 @click.option("--sign-key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="Sign the JSON report with this key file (HMAC); check it later with grade verify.")
 @click.option("--open", "open_", is_flag=True, help="Open the HTML report in the browser when grading is done.")
@@ -128,7 +131,7 @@ class Output:
 @click.option("-v", "--verbose", is_flag=True, help="Log what the grader does on standard error.")
 @gather(what=Selection, limits=LimitOptions, output=Output)
 def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output, watch: bool, hint: str | None,
-              verbose: bool) -> None:
+              verbose: bool, allow_weak_sandbox: bool) -> None:
     """Grade one submission and write its report. 评测一份作业并写出报告。
 
     With -k only some exercises are graded: that partial report goes to
@@ -156,7 +159,8 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     path, exercises = _one_exercise_file(path, what.chapter, what.exercises, catalog, lang)
     try:
         options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed,
-                                       ahead=ahead.count())  # a student's own gradings: seeds drawn ahead
+                                       ahead=ahead.count(),  # a student's own gradings: seeds drawn ahead
+                                       allow_weak_sandbox=allow_weak_sandbox)
         _build_once(path, what.chapter, limits.sandbox, catalog, lang)
         if watch:
             _watch(path, options, report_dir or _default_report_dir(path), lang)

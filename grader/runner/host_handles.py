@@ -148,6 +148,9 @@ class HostProcess:
         self.kept: "KeptJobs | None" = None
         #: a batch's students: the class's compiler their jobs ask (:mod:`grader.runner.class_compiler`)
         self.compiler: "ClassCompiler | None" = None
+        #: the group its jobs take besides their uid: the grading's, which alone may enter the grading's
+        #: scratch folder (:attr:`grader.grading.Grading.group`); ``None``: no per-job uids
+        self.group: int | None = None
 
     # ------------------------------------------------------------- life cycle
     def start(self) -> None:
@@ -158,7 +161,8 @@ class HostProcess:
         pylib = self.scratch / "pylib"
         home.mkdir(parents=True, exist_ok=True)
         pylib.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.scratch, 0o755)
+        # a student's jobs (uids of their own) pass through to their folders; the trusted reference's are its own
+        os.chmod(self.scratch, 0o700 if self.side == "reference" else 0o755)
         os.chmod(home, 0o755)  # the host's own: its jobs have homes of their own
         link = pylib / "grader"
         if self.plan.kind != "bwrap" and not link.exists():
@@ -171,6 +175,10 @@ class HostProcess:
                     (pylib / name).symlink_to(source)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         (self.scratch / "jobs").mkdir(exist_ok=True)
+        if self.side in ("student", "template") and self.plan.uid_isolation:
+            # what its jobs write stops at the size of a tmpfs (root alone mounts; elsewhere the grader's
+            # watch and the jobs' seccomp filter hold the limit)
+            sandboxes.cap_folder(self.scratch / "jobs", self.limits.disk_bytes + sandboxes.SCRATCH_MARGIN_BYTES)
         os.chmod(self.scratch / "jobs", 0o711)
         try:
             self._proc = self.template.spawn(theirs) if self.template is not None else \
@@ -199,7 +207,8 @@ class HostProcess:
                       *((folder, folder) for folder in self.chapter_folders),
                       *((folder, folder) for folder in self.read_caches)],
             binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
-            keep_fds=[theirs.fileno()], caps=self.caps,
+            # a student's host may give each job a /tmp of its own (:func:`grader.child.confine.private_tmp`)
+            keep_fds=[theirs.fileno()], caps=self.caps + (("CAP_SYS_ADMIN",) if self.side == "student" else ()),
             devices=plan.accelerator.nodes if plan.accelerator is not None and plan.platform != "cpu" else (),
         )
         return subprocess.Popen(

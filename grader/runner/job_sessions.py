@@ -53,7 +53,8 @@ class Limits:
     fsize_bytes: int = 64 << 20
     #: open file descriptors
     nofile: int = 512
-    #: bytes in the job's scratch folder, watched by the grader about once a second
+    #: bytes in the job's scratch folder, watched by the grader up to ten times a second (and, as root, the
+    #: hard size of the tmpfs its host's jobs write in, :func:`grader.runner.sandbox.cap_folder`)
     disk_bytes: int = 256 << 20
 
     def for_job(self, timeout_s: float) -> dict:
@@ -83,6 +84,8 @@ class JobHost(Protocol):
     limits: "Limits"
     plan: sandboxes.SandboxPlan
     uids: sandboxes.UidPool | None
+    #: the group its jobs take besides their uid (the grading's), if any
+    group: int | None
     #: closed for good: grading was cancelled
     closed: bool
     #: told of every job's progress
@@ -145,6 +148,9 @@ class JobSession:
         self._workdir: Path | None = None
         self._output: Path | None = None
         self._disk_checked = 0.0
+        #: seconds between two looks at its disk use: twenty times what the last look cost, within
+        #: :data:`DISK_POLL_MIN_S` and :data:`DISK_POLL_S` (a folder of few files is looked at ten times a second)
+        self._disk_every = DISK_POLL_MIN_S
         self._cache_at_start = 0
 
     # ------------------------------------------------------------- start
@@ -185,6 +191,8 @@ class JobSession:
             # a device's jobs share one uid: libtpu's lock file (mode 0600) stays its creator's
             self.uid = host.device_uid() if self.lease is not None else host.uids.acquire()
             order["uid"] = self.uid
+            if host.group is not None:
+                order["groups"] = [host.group]
             os.chown(self._workdir, self.uid, self.uid)
         elif host.side == "reference":
             limits.pop("nproc", None)  # trusted, and under the user's own uid: no limit counts its threads
@@ -272,7 +280,7 @@ class JobSession:
                 self._end("cancelled")
                 return None
             try:
-                said = self.channel.recv(timeout=min(remaining, DISK_POLL_S))
+                said = self.channel.recv(timeout=min(remaining, self._disk_every))
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     self._timed_out()
@@ -368,14 +376,15 @@ class JobSession:
         return None
 
     def _over_disk(self) -> bool:
-        """Stop a job whose scratch folder outgrows its budget (checked about once a second)."""
+        """Stop a job whose scratch folder outgrows its budget (looked at up to ten times a second)."""
         now = time.monotonic()
-        if self._workdir is None or now - self._disk_checked < DISK_POLL_S:
+        if self._workdir is None or now - self._disk_checked < self._disk_every:
             return False
-        self._disk_checked = now
         used = disk_usage(self._workdir)
         if self._cache_counted:
             used += max(0, disk_usage(self.host.compile_cache) - self._cache_at_start)
+        self._disk_checked = time.monotonic()
+        self._disk_every = min(DISK_POLL_S, max(DISK_POLL_MIN_S, 20 * (self._disk_checked - now)))
         if used > self.host.limits.disk_bytes:
             self._end("disk_limit", {"disk_bytes": used, "limit": self.host.limits.disk_bytes})
             return True
@@ -486,6 +495,7 @@ class JobSession:
 
 
 DISK_POLL_S = 1.0
+DISK_POLL_MIN_S = 0.1
 #: how long a job that held an exclusive device is given to end by itself once it is done (its runtime
 #: lets the chip go as the process ends)
 EXIT_WAIT_DEVICE_S = 10.0

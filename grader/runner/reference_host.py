@@ -54,7 +54,7 @@ def reference_jobs(chapter: Chapter, exercises: list[ExerciseSpec], run: Callabl
     first and not waited for (a timing harness's job mostly sleeps in its instruments): this returns
     once ``exercises`` are done, and the host stops in a thread of its own when the warm-ups end."""
     scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root))
-    os.chmod(scratch, 0o755)
+    os.chmod(scratch, 0o700)  # the reference's alone (its jobs are the grader's uid)
     host = reference_host(chapter, reference_dir, scratch, limits=limits, compile_cache=compile_cache)
     pool = ThreadPoolExecutor(max_workers=max(1, at_once))
 

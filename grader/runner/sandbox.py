@@ -162,6 +162,30 @@ def jax_stack(path: list[str] | None = None) -> list[tuple[str, Path]]:
     return sorted(found.items())
 
 
+def unreadable_python_root() -> Path | None:
+    """The first folder of this Python's (:func:`python_roots`) that other users cannot reach, if any."""
+    for root in python_roots():
+        if root.exists() and not reachable_by_others(root):
+            blocked = next((p for p in [root, *root.parents] if p.is_dir() and not p.stat().st_mode & stat.S_IXOTH),
+                           root)
+            return blocked
+    return None
+
+
+def refuse_root(plan_: SandboxPlan, allowed: bool) -> Text | None:
+    """Why a grading as root must not run a student's code under ``plan_`` (no bubblewrap and no uid of the
+    job's own: the code would run as root), else ``None``; ``allowed``: ``--allow-weak-sandbox`` (or
+    ``GRADER_ALLOW_WEAK_SANDBOX=1``), which turns the refusal into a note on the plan."""
+    if os.geteuid() != 0 or plan_.uid_isolation:
+        return None
+    if allowed or os.environ.get("GRADER_ALLOW_WEAK_SANDBOX") == "1":
+        note = T("sandbox.root_weak")
+        if note not in plan_.notes:
+            plan_.notes.append(note)
+        return None
+    return T("sandbox.root_refused", folder=str(unreadable_python_root() or sys.prefix))
+
+
 def plan(requested: str = "auto") -> SandboxPlan:
     """Choose the sandbox: ``auto`` takes the strongest that works here."""
     notes: list[str] = []
@@ -322,3 +346,77 @@ def kill_uid(uid: int, *, rounds: int = 50) -> int:
     from grader.child.host import kill_until_gone
 
     return kill_until_gone(lambda: processes_of(uid), rounds=rounds)
+
+
+# ------------------------------------------------------------------ a capped scratch folder
+#: what a host's ``jobs`` folder holds at most beyond one job's disk budget (the other jobs' XLA dumps
+#: and stacks while one fills its budget, before the grader stops it)
+SCRATCH_MARGIN_BYTES = 32 << 20
+MS_NOSUID, MS_NODEV, MNT_DETACH = 0x2, 0x4, 0x2
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    return libc
+
+
+def mounts_under(folder: Path) -> list[str]:
+    """The mount points at or below ``folder`` (``/proc/self/mountinfo``), deepest first."""
+    base = os.path.realpath(folder)
+    found = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                fields = line.split()
+                if len(fields) > 4:
+                    point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+                    if point == base or point.startswith(base + "/"):
+                        found.append(point)
+    except OSError:
+        return []
+    return sorted(set(found), key=len, reverse=True)
+
+
+def cap_folder(folder: Path, size_bytes: int, *, mode: int = 0o711) -> bool:
+    """Make ``folder`` a tmpfs of at most ``size_bytes`` (and 262144 files): what is written there, with
+    ``write`` or anyhow, stops at that size (``ENOSPC``). Root alone may mount; ``False`` where it cannot
+    (an ordinary user's grading: the grader's watch and the jobs' seccomp filter hold there). Undone by
+    :func:`release_folder`."""
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return False
+    folder = Path(folder)
+    if mounts_under(folder)[-1:] == [os.path.realpath(folder)]:
+        return True
+    options = f"size={int(size_bytes)},nr_inodes=262144,mode={mode:o}".encode()
+    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
+
+
+def release_folder(folder: Path) -> None:
+    """Unmount every file system mounted at or below ``folder`` (lazily: one still open goes once closed)."""
+    libc = _libc()
+    for point in mounts_under(folder):
+        libc.umount2(point.encode(), MNT_DETACH)
+
+
+def sweep_stale_scratch(parent: Path, prefix: str = "grade-") -> int:
+    """Unmount and remove the scratch folders under ``parent`` whose grading is gone (killed before it
+    could clean up: its ``owner`` file names a process that no longer runs); how many."""
+    swept = 0
+    base = os.path.realpath(parent)
+    tops = {point[len(base) + 1:].split("/", 1)[0] for point in mounts_under(Path(base)) if point != base}
+    for name in sorted(t for t in tops if t.startswith(prefix)):
+        top = Path(base) / name
+        try:
+            pid = int((top / "owner").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if Path(f"/proc/{pid}").exists():
+            continue
+        release_folder(top)
+        shutil.rmtree(top, ignore_errors=True)
+        swept += 1
+    return swept

@@ -45,7 +45,7 @@ class WarmHosts:
         self.plan = sandboxes.plan(sandbox)
         self.reference_dir = Path(reference_dir or chapter.solutions)
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-warm-", dir=scratch_root))
-        os.chmod(self.scratch, 0o755)
+        os.chmod(self.scratch, 0o711)  # its jobs reach their folders; nobody lists it
         self.stage = self.scratch / "stage"
         self.stage.mkdir()
         os.chmod(self.stage, 0o711)  # the jobs' uids reach their own student's folder, never list the others
@@ -133,6 +133,7 @@ class WarmHosts:
         if self.compiler is not None:
             self.compiler.close()
             store.prune(self.compiler.folder)
+        sandboxes.release_folder(self.scratch)  # the jobs' capped folder (root)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
