@@ -186,10 +186,9 @@ COMPILING_FRESH_S = 60.0
 
 
 def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
-    """Remove the least recently used files of ``folder`` until it holds at most ``limit`` bytes,
-    and every stale mark of a compile (:data:`COMPILING`: a job ended before it wrote its program)."""
-    import time
-
+    """Remove the least recently used files of ``folder``, its folders' included (a student's job may leave
+    a tree there), until it holds at most ``limit`` bytes, then the folders left empty; and every stale mark
+    of a compile (:data:`COMPILING`: a job ended before it wrote its program)."""
     files = []  # (last use, bytes it takes, last change, path): one stat a file (a cache holds thousands)
     folders, below = [str(folder)], []
     while folders:  # the whole tree: a job may leave folders of its own in a student's cache
@@ -202,8 +201,7 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
                             below.append(entry.path)
                         else:
                             info = entry.stat(follow_symlinks=False)
-                            files.append((info.st_atime, max(info.st_size, getattr(info, "st_blocks", 0) * 512),
-                                          info.st_mtime, entry.path))
+                            files.append((info.st_atime, _takes(info), info.st_mtime, entry.path))
                     except OSError:
                         continue
         except OSError:
@@ -216,6 +214,13 @@ def prune(folder: Path, limit: int = MAX_CACHE_BYTES) -> None:
                 os.rmdir(path)
             except OSError:
                 pass
+
+
+def _takes(info: os.stat_result) -> int:
+    """The bytes a file takes: its size, or the blocks it holds where they are far more (reserved beyond
+    its end, ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``), not a small file's rounding up to a block."""
+    held = getattr(info, "st_blocks", 0) * 512
+    return held if held > info.st_size + (64 << 10) else info.st_size
 
 
 def _prune_files(files: list[tuple[float, int, float, str]], limit: int) -> None:

@@ -328,3 +328,41 @@ def test_another_local_user_reads_nothing_of_a_grading_in_progress(kind, tmp_pat
     if kind != "ordinary-user":  # a /tmp of its own: the machine's other files are not there
         shown = _printed(ex01)
         assert "TMP" in shown and decoy.name not in shown, shown
+
+
+# ------------------------------------------------------------------ the filter itself
+def test_the_filter_refuses_fallocate_and_32_bit_calls_and_allows_the_rest(tmp_path):
+    """In a process of its own: ``posix_fallocate`` fails with ENOSPC, an ``int 0x80`` call (x86-64's 32-bit
+    interface, whose numbers the filter does not check) with ENOSYS, while writing, threads and a child
+    process work as before."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the 32-bit call is made with x86-64's int 0x80")
+    code = r'''
+import ctypes, mmap, os, threading
+from grader.child.confine import no_disk_reservations
+assert no_disk_reservations() is None
+fd = os.open("f", os.O_CREAT | os.O_WRONLY, 0o600)
+try:
+    os.posix_fallocate(fd, 0, 1 << 20)
+    print("fallocate allowed")
+except OSError as exc:
+    print("fallocate", exc.errno)
+os.write(fd, b"x" * 4096)
+t = threading.Thread(target=print, args=("thread",)); t.start(); t.join()
+print("child", os.system("true"))
+# getpid through int 0x80 (i386's number 20): mov eax, 20; int 0x80; ret
+code = bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3])
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+print("int80", ctypes.CFUNCTYPE(ctypes.c_int)(address)())
+'''
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    import errno
+
+    lines = done.stdout.split("\n")
+    assert f"fallocate {errno.ENOSPC}" in lines and "thread" in lines and "child 0" in lines, done.stdout + done.stderr
+    assert f"int80 {-errno.ENOSYS}" in lines, done.stdout + done.stderr

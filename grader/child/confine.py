@@ -12,8 +12,9 @@ the disk limit needs.
 
 The filter is classic BPF (``SECCOMP_MODE_FILTER``), as the kernel documents it in
 ``Documentation/userspace-api/seccomp_filter.rst``: check the architecture (``seccomp_data.arch``),
-then the call's number (``seccomp_data.nr``). On an architecture it does not know it installs nothing
-and says so; x32 calls on x86-64 (numbers with bit 30 set) are refused.
+then the call's number (``seccomp_data.nr``). Calls of another architecture (x86-64's 32-bit ``int
+0x80``) and x32 calls on x86-64 (numbers with bit 30 set) are refused with ``ENOSYS``. On a machine
+whose architecture it does not know it installs nothing and says so.
 """
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ def program(machine: str | None = None) -> bytes | None:
     arch, numbers = known
     calls = list(numbers.items())
     out = [_insn(BPF_LD | BPF_W | BPF_ABS, 0, 0, 4)]  # seccomp_data.arch
-    # another architecture's calls (a 32-bit one): allowed unchanged, as this filter knows none of their numbers
+    # another architecture's calls (x86-64's 32-bit int 0x80, arm64's compat): refused, since their numbers
+    # differ (i386's fallocate is 324); Python, NumPy and JAX make none
     out.append(_insn(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, arch))
-    out.append(_insn(BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW))
+    out.append(_insn(BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS))
     out.append(_insn(BPF_LD | BPF_W | BPF_ABS, 0, 0, 0))  # seccomp_data.nr
     if (machine or platform.machine()) == "x86_64":
         out.append(_insn(BPF_JMP | BPF_JGE | BPF_K, 0, 1, X32_SYSCALL_BIT))
