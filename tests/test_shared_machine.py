@@ -85,6 +85,7 @@ class _DiskPeak:
     def __init__(self, folder: Path):
         self.folder, self.peak, self.tmpfs_peak = str(folder), 0, 0
         self._base = self._used(self.folder)
+        self._dev = os.stat(self.folder).st_dev
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -98,7 +99,9 @@ class _DiskPeak:
             self.peak = max(self.peak, self._used(self.folder) - self._base)
             for point in sandboxes.mounts_under(Path(self.folder)):
                 try:
-                    self.tmpfs_peak = max(self.tmpfs_peak, self._used(point))
+                    used = self._used(point)
+                    if os.stat(point).st_dev != self._dev:  # still the tmpfs: not unmounted meanwhile
+                        self.tmpfs_peak = max(self.tmpfs_peak, used)
                 except OSError:
                     pass
             time.sleep(0.005)
