@@ -237,3 +237,25 @@ def test_the_calibration_gives_up_when_no_time_is_left(monkeypatch):
     asked = _fake_timing(monkeypatch, implausible_passes=99, n_cases=1)
     out = ex06_speedup._time_function(object(), object(), cases, time.monotonic() + 1.0, 0.25)
     assert out["reference"]["error"] == "calibration failed" and len(asked) == 1
+
+
+# ------------------------------------------------------------------ an interrupted run never takes the full report's place
+def test_a_run_interrupted_before_any_exercise_is_partial_and_leaves_report_json_alone(tmp_path):
+    """Ctrl-C 2.5 s into a grading (no exercise graded yet) wrote "Chapter 4: JIT basics: 0 / 0" over the
+    last full report.json (42/80): an empty selection read as "every exercise"."""
+    from grader.report.render import report_paths
+    from grader.results import Report, mark_selection
+
+    ids = [f"ex0{i}" for i in range(1, 9)]
+
+    def report(graded: list[str], interrupted: bool) -> Report:
+        made = Report(chapter="ch4", chapter_title="Chapter 4", seed=1, started_at="2026-12-06T00:00:00+00:00",
+                      duration_s=2.5, submission={}, environment={}, exercises=[], interrupted=interrupted)
+        made.exercises = [type("E", (), {"id": i, "score": 0.0, "max_score": 10.0})() for i in graded]
+        return mark_selection(made, ids)
+
+    assert report([], interrupted=True).partial
+    assert report_paths(report([], interrupted=True), tmp_path)[0].name == "report.partial.json"
+    assert report(ids[:3], interrupted=True).partial
+    assert not report(ids, interrupted=True).partial  # every exercise graded before Ctrl-C: a full report
+    assert not report(ids, interrupted=False).partial and report(ids[:2], interrupted=False).partial
