@@ -65,6 +65,10 @@ class Cell:
     #: a run of a cell that ran again later, as ``In [rerun_as]``, with other code: not
     #: replayed (the cell's last run counts), but the report says which run was dropped
     rerun_as: int | None = None
+    #: a cell saved with an error whose traceback names its line: ``(first line of the statement that
+    #: raised, the line, the error's type)``; its statements before that one ran in the kernel and are graded,
+    #: the rest is commented out of :attr:`code`
+    raised_at: tuple[int, int, str] | None = None
 
     @property
     def graded(self) -> bool:
@@ -112,6 +116,8 @@ def saved_cells(nb: Any) -> list[Cell]:
                        if o.get("output_type") == "error"), None)
         if ran and not isinstance(cell.get("execution_count"), int) and source.strip():
             made.not_run = T("notebook.never_run")
+        elif failed and failed != "SyntaxError" and _ran_until(made, cell.get("outputs") or [], failed):
+            pass  # graded up to the statement that raised, as the kernel ran it
         elif failed:
             made.not_run = T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)
         else:
@@ -120,6 +126,46 @@ def saved_cells(nb: Any) -> list[Cell]:
     if ran:
         cells.sort(key=lambda c: (code[[n for n, _ in code].index(c.number)][1].get("execution_count") or 0))
     return cells
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: the frame of the cell itself in IPython's traceback: ``Cell In[3], line 2`` (IPython 8), or
+#: ``<ipython-input-3-...> in <module>`` followed by ``----> 2 ...`` (IPython 7 and before)
+_CELL_FRAME = re.compile(r"Cell In\[\d*\], line (\d+)|<ipython-input-[^>]*> in <module>[^\n]*\n(?:.*\n)*?-+> ?(\d+)")
+
+
+def raising_line(outputs: list) -> int | None:
+    """The line of a saved cell whose top-level statement raised, as its saved traceback names it (the
+    outermost frame of the cell: the statement the kernel was running), else ``None``."""
+    for output in outputs:
+        if output.get("output_type") != "error":
+            continue
+        text = _ANSI.sub("", "\n".join(str(line) for line in output.get("traceback") or []))
+        found = _CELL_FRAME.search(text)
+        if found:
+            return int(found.group(1) or found.group(2))
+    return None
+
+
+def _ran_until(cell: Cell, outputs: list, error: str) -> bool:
+    """Keep of ``cell`` (saved with ``error``) the top-level statements before the one that raised, as the
+    kernel ran them: that statement and those after it are commented out (same lines). ``False`` where its
+    traceback names no line of it, or its code does not parse (then it is not graded at all)."""
+    line = raising_line(outputs)
+    tree = parse(cell.code)
+    if line is None or tree is None:
+        return False
+    statement = next((node for node in tree.body if node.lineno <= line <= (node.end_lineno or node.lineno)), None)
+    if statement is None:
+        return False
+    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+    lines = cell.code.split("\n")
+    for i in range(first - 1, len(lines)):
+        if lines[i].strip():
+            lines[i] = commented(lines[i])
+    cell.code = "\n".join(lines)
+    cell.raised_at = (first, line, error)
+    return True
 
 
 def _unreadable(code: str) -> Text | None:
@@ -358,9 +404,11 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
                         T("notebook.rerun", name=name, dropped=cell.label, last=cell_label(cell.rerun_as, True)))
             continue
         for name, node in defined_in_cell(cell.source).items():
-            (failed if cell.not_run is not None else where).setdefault(name, []).append(cell)
-            if cell.not_run is None and not cell.superseded and (name in functions
-                                                                  or isinstance(node, ast.FunctionDef)):
+            # a cell saved with an error: what it defines from the statement that raised on never ran
+            lost = cell.raised_at is not None and (node is None or node.lineno >= cell.raised_at[0])
+            (failed if cell.not_run is not None or lost else where).setdefault(name, []).append(cell)
+            if cell.not_run is None and not lost and not cell.superseded and (name in functions
+                                                                               or isinstance(node, ast.FunctionDef)):
                 final[name] = node
     used: dict[str, set[str]] = {}  # helper -> the exercises whose graded functions name it
     for name, exercise in functions.items():
@@ -383,8 +431,9 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
         if last_good and last_good[-1].number > cell.number:
             continue
         for exercise in [functions[name]] if name in functions else sorted(used.get(name, ())):
-            notes.setdefault(exercise, []).append(
-                T("notebook.not_graded", name=name, cell=cell.label, why=cell.not_run))
+            why = cell.not_run if cell.not_run is not None else \
+                T("notebook.raised_at", type=cell.raised_at[2], line=cell.raised_at[1])
+            notes.setdefault(exercise, []).append(T("notebook.not_graded", name=name, cell=cell.label, why=why))
     return notes
 
 

@@ -66,6 +66,9 @@ class Unit:
     node: ast.stmt | None = None
     #: a ``from m import *``: it may bind anything
     star: bool = False
+    #: the module's names its functions' bodies read: looked up when they are called, so the binding they
+    #: see is the module's last (a helper defined in a later cell, or defined again there)
+    later: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -115,7 +118,20 @@ class Replay:
 
     def needed(self, roots: set[str]) -> dict[int, frozenset[str] | None]:
         """The units that ``roots`` need, by index: ``None`` for a whole statement, the
-        names to keep for an import kept in part."""
+        names to keep for an import kept in part.
+
+        As the kernel ran them: a function's body reads its globals when it is called, after the
+        notebook's cells (the grading's calls), so the names the kept functions' bodies read are needed
+        from the end too, as roots, until no new one comes (a fixed point)."""
+        roots = set(roots)
+        while True:
+            kept = self._needed_once(roots)
+            later = set().union(*(self.units[index].later for index, names in kept.items() if names is None))
+            if later <= roots:
+                return kept
+            roots |= later
+
+    def _needed_once(self, roots: set[str]) -> dict[int, frozenset[str] | None]:
         needed = set(roots)
         kept: dict[int, frozenset[str] | None] = {}
         read: set[str] = set()
@@ -260,7 +276,7 @@ def _unit(nodes: list[ast.stmt], first: int, last: int, text: str,
           imported: set[str]) -> tuple[Unit, dict[str, set[str]]]:
     """The statement(s) ``nodes`` (``text``, lines ``first`` to ``last``) as a unit, and the globals
     each function it defines assigns when called."""
-    binds, uses, writes = _names(text, nodes)
+    binds, uses, writes, later = _names(text, nodes)
     kills: set[str] = set()
     touches: set[str] = set()
     aliases: list[tuple[str, ast.alias, bool]] = []
@@ -278,31 +294,41 @@ def _unit(nodes: list[ast.stmt], first: int, last: int, text: str,
     if star:  # kept whole, when anything is still needed
         aliases = []
     return Unit(first, last, frozenset(binds), frozenset(kills), frozenset(uses), frozenset(touches),
-                tuple(aliases), nodes[0] if aliases else None, star), writes
+                tuple(aliases), nodes[0] if aliases else None, star, frozenset(later)), writes
 
 
-def _names(text: str, nodes: list[ast.stmt]) -> tuple[set[str], set[str], dict[str, set[str]]]:
+#: the scopes the symbol table gives a comprehension: run where they are written, not when called
+_RUN_AT_ONCE = {"listcomp", "setcomp", "dictcomp", "genexpr"}
+
+
+def _names(text: str, nodes: list[ast.stmt]) -> tuple[set[str], set[str], dict[str, set[str]], set[str]]:
     """The names a statement binds at the top level, the module's names it reads (its functions',
-    classes' and comprehensions' globals included), and for each function it defines the globals
-    it assigns (``global g``), from Python's own symbol table."""
+    classes' and comprehensions' globals included), for each function it defines the globals
+    it assigns (``global g``), and the module's names its functions' bodies read (when called), from
+    Python's own symbol table."""
     try:
         table = symtable.symtable(text, "<cell>", "exec")
     except (SyntaxError, ValueError):  # a construct the symbol table refuses: every name is a guess
         names = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
         return {n.id for node in nodes for n in ast.walk(node)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}, names, {}
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}, names, {}, set()
     binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
     uses = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
     writes: dict[str, set[str]] = {}
-    pending = [(scope, scope.get_name()) for scope in table.get_children()]
+    later: set[str] = set()
+    pending = [(scope, scope.get_name(), False) for scope in table.get_children()]
     while pending:
-        scope, top = pending.pop()
-        uses |= {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
+        scope, top, deferred = pending.pop()
+        deferred = deferred or (scope.get_type() == "function" and scope.get_name() not in _RUN_AT_ONCE)
+        read = {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
+        uses |= read
+        if deferred:
+            later |= read
         assigned = {s.get_name() for s in scope.get_symbols() if s.is_declared_global() and s.is_assigned()}
         if assigned:
             writes.setdefault(top, set()).update(assigned)
-        pending += [(child, top) for child in scope.get_children()]
-    return binds, uses, writes
+        pending += [(child, top, deferred) for child in scope.get_children()]
+    return binds, uses, writes, later
 
 
 def _kills(node: ast.stmt) -> set[str]:

@@ -157,8 +157,10 @@ class Report(_Scored):
 
     @property
     def partial(self) -> bool:
-        """Whether only some of the chapter's exercises were graded."""
-        return bool(self.selected)
+        """Whether only some of the chapter's exercises were graded: a run of some (``-k``), or one interrupted
+        before its end, even before any exercise was graded (it never takes the full report's place)."""
+        return bool(self.selected) or (self.interrupted and len({e.id for e in self.exercises})
+                                       < (self.chapter_exercises or len(self.exercises) + 1))
 
 
 

@@ -123,6 +123,13 @@ def name_of(obj: Any, _depth: int = 0) -> str:
 
 
 # ------------------------------------------------------------------ the context
+def builtin_kinds(kind: type) -> list[str]:
+    """The built-in exception classes ``kind`` is (``isinstance``): a library's ``class
+    UnknownActivationError(ValueError)`` is a ``ValueError``, as a contract that asks for one means."""
+    return [base.__name__ for base in getattr(kind, "__mro__", ()) if base.__module__ == "builtins"
+            and isinstance(base, type) and issubclass(base, BaseException)]
+
+
 class ProbeContext:
     """What a probe uses to touch the student's module and to make its records."""
 
@@ -230,13 +237,19 @@ class ProbeContext:
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
             where = student_frame(exc.__traceback__, self.student_dir)
             raised = {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
-                      "kind_of_error": classify(exc), "where": where}
+                      "kind_of_error": classify(exc), "where": where, "is_a": builtin_kinds(type(exc))}
             if where is None:  # raised inside JAX before or after any line of the submission ran
                 raised["defined"] = defined_at(fn, self.student_dir)
             return raised
         try:
             value = describe(result)
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
+            if type(exc).__module__.startswith(("jax", "jaxlib")):
+                # dispatch is asynchronous: the computation's own error (out of memory on the device, a failed
+                # check) comes when its result is read, and it is the call's, said as a raised call's is
+                return {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
+                        "kind_of_error": classify(exc), "where": None, "defined": defined_at(fn, self.student_dir),
+                        "is_a": builtin_kinds(type(exc))}
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
         return {"status": "ok", "function": name, "value": value, "_result": result}
 

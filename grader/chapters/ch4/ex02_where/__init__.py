@@ -39,10 +39,18 @@ def _mixed_signs(rng: np.random.Generator, n: int, sign: int) -> np.ndarray:
     return values.astype(F32)
 
 
+def _small_positive_sum(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Entries of both signs whose sum lies in (0, 1): ``total > 1`` (or ``>= 1``) for ``total > 0`` returns them
+    unchanged, which no other input shows (a mutant survived every seed without it)."""
+    values = rng.normal(size=n)
+    values = values - values.mean() + rng.uniform(0.2, 0.8) / n
+    return values.astype(F32)
+
+
 def inputs(rng: np.random.Generator) -> dict:
     n, same = 8, (5, 6)  # fixed shapes, fresh values (see ex01)
     clip_same = [rng.normal(size=same).astype(F32) * s for s in (0.05, 3.0, 0.5, 8.0, 1.0, 0.0)]
-    return {
+    drawn = {
         "piecewise": {
             "mixed": rng.normal(size=same).astype(F32),
             "positive": rng.uniform(0.1, 4.0, size=(7,)).astype(F32),
@@ -68,6 +76,9 @@ def inputs(rng: np.random.Generator) -> dict:
         "clip_same": clip_same,
         "clip_norms": [float(v) for v in rng.uniform(0.3, 6.0, size=len(clip_same))],
     }
+    # drawn last: every other input of a seed stays what it was
+    drawn["normalize"]["small_positive_sum"] = _small_positive_sum(rng, 12)
+    return drawn
 
 
 def regimes(inp: dict) -> dict[str, bool]:
@@ -86,6 +97,8 @@ def regimes(inp: dict) -> dict[str, bool]:
         "sum > 0 with a negative entry": any(t > 0 and x.min() < 0 for t, x in sums),
         "sum < 0 with a positive entry": any(t < 0 and x.max() > 0 for t, x in sums),
         "sum exactly 0, entries not all 0": any(t == 0 and float(np.sum(x)) == 0 and np.any(x) for t, x in sums),
+        "sum in (0, 1), entries of both signs": any(0 < t < 1 and 0 < float(np.sum(x)) < 1 and x.min() < 0
+                                                    for t, x in sums),
         "all zero": any(not np.any(x) for x in nm),
         # clip: the L2 norm of all elements against max_norm, on both sides, and a zero norm
         "norm above max_norm": any(n > 1.05 * m for n, m, _ in norms),

@@ -13,6 +13,8 @@ process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENC
 """
 from __future__ import annotations
 
+import time
+
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -202,23 +204,38 @@ def drive(sides: Sides, inputs: dict, budget: float) -> tuple[JobOutcome, JobOut
         in_turn=(_time_alone, _combine))
 
 
+#: passes over the candidate sizes to calibrate on, while every request of a pass is implausible
+CALIBRATION_PASSES = 4
+#: the time a pass needs at least (seconds before the deadline)
+CALIBRATION_SPARE_S = 5.0
+
+
 def _time_function(student, reference, cases: list[str], deadline: float, fraction: float) -> dict:
     """Pick the size where the gain is clearest (the reference's; in a preview, the
     student's own), then time it in alternating rounds (one side only in a preview;
     final grading stops early once the verdict against ``fraction`` of the reference's
     gain is clear)."""
     calibrated_on = reference if reference is not None else student
-    calibration = {}
-    for case in cases:  # one side alone, a few reps per candidate size
-        probe_run = timing.request_times(calibrated_on, case, reps=3, batches=(1, 1), deadline=deadline)
-        if "error" in probe_run:
-            continue
-        batches = timing.batch_sizes(probe_run)
-        measured = timing.request_times(calibrated_on, case, reps=5, batches=batches, deadline=deadline)
-        if "error" in measured:
-            continue
-        stats = timing.speedup_stats(measured)
-        calibration[case] = {"speedup": stats["speedup"], "q25": stats["q25"], "batches": list(batches)}
+    calibration: dict = {}
+    # the grader's own measurement: on a loaded machine every request of a pass can be implausible (the
+    # time around it outweighs the work), never a reason to take points; passes again while time is left
+    for _ in range(CALIBRATION_PASSES):
+        gone = False
+        for case in cases:  # one side alone, a few reps per candidate size
+            probe_run = timing.request_times(calibrated_on, case, reps=3, batches=(1, 1), deadline=deadline)
+            if "error" in probe_run:
+                gone = gone or not probe_run.get("implausible")
+                continue
+            batches = timing.batch_sizes(probe_run)
+            measured = timing.request_times(calibrated_on, case, reps=5, batches=batches, deadline=deadline)
+            if "error" in measured:
+                gone = gone or not measured.get("implausible")
+                continue
+            stats = timing.speedup_stats(measured)
+            calibration[case] = {"speedup": stats["speedup"], "q25": stats["q25"], "batches": list(batches)}
+        if calibration or gone or deadline - time.monotonic() < CALIBRATION_SPARE_S:
+            break
+        time.sleep(0.2)  # let what loads the machine move on
     if not calibration:
         failed = {"speedup": None, "error": "calibration failed"}
         return {"case": cases[0], "student": {"speedup": None} if reference is not None else failed,

@@ -172,13 +172,40 @@ def debug_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 def _printed_norms(text: str) -> list[float | None]:
-    values: list[float | None] = []
+    return [found if found is None else found[0] for found in _printed(text)]
+
+
+def _printed(text: str) -> list[tuple[float, float] | None]:
+    """Each non-empty line's ``norm=<value>``: the value and half a unit of its last printed digit (``12.346``:
+    0.0005; ``1.2346e+01``: 0.0005), or ``None``."""
+    found: list[tuple[float, float] | None] = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        match = re.fullmatch(r"\s*norm\s*=\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*", line)
-        values.append(float(match.group(1)) if match else None)
-    return values
+        match = re.fullmatch(r"\s*norm\s*=\s*([-+]?)(?:(\d+)\.?(\d*)(?:[eE]([-+]?\d+))?|(nan|inf))\s*", line)
+        if match is None:
+            found.append(None)
+            continue
+        sign, whole, decimals, exponent, special = match.groups()
+        if special:
+            found.append((float(sign + special), 0.0))
+            continue
+        value = float(f"{sign}{whole}.{decimals or '0'}e{exponent or 0}")
+        found.append((value, 0.5 * 10.0 ** (int(exponent or 0) - len(decimals or ""))))
+    return found
+
+
+#: the fewest significant digits a printed norm may have to be judged at its own precision
+PRINTED_DIGITS = 3
+
+
+def _printed_right(value: float, half_unit: float, expected: float) -> bool:
+    """Right as printed: within half a unit of its last digit of the norm (a rounded ``{:.3f}`` is right),
+    where it has :data:`PRINTED_DIGITS` significant digits or more; else within ``rtol`` 1e-4."""
+    if np.isclose(value, expected, rtol=1e-4, atol=1e-6):
+        return True
+    digits = np.log10(abs(expected) / half_unit) if half_unit > 0 and expected else 0.0
+    return bool(digits >= PRINTED_DIGITS - 0.7 and abs(value - expected) <= half_unit * (1 + 1e-6) + 1e-6 * abs(expected))
 
 
 @check("debug_norm.prints")
@@ -192,14 +219,15 @@ def debug_norm_prints(s: Records, r: Records, ctx: CheckContext) -> dict:
         raise Fail(T("ch4.ex07.printed_at_trace", first=texts[0].strip().splitlines()[0][:80], calls=len(texts)),
                    {"lines": [t.strip()[:80] for t in texts]})
     for i, (x, text) in enumerate(zip(ctx.inputs["norm_xs"], texts)):
-        values = _printed_norms(text)
+        values = _printed(text)
         measured["lines"].append(text.strip()[:80])
         expected = float(np.linalg.norm(x.astype(np.float64)))
         if len(values) != 1 or values[0] is None:
             first = text.strip().splitlines()[0][:80] if text.strip() else ""
             raise Fail(T("ch4.ex07.prints", call=i + 1, lines=len(values), first=first), measured)
-        if not np.isclose(values[0], expected, rtol=1e-4, atol=1e-6):
-            raise Fail(T("ch4.ex07.printed_value", call=i + 1, got=values[0], expected=expected), measured)
+        value, half_unit = values[0]
+        if not _printed_right(value, half_unit, expected):  # judged at the precision printed
+            raise Fail(T("ch4.ex07.printed_value", call=i + 1, got=value, expected=expected), measured)
     return measured
 
 
