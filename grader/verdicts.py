@@ -162,17 +162,39 @@ def run_checks(ex: ExerciseSpec, student: Records, reference: Records, ctx: Chec
         except GraderError as exc:
             log.error("grader error in %s/%s: %s", ex.id, spec.id, exc)
             result.status, result.message = "error", T("check.grader_error", detail=str(exc))
+            result.measured = {"left_out": True}
         except Exception as exc:  # a bug in the check: the grader's fault, not the student's
             log.error("check %s/%s crashed:\n%s", ex.id, spec.id, traceback.format_exc())
             result.status = "error"
             result.message = T("check.grader_error", detail=f"{type(exc).__name__}: {exc}")
+            result.measured = {"left_out": True}
         else:
             if isinstance(outcome, Pass):
                 result.message, result.measured = outcome.message or T("check.passed"), outcome.measured
             else:
                 result.message, result.measured = T("check.passed"), outcome or {}
             result.status, result.points = "passed", spec.points
-    return list(results.values())
+    return leave_out_the_graders_failures(list(results.values()))
+
+
+def leave_out_the_graders_failures(results: list[CheckResult]) -> list[CheckResult]:
+    """A check the grader itself could not judge (the reference could not be timed or run, a check's own bug:
+    ``measured["left_out"]``) is left out of the exercise's total: it gets the points of the exercise's other
+    checks at their rate (8 of 8 elsewhere: all of its own; 4 of 8: half), so the student loses nothing to the
+    grader's failure and gains nothing either, and the chapter's maximum stays what gradebooks know. Its
+    message says so. Where every check is the grader's failure, none gets points (nothing was judged)."""
+    left_out = [r for r in results if r.status == "error" and r.measured.get("left_out")]
+    judged = [r for r in results if r not in left_out]
+    judged_max = sum(r.max_points for r in judged)
+    if not left_out or judged_max <= 0:
+        return results
+    rate = sum(r.points for r in judged) / judged_max
+    for result in left_out:
+        result.points = round(result.max_points * rate, 4)
+        result.measured = {**result.measured, "rate": round(rate, 4)}
+        result.message = [result.message, T("check.left_out", points=f"{result.points:g}",
+                                            max_points=f"{result.max_points:g}", percent=f"{100 * rate:.0f}")]
+    return results
 
 
 def _only_missing(message: Words) -> bool:

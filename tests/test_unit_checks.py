@@ -129,11 +129,22 @@ def test_a_crashing_check_is_the_graders_error(caplog):
     with caplog.at_level(logging.ERROR, logger="grader"):
         result = run(spec(("a", 1), ("b", 1)), {"a": buggy, "b": passing})
     assert result["a"].status == "error"
-    assert result["a"].points == 0
-    assert result["a"].message.key == "check.grader_error"
-    assert "KeyError" in result["a"].message.args["detail"]
+    grader_error, left_out = result["a"].message
+    assert grader_error.key == "check.grader_error" and "KeyError" in grader_error.args["detail"]
     assert "crashed" in caplog.text
     assert result["b"].status == "passed"  # the next check still runs
+    # left out of the total: it takes the rate of the exercise's other checks (b: 1 of 1), never 0 for the grader's bug
+    assert left_out.key == "check.left_out" and result["a"].points == 1 and result["a"].measured["rate"] == 1
+
+
+def test_a_check_the_grader_could_not_judge_takes_the_rate_of_the_others():
+    def fn(s, r, ctx):
+        raise GraderError("the reference could not be timed: calibration failed")
+
+    results = run(spec(("a", 2), ("b", 1), ("c", 3)), {"a": passing, "b": failing, "c": fn})
+    assert (results["a"].points, results["b"].points) == (2, 0)
+    assert results["c"].status == "error" and results["c"].points == 2.0  # 2 of 3 elsewhere: 2 of its 3
+    assert sum(r.points for r in results.values()) == 4.0  # 2 of 3 judged, over all 6: the same rate
 
 
 def test_grader_error_is_error_not_failed():
