@@ -93,12 +93,29 @@ def read_cells(path: Path) -> tuple[list[Cell], bool]:
     import nbformat
 
     try:
-        nb = nbformat.read(str(path), as_version=4)
+        nb = nbformat.reads(_with_ids_allowed(path.read_text(encoding="utf-8")), as_version=4)
     except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
         raise NotebookError(f"{type(exc).__name__}: {exc}") from None
     if (nb.metadata.get("grader") or {}).get("history"):
         return history_cells([_run_of(cell) for cell in nb.cells if cell.get("cell_type") == "code"]), True
     return saved_cells(nb), False
+
+
+def _with_ids_allowed(text: str) -> str:
+    """A notebook of nbformat 4.0-4.4 whose cells carry ids (front ends write them whatever the minor
+    version says) read as 4.5, where ids are valid: nbformat otherwise prints a validation dump."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text  # nbformat says what is wrong
+    if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("nbformat_minor"), int) \
+            and data["nbformat_minor"] < 5 and any(isinstance(c, dict) and "id" in c for c in data.get("cells") or []):
+        data["nbformat_minor"] = 5
+        for number, cell in enumerate(data["cells"]):  # 4.5 asks every cell for one
+            if isinstance(cell, dict) and not (isinstance(cell.get("id"), str) and re.fullmatch(r"[\w-]{1,64}", cell["id"])):
+                cell["id"] = f"cell-{number}"
+        return json.dumps(data)
+    return text
 
 
 def saved_cells(nb: Any) -> list[Cell]:

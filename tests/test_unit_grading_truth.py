@@ -259,3 +259,25 @@ def test_a_run_interrupted_before_any_exercise_is_partial_and_leaves_report_json
     assert report(ids[:3], interrupted=True).partial
     assert not report(ids, interrupted=True).partial  # every exercise graded before Ctrl-C: a full report
     assert not report(ids, interrupted=False).partial and report(ids[:2], interrupted=False).partial
+
+
+@pytest.mark.parametrize("minor", [0, 2, 4])
+def test_a_notebook_of_nbformat_4_0_to_4_4_with_cell_ids_reads_without_a_validation_dump(minor, tmp_path, capsys,
+                                                                                         caplog):
+    """Front ends write cell ids whatever minor version a notebook says; nbformat then printed 'Notebook JSON is
+    invalid: Additional properties are not allowed ('id' was unexpected)' and the cell's dump."""
+    import json
+    import logging
+
+    from grader.ipynb import read_cells
+
+    cells = [{"cell_type": "code", "execution_count": 1, "id": "a1b2", "metadata": {}, "outputs": [],
+              "source": "def f(x):\n    return x\n"},
+             {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [], "source": "y = 2\n"}]
+    path = tmp_path / "old.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": minor}))
+    with caplog.at_level(logging.DEBUG):
+        read, history = read_cells(path)
+    assert [c.source for c in read] == ["def f(x):\n    return x\n", "y = 2\n"] and not history
+    said = capsys.readouterr().err + caplog.text
+    assert "invalid" not in said and "Failed validating" not in said, said
