@@ -257,9 +257,15 @@ class Grading:
                 if not host.alive():
                     host.start()
             expected = store.durations(chapter.id) if self.options.compile_cache else {}
+            def cancel() -> None:  # Ctrl-C: every process ends now; what the exercises in flight say is moot
+                log.setLevel(logging.CRITICAL)
+                for host in hosts:
+                    if host is not None:
+                        host.close()
+
+            level = log.level
             try:
-                run_all(runnable, both.grade, done, at_once=self.options.at_once,
-                        cancel=lambda: [host.close() for host in hosts if host is not None], prepare=both.prestart,
+                run_all(runnable, both.grade, done, at_once=self.options.at_once, cancel=cancel, prepare=both.prestart,
                         expected=expected, beside=beside, untimed_over=both.untimed_done.set)
                 if self.options.compile_cache:  # the order of the next grading's exercises
                     store.keep_durations(chapter.id, {ex_id: t["student_s"] for ex_id, t in both.timings.items()
@@ -270,6 +276,8 @@ class Grading:
                 both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)  # this process's, all threads
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                log.setLevel(level)
         report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,
                         duration_s=time.monotonic() - started, submission=sub.describe(),
                         environment=both.environment(), exercises=tally.finished(),

@@ -77,6 +77,8 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
             done(running[future], future.result())
     except KeyboardInterrupt:
         cancel()
+        if untimed_over is not None:  # a timed exercise waiting for the untimed ones to end waits no more
+            untimed_over()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -382,7 +382,8 @@ class BothSides:
         if outcome is None or not student_out.attempted():
             return student_out, None
         self._note_environment(outcome)
-        if outcome.end not in ("done", "cancelled"):  # the reference is trusted: a failure is transient or a bug
+        if outcome.end not in ("done", "cancelled") and not self.reference.closed:
+            # the reference is trusted: a failure is transient or a bug (not a grading stopped with Ctrl-C)
             log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
             computed.clear()
             outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
