@@ -275,6 +275,11 @@ def test_next_prefers_the_work_started_to_the_work_not_started():
     assert next_exercise(report) == ex[2].id  # then work started
     report.exercises.pop(2)
     assert next_exercise(report) == ex[3].id  # then a missing file, then what is not attempted
+    # an exercise that ran past its time limit (an endless loop) is where the student is stuck: before work
+    # merely started elsewhere (it pointed at ex01 after a 90 s timeout)
+    report.exercises[1] = result(ex[1], "partial")
+    report.exercises.append(result(ex[5], "timeout", T("job.timeout", seconds=90)))
+    assert next_exercise(report) == ex[5].id
 
 
 def test_a_quoted_path_is_never_broken_across_lines():

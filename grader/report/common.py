@@ -196,12 +196,15 @@ _BLOCKING = ("job.syntax_error", "job.import_error", "job.hung_import", "job.out
 
 
 def _urgency(ex: ExerciseResult) -> int | None:
-    """0: its code does not run (a syntax or import error); 1: attempted, not full; 2: its file is
-    missing; 3: not attempted; ``None``: passed."""
+    """0: its code does not run (a syntax or import error) or does not end (it ran past its time limit: an
+    endless loop is where the student is stuck); 1: attempted, not full; 2: its file is missing; 3: not
+    attempted; ``None``: passed."""
     if ex.status == "passed":
         return None
     if ex.status == "not_attempted":
         return 3
+    if ex.status == "timeout":
+        return 0
     if is_unrunnable(ex):
         first = ex.error[0] if isinstance(ex.error, list) and ex.error else ex.error
         key = getattr(first, "key", "")
