@@ -195,7 +195,7 @@ def headline(report: Report) -> Text:
         line = T("ui.title", chapter=report.chapter_title, score=_number(report.score),
                  max_score=_number(report.max_score))
     line = T("release.title", title=line, seed=report.seed) if report.preview else line
-    graded = graded_text(report.submission)
+    graded = graded_text(graded_submission(report))
     return T("ui.title_graded", title=line, graded=graded) if graded is not None else line
 
 
@@ -215,6 +215,18 @@ def graded_place(submission: dict) -> tuple[str, str]:
     return path, inner
 
 
+def graded_submission(report: Report) -> dict:
+    """What :func:`graded_text` says a report is of: a partial run of modules (``-k``) names the files it
+    graded (``exercises/ch4 (ex02_where.py)``), not the folder's eight."""
+    submission = report.submission
+    if report.partial and str(submission.get("kind", "")).endswith("folder"):
+        ids = {e.id for e in report.exercises}
+        files = [f for f in submission.get("files") or [] if str(f).removesuffix(".py") in ids]
+        if files:
+            submission = {**submission, "named": True, "files": files}
+    return submission
+
+
 def graded_text(submission: dict) -> Text | None:
     """``graded exercises/ch4 (8 .py files)``: what a report is of; ``None`` when not known."""
     kind = str(submission.get("kind") or "")
@@ -225,10 +237,12 @@ def graded_text(submission: dict) -> Text | None:
     path, inner = graded_place(submission)
     files = [f for f in submission.get("files") or [] if str(f).endswith(".py")]
     if inner:  # in a zip
-        what: Text | str = T("ui.graded.in_zip", zip=path, inner=inner, what=T("ui.graded.files", n=len(files))
+        files_text = (", ".join(files) if submission.get("named") else T("ui.graded.files", n=len(files)))
+        what: Text | str = T("ui.graded.in_zip", zip=path, inner=inner, what=files_text
                              if kind.endswith("folder") else T("ui.graded.notebook"))
     else:
-        what = T("ui.graded.modules", path=path, n=len(files)) if kind.endswith("folder") else path
+        what = (T("ui.graded.named", path=path, names=", ".join(files)) if submission.get("named") and files
+                else T("ui.graded.modules", path=path, n=len(files))) if kind.endswith("folder") else path
     return T("ui.graded", what=what)
 
 
@@ -303,7 +317,7 @@ def report_to_dict(report: Report, catalog: Catalog, lang: str) -> dict:
         "schema": SCHEMA,
         "title": words(headline(report)),
         "partial": report.partial,
-        "graded": _graded(report.submission, words),
+        "graded": _graded(graded_submission(report), words),
         "preview": report.preview,
         "selected": [e.id for e in report.exercises],
         "chapter_exercises": report.chapter_exercises or None,
