@@ -132,3 +132,18 @@ def test_code_in_hints_and_messages_is_shown_as_code(tmp_path):
         assert view.locator("script").count() == 0
         family = view.evaluate("e => getComputedStyle(e).fontFamily", hint.locator("code").first.element_handle())
         assert "mono" in family.lower() or "consolas" in family.lower(), family
+
+
+@needs_browser
+def test_a_link_to_an_exercise_opens_its_section_and_the_page_says_what_is_next(graded):
+    """A passed exercise's section is closed; its charts show all the same; the exercise table's link to it
+    opens it (the anchor lies inside the section: Chromium opens a closed <details> to show what a link names,
+    no script needed); the page says what to do next, as the terminal does."""
+    with page_in_browser(graded) as view:
+        section = view.locator("details", has=view.locator("summary", has_text="ex06_speedup")).first
+        assert not section.evaluate("d => d.open")
+        assert view.locator("div.charts svg").last.is_visible()  # ex06's speed-ups, its section closed
+        assert view.locator("p.next").inner_text().startswith("Next:")
+        view.locator('a[href="#ex06_speedup"]').click()
+        view.wait_for_function("document.querySelector('#ex06_speedup').closest('details').open")
+        assert section.evaluate("d => d.open")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from grader.i18n import Catalog, T
 from grader.report import html_parts as html, svg
-from grader.report.common import (ICONS, copies_note, device_notes, environment_text, measured_text, num, preview_notes,
+from grader.report.common import (ICONS, copies_note, device_notes, environment_text, measured_text, next_step, num,
+                                   preview_notes,
                                   problem_lines, seed_text)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
@@ -21,6 +22,9 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(seed_text(report)))}</p>']
     body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in [*device_notes(report), *preview_notes(report)]]
+    nxt = next_step(report)  # what the terminal's report ends with, at the top of the page
+    if nxt is not None:
+        body.append(f'<p class="next">{html.rich(words(nxt))}</p>')
     copies = copies_note(report)
     if copies is not None:
         body.append(f'<p class="banner">{html.rich(words(copies))}</p>')
@@ -39,22 +43,23 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
 
 
 def _exercise(ex: ExerciseResult, problem: str | None, words) -> str:
-    head = (f'<span class="{ex.status}">{ICONS.get(ex.status, "")}</span> <b id="{html.escape(ex.id)}">'
+    head = (f'<span class="{ex.status}">{ICONS.get(ex.status, "")}</span> <b>'
             f'{html.escape(ex.id)}</b> {html.rich(words(ex.title))} — {num(ex.score)} / {num(ex.max_score)}')
-    parts = [f'<p class="partial"><b>{html.escape(words(T("ui.note")))}:</b> {html.rich(words(note))}</p>'
-             for note in ex.notes]  # how its code was read (a notebook's cells)
+    # the anchor inside the section: a browser opens a closed section to show the element a link names
+    parts = [f'<span id="{html.escape(ex.id)}"></span>']
+    parts += [f'<p class="partial"><b>{html.escape(words(T("ui.note")))}:</b> {html.rich(words(note))}</p>'
+              for note in ex.notes]  # how its code was read (a notebook's cells)
     if problem:
         parts.append(f'<p class="error">{html.rich(problem)}</p>')
     else:
         if ex.error:
             parts.append(f'<p class="{ex.status}">{html.rich(words(ex.error))}</p>')
         parts += [_check(c, words) for c in ex.checks]
-        charts = _charts(ex, words)
-        if charts:
-            parts.append(charts)
     if ex.output.strip() and ex.status in ("error", "timeout", "failed", "partial"):
         parts.append(html.details(html.escape(words(T("ui.output"))), f"<pre>{html.escape(ex.output.strip())}</pre>"))
-    return html.details(head, "\n".join(parts), open_=ex.status not in ("passed", "not_attempted"))
+    section = html.details(head, "\n".join(parts), open_=ex.status not in ("passed", "not_attempted"))
+    charts = "" if problem else _charts(ex, words)  # shown whether its section is open or not
+    return section + (f'<div class="charts">{charts}</div>' if charts else "")
 
 
 def _check(check: CheckResult, words) -> str:
