@@ -281,3 +281,20 @@ def test_a_notebook_of_nbformat_4_0_to_4_4_with_cell_ids_reads_without_a_validat
     assert [c.source for c in read] == ["def f(x):\n    return x\n", "y = 2\n"] and not history
     said = capsys.readouterr().err + caplog.text
     assert "invalid" not in said and "Failed validating" not in said, said
+
+
+def test_the_numbers_behind_a_verdict_are_cut_between_items_never_inside_a_number():
+    """`Measured:` was cut at 220 characters wherever that fell: mid-number ('0.00012345…')."""
+    import json
+    import re
+
+    from grader.report.common import measured_text
+
+    measured = {f"case{i}": {"speedup": 1 / 7 + i, "baseline_s": 5.6012500067481596e-05 * i} for i in range(12)}
+    text = measured_text(measured)
+    assert len(text) <= 220 and text.endswith(", …")
+    for number in re.findall(r"-?\d[\d.e+-]*", text):
+        float(number)  # every number shown whole
+    assert "0.1429" in text and "0.14285" not in text  # four significant digits
+    small = {"compiles": 3, "expected": 1}
+    assert json.loads(measured_text(small)) == small  # short: whole, as JSON

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 from pathlib import Path
+from typing import Any
 
 from grader.i18n import T, Text
 from grader.results import ExerciseResult, Report, graded_place, is_unrunnable
@@ -36,9 +37,23 @@ def num(value: float) -> str:
 
 
 def measured_text(measured: dict, limit: int = 220) -> str:
-    """The numbers behind a verdict as one line of JSON, cut at ``limit`` characters."""
-    text = json.dumps(measured, ensure_ascii=False, default=str, separators=(", ", ": "))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """The numbers behind a verdict as one line of JSON (floats to four significant digits), cut at
+    ``limit`` characters between two items, never inside a number or a name (report.json has them all)."""
+    text = json.dumps(_rounded(measured), ensure_ascii=False, default=str, separators=(", ", ": "))
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(", ", 0, limit - 2)
+    return (text[:cut] if cut > 0 else text[: limit - 2]) + ", …"
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
 
 
 def sandbox_word(report: Report) -> str:
