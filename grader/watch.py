@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -126,8 +127,10 @@ class Watcher:
                          f"{num(result.max_score):<3} {self.words(T(f'ui.status.{result.status}'))}{mark}")
         if saved is not None:
             lines += ["", self.words(T("watch.regraded", files=", ".join(saved), seconds=f"{seconds:.1f}"))]
-        if saved is not None or any(r.status != "passed" for r in watched):
-            details = render_terminal(just, self.catalog, self.lang, color=self.color, head=False, step=False)
+        unfinished = [e for e in just.exercises if e.status != "passed"]
+        if unfinished:  # why each is not full; the lines above already list every exercise once
+            details = render_terminal(replace(just, exercises=unfinished), self.catalog, self.lang, color=self.color,
+                                      head=False, step=False)
             lines += details.rstrip("\n").splitlines()
         nxt = next_exercise(full, scope=[r.id for r in watched])
         if nxt is not None:

@@ -370,6 +370,12 @@ def test_watch_shows_why_first_and_one_next_line_per_save(tmp_path):
         nexts = [line for line in after_save if line.startswith("Next")]
         assert len(nexts) == 1 and nexts[0].startswith("Next: ex03_static_args"), "\n".join(after_save)
         assert any("ex03_static_args.py has a syntax error at line 3" in line for line in after_save)
+        shutil.copy(SOLUTIONS / "ex03_static_args.py", folder / "ex03_static_args.py")  # fixed: it passes
+        again = watching.wait_for("re-graded in", after=end)
+        last = watching.wait_for("Watching", after=again)
+        screen = watching.lines[end:last]
+        full = [line for line in screen if re.search(r"ex03_static_args\s+10/\s*10", line)]
+        assert len(full) == 1, "\n".join(screen)  # its line once: not the list and a table again
     finally:
         watching.stop()
     assert not any("Traceback" in line for line in watching.lines)
