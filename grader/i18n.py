@@ -95,6 +95,15 @@ class Catalog:
             self._where[key] = Path(path)
         return self
 
+    def with_words_of(self, replaced: Mapping[str, str]) -> "Catalog":
+        """A copy whose messages ``key`` read as those of ``replaced[key]`` (watch mode's "save the file"
+        where a single grading says "run grade again")."""
+        copy = Catalog()
+        copy._messages, copy._where = dict(self._messages), dict(self._where)
+        for key, other in replaced.items():
+            copy._messages[key], copy._where[key] = self._messages[other], self._where[other]
+        return copy
+
     def where(self, key: str) -> Path:
         """The file that defines message ``key``."""
         return self._where[key]

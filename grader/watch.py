@@ -29,6 +29,10 @@ WAKE_MS = 300
 CLEAR = "\x1b[2J\x1b[H"
 
 
+#: what a single grading tells to do that ends in "run grade again"; watch mode has its own words for each
+WATCH_TODOS = ("todo.file_missing", "todo.syntax_error", "todo.import_error", "todo.hung_import", "todo.other")
+
+
 class Watcher:
     """Grades a submission, then again on every save of one of its exercise files."""
 
@@ -55,7 +59,8 @@ class Watcher:
         The files are watched from before the first grading: a save made while it runs, or just
         after the screen says it is watching, is graded too."""
         with Grading(self.path, self.options) as grading:
-            self.catalog = grading.chapter.catalog
+            # what to do about a problem: save the file again (it is graded at once), not "run grade again"
+            self.catalog = grading.chapter.catalog.with_words_of({key: f"watch.{key}" for key in WATCH_TODOS})
             self.selected = grading.chapter.select(self.options.exercises)
             folder = self.path if self.path.is_dir() else self.path.parent
             saves = (changes or _watchfiles)(folder, self._wanted)

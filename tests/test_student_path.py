@@ -370,6 +370,8 @@ def test_watch_shows_why_first_and_one_next_line_per_save(tmp_path):
         nexts = [line for line in after_save if line.startswith("Next")]
         assert len(nexts) == 1 and nexts[0].startswith("Next: ex03_static_args"), "\n".join(after_save)
         assert any("ex03_static_args.py has a syntax error at line 3" in line for line in after_save)
+        said = " ".join(" ".join(after_save).split())
+        assert "fix the syntax error there and save" in said and "run grade again" not in said, said  # saving is enough
         shutil.copy(SOLUTIONS / "ex03_static_args.py", folder / "ex03_static_args.py")  # fixed: it passes
         again = watching.wait_for("re-graded in", after=end)
         last = watching.wait_for("Watching", after=again)
