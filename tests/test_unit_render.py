@@ -97,7 +97,8 @@ def test_terminal_lists_every_exercise_and_the_failure(report, catalog):
     assert "skipped: it needs “piecewise values” to pass first" in text
     assert "the exercise's code ran past its time limit of 90 s" in text
     assert "debug: x = 1" in text  # the printed output of a partial exercise
-    assert "Next: ex02_where (A Python if becomes jnp.where)" in text
+    # the exercise that ran past its time limit is where the student is stuck: before ex02's partial work
+    assert "Next: ex04_cache_keys (Shape recompiles and buckets)" in text
     assert "seed 1234 (replay with --seed 1234)" in text
     assert "ex02_where.py:3 imports os" in text
 
