@@ -3,7 +3,7 @@
 In the student's kernel, :func:`check` takes the code of the cells as they last ran:
 IPython's history, in the order the cells ran, with, for each run since this module
 was imported, the cell it came from (when the front end says) and whether it raised.
-It writes those runs as a notebook, ``.grade/session.ipynb`` in the kernel's folder
+It writes those runs as a notebook, ``.grade/NAME-kernel/session.ipynb`` in the kernel's folder
 (kept beside the report: it is exactly what was graded), and grades that in a process
 of its own, ``python -m grader.notebook ORDER``, the way ``grade`` grades a saved
 notebook: the same sandboxed child processes, the same checks and the same report
@@ -136,7 +136,9 @@ def check(*exercises: str, seed: int | None = None, lang: str | None = None, cha
     ``exercises``: ids such as ``"ex02"`` (``ex02_where``, ``2``); none: every exercise.
     ``seed`` replays the hidden inputs of an earlier run; ``lang`` is ``en`` or ``zh``
     (default: from the locale); ``report_dir`` is where the graded runs and the reports
-    go (default: ``.grade/`` in the kernel's working folder).
+    go (default: ``.grade/NAME-kernel/`` in the kernel's working folder, NAME the notebook's, else
+    ``.grade/kernel/``: apart from ``grade`` on the folder, ``.grade/``, and on the saved notebook,
+    ``.grade/NAME/``).
     """
     catalog = grader_catalog()
     if lang is not None and lang not in LANGS:
@@ -146,7 +148,9 @@ def check(*exercises: str, seed: int | None = None, lang: str | None = None, cha
     if shell is None:
         return Checked(error=catalog.render(T("notebook.not_in_kernel"), lang))
     _LOG.watch(shell)
-    folder = Path(report_dir) if report_dir is not None else Path.cwd() / REPORT_DIR_NAME
+    notebook = _notebook_name()
+    folder = Path(report_dir) if report_dir is not None else \
+        Path.cwd() / REPORT_DIR_NAME / (f"{Path(notebook).stem}-kernel" if notebook else "kernel")
     session = folder / SESSION_NAME
     try:
         folder.mkdir(parents=True, exist_ok=True)

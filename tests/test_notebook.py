@@ -126,9 +126,10 @@ def test_the_generated_notebook_runs_and_every_check_says_not_attempted(stubs_ru
     assert "Chapter 4: JIT basics: 0 / 80" in everything["text"]
     for ex in ch4.exercises:
         assert re.search(rf"{ex.id}\s+0/{ex.max_score:g}\s+not attempted", everything["text"])
-    line = f"Report: {folder / '.grade' / 'report.html'} (and {folder / '.grade' / 'report.md'})"
+    kernel = folder / ".grade" / "kernel"  # check()'s own folder: apart from grade's on the folder or the notebook
+    line = f"Report: {kernel / 'report.html'} (and {kernel / 'report.md'})"
     assert line in everything["text"] and html.escape(line, quote=False) in everything["html"]
-    report = json.loads((folder / ".grade" / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((folder / ".grade" / "kernel" / "report.json").read_text(encoding="utf-8"))
     assert report["score"] == 0 and not report["partial"]
     assert {e["status"] for e in report["exercises"]} == {"not_attempted"}
 
@@ -166,7 +167,7 @@ def test_filled_from_the_solutions_the_check_in_the_notebook_gives_full_marks(so
     shown = result_of(nb.cells[filled])
     assert "Chapter 4: JIT basics: 80 / 80" in shown["text"] and "All checks passed" in shown["text"]
     assert not [o for o in nb.cells[filled + 1].outputs if o.output_type == "error"]  # the assert on the score
-    report = json.loads((folder / ".grade" / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((folder / ".grade" / "kernel" / "report.json").read_text(encoding="utf-8"))
     assert report["seed"] == SEED and report["score"] == report["max_score"] == 80
     assert report["submission"]["from"] == "kernel history"
 
@@ -179,7 +180,7 @@ def test_filled_notebook_scores_as_the_solutions_in_the_notebook_and_through_gra
     from conftest import grade_to_dict
 
     _, _, folder, saved = solved_run
-    in_notebook = json.loads((folder / ".grade" / "report.json").read_text(encoding="utf-8"))
+    in_notebook = json.loads((folder / ".grade" / "kernel" / "report.json").read_text(encoding="utf-8"))
     saved_nb = grade_to_dict(saved, seed=SEED)
     assert saved_nb["submission"]["kind"] == "notebook" and saved_nb["score"] == saved_nb["max_score"] == 80
     assert _verdicts(in_notebook) == _verdicts(saved_nb)

@@ -74,7 +74,7 @@ def test_every_habit_runs_in_the_kernel_and_check_grades_without_a_crash(habits)
     errors = [(i, o.get("ename")) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
               for o in cell.outputs if o.output_type == "error"]
     assert errors == []  # every cell ran in the kernel, the plotting one included
-    checked = json.loads((habits["folder"] / ".grade" / "report.partial.json").read_text(encoding="utf-8"))
+    checked = json.loads((habits["folder"] / ".grade" / "kernel" / "report.partial.json").read_text(encoding="utf-8"))
     (ex02,) = checked["exercises"]
     statuses = {c["id"]: c["status"] for c in ex02["checks"]}
     assert statuses["piecewise.traceable"] == "failed"  # the kernel's piecewise: the one that ran last
@@ -88,7 +88,7 @@ def test_grade_on_the_saved_notebook_gives_the_same_verdicts_as_check_in_it(habi
     assert main([str(habits["saved"]), "-k", "ex02", "--seed", str(SEED), "--lang", "en",
                  "--report-dir", str(out)]) == 0
     graded = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))
-    checked = json.loads((habits["folder"] / ".grade" / "report.partial.json").read_text(encoding="utf-8"))
+    checked = json.loads((habits["folder"] / ".grade" / "kernel" / "report.partial.json").read_text(encoding="utf-8"))
     assert _verdicts(graded) == _verdicts(checked)
     assert graded["score"] == checked["score"] and graded["score"] > 0
     notes = " ".join(str(n) for ex in graded["exercises"] for n in ex.get("notes", []))

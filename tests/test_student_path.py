@@ -198,6 +198,23 @@ def test_a_batch_grades_the_same_copy_as_grade_does(tmp_path):
 
 # ------------------------------------------------------------------ each zip its own report
 @pytest.mark.slow
+def test_the_folder_and_its_notebook_have_reports_of_their_own(tmp_path):
+    """``grade exercises`` (its modules, ex01 answered) and ``grade exercises/ch4.ipynb`` (the notebook, ex02
+    answered) wrote the same exercises/.grade/ and overwrote each other; check() in the kernel too."""
+    exercises = checkout(tmp_path, modules=("ex01_jit_forms",))
+    code, out, err = grade(exercises, "-k", "1", "-k", "2", "--seed", "3")  # the copy changed: the modules
+    assert code == 0, err
+    fill_notebook(exercises / "ch4.ipynb", ["ex02_where"])
+    code, out, err = grade(exercises / "ch4.ipynb", "-k", "1", "-k", "2", "--seed", "3")
+    assert code == 0, err
+    folder = json.loads((exercises / ".grade" / "report.partial.json").read_text(encoding="utf-8"))
+    notebook = json.loads((exercises / ".grade" / "ch4" / "report.partial.json").read_text(encoding="utf-8"))
+    assert [e["score"] for e in folder["exercises"]] == [10, 0]  # the modules: ex01 answered, still there
+    assert [e["score"] for e in notebook["exercises"]] == [0, 10]  # the notebook: ex02 answered
+    assert notebook["submission"]["kind"] == "notebook" and folder["submission"]["path"] == str(exercises)
+
+
+@pytest.mark.slow
 def test_each_zip_in_a_folder_has_a_report_of_its_own(tmp_path):
     a = zipped(checkout(tmp_path / "a", modules=("ex01_jit_forms",)), tmp_path / "a.zip")
     b = zipped(checkout(tmp_path / "b"), tmp_path / "b.zip")

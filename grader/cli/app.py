@@ -72,8 +72,8 @@ def cli() -> None:
 
     PATH is a folder with the chapter's modules, a notebook (.ipynb), or a .zip of
     either; a folder or zip holding both is graded from the copy you changed. The
-    reports go to .grade/ inside the folder (.grade/NAME/ beside NAME.zip, .grade/
-    beside a notebook): report.json, report.md and report.html, or with -k
+    reports go to .grade/ inside the folder (.grade/NAME/ beside NAME.zip or
+    NAME.ipynb): report.json, report.md and report.html, or with -k
     report.partial.json, report.partial.md and report.partial.html.
     """
 

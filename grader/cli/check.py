@@ -103,7 +103,7 @@ class Output:
 @click.option("--report-dir", type=click.Path(path_type=Path),
               help="Where the reports go: report.json, report.md and report.html (with -k: report.partial.json, "
                    "report.partial.md and report.partial.html), and the hints shown (hints.json). Default: .grade/ "
-                   "inside the folder graded, .grade/NAME/ beside NAME.zip, .grade/ beside a notebook.")
+                   "inside the folder graded, .grade/NAME/ beside NAME.zip or NAME.ipynb.")
 @click.option("--inside", metavar="PATH",
               help="In a folder or .zip that holds the chapter twice (its modules and its notebook), grade "
                    "this copy: a path inside it, e.g. exercises/ch4.ipynb (default: the one you changed).")
@@ -404,11 +404,12 @@ def _chapter_size(data: dict) -> int:
 
 
 def _default_report_dir(path: Path) -> Path:
-    """``.grade/`` inside the folder graded, or beside a notebook; ``.grade/NAME/`` beside ``NAME.zip``
-    (each zip a report of its own, however many lie in one folder)."""
+    """``.grade/`` inside the folder graded; ``.grade/NAME/`` beside ``NAME.zip`` or ``NAME.ipynb`` (each zip and
+    notebook a report of its own, however many lie in one folder, apart from the folder's: ``grade exercises``
+    and ``grade exercises/ch4.ipynb`` no longer write over each other)."""
     if path.is_dir():
         return path / REPORT_DIR_NAME
-    if path.suffix.lower() == ".zip":
+    if path.suffix.lower() in (".zip", ".ipynb"):  # beside the folder's own .grade/: never over its report
         return path.parent / REPORT_DIR_NAME / path.stem
     return path.parent / REPORT_DIR_NAME
 
