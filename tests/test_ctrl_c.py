@@ -63,3 +63,40 @@ def test_ctrl_c_to_the_process_group_stops_a_full_grading_and_keeps_the_full_rep
     assert (folder / ".grade" / "report.json").read_bytes() == full, "the last full report was written over"
     assert "Traceback" not in err, err[-2000:]
     print(f"Ctrl-C {after_s} s in: ended in {took:.2f} s, status {process.returncode}")
+
+
+def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_path):
+    """grade --watch: a save starts a grading again (ex08 imports for 12 s); Ctrl-C 2 s into it ends watch mode
+    within seconds, with every process it started."""
+    pytest.importorskip("watchfiles", reason="the watch extra is not installed: pip install -e '.[watch]'")
+    import threading
+
+    folder, _ = graded
+    process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--watch", "-k", "1", "-k", "8",
+                                "--lang", "en", "--seed", "4", "--report-dir", str(tmp_path / "out")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                               text=True, preexec_fn=_own_group)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+
+    def wait_for(text: str, timeout: float = 120) -> None:
+        end = time.monotonic() + timeout
+        while not any(text in line for line in lines):
+            assert time.monotonic() < end and process.poll() is None, "".join(lines[-40:])
+            time.sleep(0.1)
+
+    try:
+        wait_for("Watching")
+        slow = folder / "ex08_aot_debug.py"
+        slow.write_text(slow.read_text(encoding="utf-8") + "\n# saved again\n", encoding="utf-8")
+        time.sleep(2.0)  # graded again meanwhile: ex08's import sleeps 12 s
+        os.killpg(process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        process.wait(timeout=10)
+        print(f"watch: Ctrl-C 2 s into a grading ended it in {time.monotonic() - sent:.2f} s")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode in (0, 130), "".join(lines[-40:])
+    assert not any("Traceback" in line for line in lines), "".join(lines[-40:])
