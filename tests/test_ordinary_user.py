@@ -172,8 +172,13 @@ def test_forks_at_import_and_a_fork_storm_cost_their_exercises_only(desktop, stu
     started = time.monotonic()
     report, took = _grade(python, folder, student_home, "--exercise-timeout", "30")
     by_id = {e["id"]: e for e in report["exercises"]}
-    others = {ex_id: e["score"] for ex_id, e in by_id.items() if ex_id not in ("ex01_jit_forms", "ex02_where")}
-    assert others == {ex_id: 10 for ex_id in others}, others
+    # Under one uid the kernel counts every task of the user against RLIMIT_NPROC: a storm that grows after
+    # another job started can leave that job no thread to start (1 run in about 16 under load: ex06's timing
+    # job ended before its timing). Only per-job uids (root) or a pids cgroup contain that; docs/security.md
+    # says so. The untimed exercises beside the storm are full; the timed ones are graded (never an error).
+    untimed = ("ex03_static_args", "ex04_cache_keys", "ex07_pitfalls", "ex08_aot_debug")
+    assert {ex_id: by_id[ex_id]["score"] for ex_id in untimed} == {ex_id: 10 for ex_id in untimed}, by_id
+    assert all(by_id[ex_id]["status"] in ("passed", "partial", "failed") for ex_id in ("ex05_timing", "ex06_speedup"))
     assert by_id["ex01_jit_forms"]["status"] in ("passed", "partial"), by_id["ex01_jit_forms"]  # graded
     assert by_id["ex02_where"]["score"] < 10  # the storm's function raised at the limit, or ran out of time
     # nothing the submission started outlives its grading
@@ -182,3 +187,18 @@ def test_forks_at_import_and_a_fork_storm_cost_their_exercises_only(desktop, stu
     assert left.stdout.strip() == "", left.stdout
     print(f"forks at import and a fork storm beside {desktop} threads: {report['score']:g}/80 in {took:.1f} s "
           f"({time.monotonic() - started:.1f} s)")
+
+
+@needs_a_student
+def test_64_children_forked_at_import_cost_nothing_to_the_other_exercises(desktop, student_home, python):
+    """The issue's case: a module that forks 64 children at import, beside a desktop of 1500 threads: its own
+    exercise graded, every other one full, the timed ones (ex05, ex06) included."""
+    folder = _copy_for_student(SOLUTIONS, student_home, "forks-only")
+    ex01 = folder / "ex01_jit_forms.py"
+    ex01.write_text(FORKS_AT_IMPORT + ex01.read_text(encoding="utf-8"), encoding="utf-8")
+    report, took = _grade(python, folder, student_home, "--exercise-timeout", "30")
+    by_id = {e["id"]: e for e in report["exercises"]}
+    others = {ex_id: e["score"] for ex_id, e in by_id.items() if ex_id != "ex01_jit_forms"}
+    assert others == {ex_id: 10 for ex_id in others}, others
+    assert by_id["ex01_jit_forms"]["status"] in ("passed", "partial"), by_id["ex01_jit_forms"]
+    print(f"64 children forked at import beside {desktop} threads: {report['score']:g}/80 in {took:.1f} s")
