@@ -29,6 +29,7 @@ from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, not
 from grader.replay import NotebookModules, name_cells, notebook_modules
 from grader.results import ExerciseResult
 from grader.i18n import T, Text, TextError
+from grader.module_bytes import answers_in, not_utf8_at
 
 MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 32 << 20
@@ -322,32 +323,13 @@ def _load_modules(folder: Path, chapter: Chapter, target: Path, *, display: Path
     for file in py_files:  # an answer saved under another name ("练习 二 副本.py"): counted, never graded
         if file.name in exercise_files or file.name in renamed:
             continue
-        written = _answers_in(file.read_bytes())
+        written = answers_in(file.read_bytes())
         for ex in chapter.exercises:
             found = [f for f in ex.functions if f in written]
             if found:
                 sub.notes.setdefault(ex.id, []).append(
                     T("submission.answer_elsewhere", file=file.name, functions=", ".join(found), name=ex.filename))
     return sub
-
-
-def _answers_in(data: bytes) -> set[str]:
-    """The functions a module defines at its top level with a body of its own (not a stub's ``raise
-    NotImplementedError``, ``pass`` or ``...``)."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return set()
-    found = set()
-    for node in tree.body:
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-        stub = all(isinstance(b, ast.Pass) or isinstance(b, ast.Raise) and "NotImplementedError" in ast.dump(b)
-                   for b in body)
-        if body and not stub:
-            found.add(node.name)
-    return found
 
 
 def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | None = None) -> dict[str, Text]:
@@ -360,7 +342,7 @@ def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | Non
                 T("job.file_is_link", file=ex.filename, target=link)
             continue
         data = file.read_bytes()
-        not_utf8 = _not_utf8(data)
+        not_utf8 = not_utf8_at(data)
         if not_utf8 is not None:  # Python reads it as UTF-8: a syntax error at some line would name no cause
             problems[ex.id] = T("job.not_utf8", file=ex.filename, **not_utf8)
             continue
@@ -375,34 +357,6 @@ def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | Non
 
 
 
-def _not_utf8(data: bytes) -> dict | None:
-    """Where a module that declares no other encoding (PEP 263) holds bytes UTF-8 cannot read: ``{line,
-    guess}``, ``guess`` naming the encoding it reads as (GBK/GB18030: a Chinese Windows editor's default;
-    UTF-16: Notepad's "Unicode"), else ``None``."""
-    import re
-
-    for head in data.split(b"\n", 2)[:2]:  # PEP 263: a coding declaration on the first two lines
-        declared = re.match(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", head)
-        if declared:
-            if declared.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8", b"utf-8-sig"):
-                return None  # another encoding, declared: Python reads it so
-            break
-    try:
-        data.decode("utf-8")
-        return None
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-    guess = ""
-    for name, shown in (("utf-16", "UTF-16"), ("gb18030", "GBK (GB18030)"), ("big5", "Big5"), ("cp1252", "Windows-1252")):
-        if name == "utf-16" and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-            continue
-        try:
-            data.decode(name)
-        except UnicodeDecodeError:
-            continue
-        guess = shown
-        break
-    return {"line": line, "guess": guess or "?"}
 def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
     if path.stat().st_size > MAX_TOTAL_BYTES:
         raise SubmissionError(T("error.file_too_large", path=str(path), limit=MAX_TOTAL_BYTES))

@@ -184,7 +184,7 @@ def leave_out_the_graders_failures(results: list[CheckResult]) -> list[CheckResu
     grader's failure and gains nothing either, and the chapter's maximum stays what gradebooks know. Its
     message says so. Where every check is the grader's failure, none gets points (nothing was judged)."""
     left_out = [r for r in results if r.status == "error" and r.measured.get("left_out")]
-    judged = [r for r in results if r not in left_out]
+    judged = [r for r in results if all(r is not out for out in left_out)]
     judged_max = sum(r.max_points for r in judged)
     if not left_out or judged_max <= 0:
         return results

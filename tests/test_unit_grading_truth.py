@@ -108,7 +108,7 @@ def test_a_helper_defined_again_in_a_later_cell_is_the_one_replayed():
 # ------------------------------------------------------------------ a module saved in another encoding
 @pytest.mark.parametrize("encoding, guess", [("gbk", "GBK (GB18030)"), ("utf-16", "UTF-16")])
 def test_a_module_not_saved_as_utf8_is_named_so_with_its_line(encoding, guess):
-    from grader.submission import _not_utf8
+    from grader.module_bytes import not_utf8_at as _not_utf8
 
     text = 'x = 1\ny = 2\n# 第三行：中文注释\n'
     assert _not_utf8(text.encode(encoding)) == {"line": 1 if encoding == "utf-16" else 3, "guess": guess}

@@ -71,6 +71,17 @@ def program(machine: str | None = None) -> bytes | None:
     return b"".join(out)
 
 
+def libc() -> ctypes.CDLL:
+    """The C library, with ``mount``, ``umount2`` and ``syscall`` typed (this module's calls and
+    :func:`grader.runner.sandbox.cap_folder`'s)."""
+    found = ctypes.CDLL(None, use_errno=True)
+    found.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    found.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    found.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    found.syscall.restype = ctypes.c_long
+    return found
+
+
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
@@ -81,13 +92,12 @@ def no_disk_reservations() -> str | None:
     code = program()
     if code is None:
         return f"no seccomp filter for {platform.machine()}"
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    c = libc()
+    if c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return f"prctl(PR_SET_NO_NEW_PRIVS): {errno.errorcode.get(ctypes.get_errno(), '?')}"
     buffer = ctypes.create_string_buffer(code, len(code))
     fprog = _SockFprog(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p).value,
+    if c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p).value,
                   0, 0) != 0:
         return f"prctl(PR_SET_SECCOMP): {errno.errorcode.get(ctypes.get_errno(), '?')}"
     return None
@@ -120,10 +130,7 @@ def private_tmp(keep: list[str]) -> str | None:
     longer is."""
     import os
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    libc.syscall.restype = ctypes.c_long
+    c = libc()
 
     def fail(what: str) -> str:
         return f"{what}: {errno.errorcode.get(ctypes.get_errno(), '?')}"
@@ -137,25 +144,25 @@ def private_tmp(keep: list[str]) -> str | None:
                 top = base + "/" + real[len(base) + 1:].split("/", 1)[0]
                 if top not in tops[base] and os.path.isdir(top):
                     tops[base].append(top)
-    if libc.unshare(CLONE_NEWNS) != 0:
+    if c.unshare(CLONE_NEWNS) != 0:
         return fail("unshare(CLONE_NEWNS)")
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+    if c.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return fail("mount --make-rprivate /")
     trees: dict[str, int] = {}
     for top in (t for kept in tops.values() for t in kept):
-        fd = libc.syscall(SYS_OPEN_TREE, AT_FDCWD, top.encode(), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC)
+        fd = c.syscall(SYS_OPEN_TREE, AT_FDCWD, top.encode(), OPEN_TREE_CLONE | AT_RECURSIVE | O_CLOEXEC)
         if fd < 0:
             return fail(f"open_tree {top}")
         trees[top] = fd
     for base in covered:
         options = f"size={PRIVATE_TMP_BYTES},nr_inodes=16384,mode=1777".encode()
-        if libc.mount(b"tmpfs", base.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        if c.mount(b"tmpfs", base.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
             return fail(f"mount tmpfs {base}")
         for top in tops[base]:
             os.mkdir(top, 0o700)
-            if libc.syscall(SYS_MOVE_MOUNT, trees[top], b"", AT_FDCWD, top.encode(), MOVE_MOUNT_F_EMPTY_PATH) != 0:
+            if c.syscall(SYS_MOVE_MOUNT, trees[top], b"", AT_FDCWD, top.encode(), MOVE_MOUNT_F_EMPTY_PATH) != 0:
                 why = fail(f"move_mount {top}")
-                libc.umount2(base.encode(), MNT_DETACH)  # the folder as it was: the job still runs
+                c.umount2(base.encode(), MNT_DETACH)  # the folder as it was: the job still runs
                 return why
     for fd in trees.values():
         os.close(fd)

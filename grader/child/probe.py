@@ -235,23 +235,25 @@ class ProbeContext:
         except NotImplementedError:
             return {"status": "not_attempted", "function": name}
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
-            where = student_frame(exc.__traceback__, self.student_dir)
-            raised = {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
-                      "kind_of_error": classify(exc), "where": where, "is_a": builtin_kinds(type(exc))}
-            if where is None:  # raised inside JAX before or after any line of the submission ran
-                raised["defined"] = defined_at(fn, self.student_dir)
-            return raised
+            return self._raised(fn, name, exc, student_frame(exc.__traceback__, self.student_dir))
         try:
             value = describe(result)
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
             if type(exc).__module__.startswith(("jax", "jaxlib")):
                 # dispatch is asynchronous: the computation's own error (out of memory on the device, a failed
                 # check) comes when its result is read, and it is the call's, said as a raised call's is
-                return {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
-                        "kind_of_error": classify(exc), "where": None, "defined": defined_at(fn, self.student_dir),
-                        "is_a": builtin_kinds(type(exc))}
+                return self._raised(fn, name, exc, None)
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
         return {"status": "ok", "function": name, "value": value, "_result": result}
+
+    def _raised(self, fn: Any, name: str, exc: BaseException, where: Any) -> dict:
+        """The record of a call that raised ``exc``; ``where``: the submission's line it raised at, if any (else
+        where the function is defined: it raised inside JAX before or after any line of it ran)."""
+        raised = {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
+                  "kind_of_error": classify(exc), "where": where, "is_a": builtin_kinds(type(exc))}
+        if where is None:
+            raised["defined"] = defined_at(fn, self.student_dir)
+        return raised
 
     def announce(self, name: str) -> None:
         """Tell the grader which of the student's functions runs next (it says so if it hangs)."""

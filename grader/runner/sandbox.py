@@ -352,16 +352,6 @@ def kill_uid(uid: int, *, rounds: int = 50) -> int:
 #: what a host's ``jobs`` folder holds at most beyond one job's disk budget (the other jobs' XLA dumps
 #: and stacks while one fills its budget, before the grader stops it)
 SCRATCH_MARGIN_BYTES = 32 << 20
-MS_NOSUID, MS_NODEV, MNT_DETACH = 0x2, 0x4, 0x2
-
-
-def _libc():
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    return libc
 
 
 def mounts_under(folder: Path) -> list[str]:
@@ -392,14 +382,18 @@ def cap_folder(folder: Path, size_bytes: int, *, mode: int = 0o711) -> bool:
     if mounts_under(folder)[-1:] == [os.path.realpath(folder)]:
         return True
     options = f"size={int(size_bytes)},nr_inodes=262144,mode={mode:o}".encode()
-    return _libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
+    from grader.child.confine import MS_NODEV, MS_NOSUID, libc
+
+    return libc().mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
 
 
 def release_folder(folder: Path) -> None:
     """Unmount every file system mounted at or below ``folder`` (lazily: one still open goes once closed)."""
-    libc = _libc()
+    from grader.child.confine import MNT_DETACH, libc
+
+    c = libc()
     for point in mounts_under(folder):
-        libc.umount2(point.encode(), MNT_DETACH)
+        c.umount2(point.encode(), MNT_DETACH)
 
 
 def sweep_stale_scratch(parent: Path, prefix: str = "grade-") -> int:
