@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, list[str]]] = [
      "the packages' own __init__, which run before any of their modules", [
         "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext",
         "grader.affinity",
-        "grader.ziptools", "grader.platform_names", "grader.magics", "grader.trusted",
+        "grader.ziptools", "grader.platform_names", "grader.magics", "grader.trusted", "grader.module_bytes",
         "grader.chapters", "grader.child", "grader.primitives", "grader.runner", "grader.report", "grader.batch",
         "grader.authoring"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
