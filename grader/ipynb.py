@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -400,19 +400,32 @@ def defined_in_cell(source: str) -> dict[str, ast.AST | None]:
     return found
 
 
-def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[Text]]:
-    """What the report tells about the cells, by exercise id; ``functions`` gives the
-    exercise of each function the chapter grades.
+@dataclass
+class CellNotes:
+    """What the report tells about a notebook's cells (:func:`cell_notes`)."""
+
+    #: by exercise id: the notes on it
+    by_exercise: dict[str, list[Text]] = field(default_factory=dict)
+    #: a graded function whose last definition is in a cell not graded (a syntax error, an error
+    #: before it, never run) while an earlier cell's definition is graded: name -> (that cell, why)
+    lost: dict[str, tuple[Text, Text]] = field(default_factory=dict)
+
+
+def cell_notes(cells: list[Cell], functions: dict[str, str]) -> CellNotes:
+    """What the report tells about the cells; ``functions`` gives the exercise of each function
+    the chapter grades.
 
     A graded function (or a helper it uses) defined in more than one cell: the last
     definition is the one graded, as in the kernel. A cell that defines a graded
-    function but failed when it ran: that definition is not graded. A run of a cell that
-    defined a graded function, dropped because the same cell ran again with other code.
+    function but failed when it ran: that definition is not graded (one note per cell and
+    reason, naming every such function). A run of a cell that defined a graded function,
+    dropped because the same cell ran again with other code.
     """
     where: dict[str, list[Cell]] = {}
     failed: dict[str, list[Cell]] = {}
     final: dict[str, ast.AST | None] = {}
-    notes: dict[str, list[Text]] = {}
+    found = CellNotes()
+    notes = found.by_exercise
     for cell in cells:
         if cell.rerun_as is not None:
             for name in defined_in_cell(cell.source):
@@ -442,16 +455,23 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> dict[str, list[T
             for exercise in exercises:
                 notes.setdefault(exercise, []).append(
                     T("notebook.redefined", name=name, earlier=labels[:-1], last=labels[-1]))
+    grouped: dict[tuple[str, int], tuple[Cell, Text, list[str]]] = {}  # (exercise, cell) -> why, its names
     for name, failing in failed.items():
         last_good = where.get(name, [])
         cell = failing[-1]
         if last_good and last_good[-1].number > cell.number:
             continue
+        why = cell.not_run if cell.not_run is not None else \
+            T("notebook.raised_at", type=cell.raised_at[2], line=cell.raised_at[1])
+        if last_good and name in functions:
+            found.lost[name] = (cell.label, why)
         for exercise in [functions[name]] if name in functions else sorted(used.get(name, ())):
-            why = cell.not_run if cell.not_run is not None else \
-                T("notebook.raised_at", type=cell.raised_at[2], line=cell.raised_at[1])
-            notes.setdefault(exercise, []).append(T("notebook.not_graded", name=name, cell=cell.label, why=why))
-    return notes
+            grouped.setdefault((exercise, cell.number), (cell, why, []))[2].append(name)
+    for (exercise, _), (cell, why, names) in grouped.items():
+        notes.setdefault(exercise, []).append(
+            T("notebook.not_graded", name=names[0], cell=cell.label, why=why) if len(names) == 1 else
+            T("notebook.not_graded_names", names=", ".join(names), cell=cell.label, why=why))
+    return found
 
 
 def defined_names(notebook: bytes) -> set[str]:

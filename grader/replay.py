@@ -222,7 +222,8 @@ def notebook_modules(cells: list[Cell], name: str, *, history: bool, functions: 
         return NotebookModules(source, cell_map, {ex: source for ex in roots}, untouched, {}, [], [])
     modules = {ex: replay.module_for(names) for ex, names in roots.items() if ex not in untouched}
     lines = set().union(*(replay.kept_lines(names) for ex, names in roots.items() if ex not in untouched))
-    graded = [cell.number for cell in cells if cell.graded]
+    # in the order on the page (a cell never run sorts first in run order); a cell with no code is no cell to replay
+    graded = sorted(cell.number for cell in cells if cell.graded and _has_code(cell.code))
     kept = {place[0] for line in lines for place in [cell_map.cell_of(line)] if place}
     defined_in = {}
     for function in {f for names in functions.values() for f in names}:
@@ -234,10 +235,14 @@ def notebook_modules(cells: list[Cell], name: str, *, history: bool, functions: 
                            [n for n in graded if n in kept], [n for n in graded if n not in kept])
 
 
-def name_cells(result: ExerciseResult, defined_in: dict[str, int], cells: CellMap) -> None:
+def name_cells(result: ExerciseResult, defined_in: dict[str, int], cells: CellMap,
+               lost: dict[str, tuple[Text, Text]] | None = None) -> None:
     """Each failed check of ``result`` (an :class:`~grader.results.ExerciseResult`) whose
     message names no cell says which cell defined the graded functions it is about: those its
-    message names, else the one its id starts with (``piecewise.values``)."""
+    message names, else the one its id starts with (``piecewise.values``). A function whose later
+    definition is in a cell not graded (``lost``: name -> that cell, why) says so, and the check's
+    hint becomes fixing that cell: the code the student last wrote was never graded."""
+    lost = lost or {}
     for check in result.checks:
         if check.status != "failed" or _has_place(check.message):
             continue
@@ -246,8 +251,20 @@ def name_cells(result: ExerciseResult, defined_in: dict[str, int], cells: CellMa
         named = [w for w in dict.fromkeys(words) if w in defined_in] or \
             [w for w in check.id.split(".")[:1] if w in defined_in]
         if named:
-            check.message = T("notebook.in_cell", message=check.message,
-                              where=[T("notebook.defined_at", name=n, cell=cells.label(defined_in[n])) for n in named])
+            check.message = T("notebook.in_cell", message=check.message, where=[
+                T("notebook.defined_at_lost", name=n, cell=cells.label(defined_in[n]), lost=lost[n][0],
+                  why=lost[n][1]) if n in lost else
+                T("notebook.defined_at", name=n, cell=cells.label(defined_in[n])) for n in named])
+            gone = [n for n in named if n in lost]
+            if gone:
+                check.hint = T("notebook.fix_lost", lost=lost[gone[0]][0], name=gone[0],
+                               cell=cells.label(defined_in[gone[0]]))
+                check.hint_id = "notebook.fix_lost"
+
+
+def _has_code(code: str) -> bool:
+    """Whether a cell's graded code has a statement (not only blank lines and comments)."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in code.splitlines())
 
 
 def _has_place(message: Words) -> bool:

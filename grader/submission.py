@@ -61,6 +61,9 @@ class Submission:
     #: what each exercise's report should say about the notebook's cells (a function
     #: defined in two cells, a cell that failed when it ran), by exercise id
     notes: dict[str, list[Text]] = field(default_factory=dict)
+    #: a notebook's graded function whose last definition is in a cell not graded, while an earlier
+    #: one is: name -> (that cell, why) (:class:`~grader.ipynb.CellNotes`)
+    lost: dict[str, tuple[Text, Text]] = field(default_factory=dict)
     #: where inside the submission its chapter's files were found (``jit-course/exercises/ch4``);
     #: ``""``: at its top
     inner: str = ""
@@ -104,7 +107,7 @@ class Submission:
             return result  # not attempted: said once, nothing else
         result.notes = list(self.notes.get(exercise, ())) + result.notes
         if self.replay is not None and self.cells is not None:
-            name_cells(result, self.replay.defined_in, self.cells)
+            name_cells(result, self.replay.defined_in, self.cells, self.lost)
         return result
 
     def integrity_findings(self, chapter: Chapter) -> list[dict]:
@@ -376,7 +379,8 @@ def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path)
                      files=[path.name], cells=cells, replay=made)
     sub.problems = {ex: _in_cells(t, cells) for ex, t in _static_problems(chapter, target).items()
                     if ex not in made.untouched}
-    sub.notes = cell_notes(cell_list, {name: ex.id for ex in chapter.exercises for name in ex.functions})
+    found = cell_notes(cell_list, {name: ex.id for ex in chapter.exercises for name in ex.functions})
+    sub.notes, sub.lost = found.by_exercise, found.lost
     return sub
 
 

@@ -87,6 +87,6 @@ def test_what_the_kernel_never_ran_is_still_not_graded(tmp_path):
     assert read.graded and read.raised_at == (3, 3, "ZeroDivisionError")
     assert read.code.split("\n")[:2] == ["def piecewise(x):", "    return x"]
     assert all(line.strip().startswith("#") for line in read.code.split("\n")[2:] if line.strip())
-    notes = cell_notes([read], {"piecewise": "ex02_where", "clip_by_norm": "ex02_where"})
+    notes = cell_notes([read], {"piecewise": "ex02_where", "clip_by_norm": "ex02_where"}).by_exercise
     (note,) = notes["ex02_where"]
     assert note.args["name"] == "clip_by_norm" and dict(note.args["why"].args) == {"type": "ZeroDivisionError", "line": 3}

@@ -239,6 +239,40 @@ def test_the_calibration_gives_up_when_no_time_is_left(monkeypatch):
     assert out["reference"]["error"] == "calibration failed" and len(asked) == 1
 
 
+def test_timed_in_turn_a_whole_implausible_pass_is_made_again_on_each_side(monkeypatch):
+    """On a TPU the sides are timed in turn, each alone (``_time_alone``): the same retry as the
+    calibration above, for the side timed first (it calibrates) and for the second (the sizes chosen)."""
+    import time
+
+    from grader.chapters.ch4 import ex06_speedup
+    from grader.primitives import timing
+
+    cases = ["layer_norm/a", "layer_norm/b"]
+    asked = _fake_timing(monkeypatch, implausible_passes=1, n_cases=len(cases))
+    first = ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, None)
+    assert set(first) == set(cases) and all("samples" in got for got in first.values()), first
+    assert len(asked) == 2 * len(cases)  # one implausible pass, then one that measured
+
+    rounds: list[str] = []
+
+    def alternate(student, reference, case, **_):  # the second side: its first pass implausible
+        rounds.append(case)
+        if len(rounds) <= len(cases):
+            return {"error": "implausible timings", "implausible": True}, None
+        return {"baseline": [0.004] * 8, "candidate": [0.001] * 8, "wall": [0.01] * 4}, None
+
+    monkeypatch.setattr(timing, "alternate", alternate)
+    second = ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, first)
+    assert len(rounds) == 2 * len(cases) and all("error" not in got["samples"] for got in second.values())
+    combined = ex06_speedup._combine(first, second)
+    assert combined["reference"]["speedup"] == 4.0 and combined["in_turn"]
+    # a process that is gone is not timed again: one pass
+    rounds.clear()
+    monkeypatch.setattr(timing, "alternate", lambda *a, **k: (rounds.append(1) or {"error": "the process is gone"}, None))
+    ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, first)
+    assert len(rounds) == len(cases)
+
+
 # ------------------------------------------------------------------ an interrupted run never takes the full report's place
 def test_a_run_interrupted_before_any_exercise_is_partial_and_leaves_report_json_alone(tmp_path):
     """Ctrl-C 2.5 s into a grading (no exercise graded yet) wrote "Chapter 4: JIT basics: 0 / 0" over the

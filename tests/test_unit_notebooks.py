@@ -200,7 +200,7 @@ def test_a_helper_defined_twice_is_noted_on_the_exercise_that_uses_it(ch4):
     cells = [Cell(1, "def _core(x):\n    return x"), Cell(2, "def masked_mean_sq(x):\n    return _core(x)"),
              Cell(3, "def _core(x):\n    return 2 * x"), Cell(4, "def unused(x):\n    return x"),
              Cell(5, "def unused(x):\n    return 1")]
-    notes = cell_notes(cells, functions(ch4))
+    notes = cell_notes(cells, functions(ch4)).by_exercise
     assert list(notes) == ["ex04_cache_keys"] and "_core is defined in more than one cell" in words(notes[
         "ex04_cache_keys"][0])
 
@@ -209,7 +209,7 @@ def test_a_failed_run_of_a_graded_function_is_noted_unless_a_later_run_defines_i
     cells = history_cells([Run(3, "def poly(x, c):\n    return c * x **\n"),
                            Run(4, "def reduce_along(x, axis):\n    return x\nz = 1 / 0", error="ZeroDivisionError"),
                            Run(5, "def reduce_along(x, axis):\n    return x.sum(axis)")])
-    notes = cell_notes(cells, functions(ch4))
+    notes = cell_notes(cells, functions(ch4)).by_exercise
     assert [words(n) for n in notes["ex03_static_args"]] == [
         "cell In [3], where poly is defined, is not graded: it had a syntax error when it ran; fix it and run "
         "the cell again"]

@@ -106,3 +106,45 @@ def test_a_failed_check_names_the_cell_of_the_function_it_is_about():
     assert text.endswith("(softmax_raw from cell In [7])")  # the function the message names, not the check's id
     assert result.checks[1].message is located  # a message that names a cell already is left as it is
     assert result.checks[2].message == T("check.passed")
+
+
+def test_a_later_definition_in_a_cell_not_graded_is_named_with_the_one_graded_and_the_hint_fixes_it():
+    """A cell with a syntax error after a cell that defined the function plainly (issue "grading truth,
+    third round"): the kernel still has the earlier function, so the grading checks it; before, the check
+    read "not jitted: put @jax.jit ..." with no word of the cell the student last wrote."""
+    from grader.ipynb import cell_notes
+    from grader.results import CheckResult, ExerciseResult
+
+    broken = "def softmax_raw(x):\n    return x\nsoftmax = jax.jit(softmax_raw)\n@jax.jit\ndef log_softmax(x)\n    return x"
+    cells = [Cell(1, "def log_softmax(x):\n    return x", "def log_softmax(x):\n    return x"),
+             Cell(2, broken, broken, not_run=T("notebook.syntax_error"))]
+    found = cell_notes(cells, {"softmax_raw": "ex01", "softmax": "ex01", "log_softmax": "ex01"})
+    # one note for the cell, naming each function it would have defined
+    assert [grader_catalog().render(n, "en") for n in found.by_exercise["ex01"]] == [
+        "notebook cell 2, where softmax_raw, softmax, log_softmax are defined, is not graded: it had a syntax "
+        "error when it ran; fix it and run the cell again"]
+    assert set(found.lost) == {"log_softmax"}  # the only one with an earlier definition that is graded
+    result = ExerciseResult(id="ex01", title="t", section="1", checks=[CheckResult(
+        id="log_softmax.jitted", title="t", category="jit", points=0, max_points=1, status="failed",
+        message=T("structure.not_jitted", name="log_softmax", type="builtins.function"), hint="Put @jax.jit ...")])
+    name_cells(result, {"log_softmax": 1}, CellMap("s.ipynb", []), found.lost)
+    check = result.checks[0]
+    assert grader_catalog().render(check.message, "en").endswith(
+        "(log_softmax from notebook cell 1: its later definition in notebook cell 2 is not graded, it had a "
+        "syntax error when it ran)")
+    assert check.hint_id == "notebook.fix_lost" and "修正notebook" not in grader_catalog().render(check.hint, "zh")
+    assert grader_catalog().render(check.hint, "en").startswith("Fix notebook cell 2 and run it again")
+    # without a later lost definition: the plain cell name and the check's own hint
+    result.checks[0].message, result.checks[0].hint, result.checks[0].hint_id = T("check.passed"), "own", "check"
+    name_cells(result, {"log_softmax": 1}, CellMap("s.ipynb", []), {})
+    assert result.checks[0].hint == "own"
+
+
+def test_not_replayed_lists_cells_in_page_order_and_never_an_empty_one():
+    """A saved notebook's last empty cell (never run: no execution count) sorted first in run order and
+    was listed first among the cells "not replayed"; an empty cell is nothing to replay."""
+    cells = [Cell(5, "", ""), Cell(1, "import jax", "import jax"), Cell(4, "print('hi')", "print('hi')"),
+             Cell(3, "# only a comment", "# only a comment"), Cell(2, "def poly(x, c):\n    return c * x",
+                                                                  "def poly(x, c):\n    return c * x")]
+    made = notebook_modules(cells, "s.ipynb", history=False, functions={"ex03": ("poly",)})
+    assert made.replayed == [2] and made.not_replayed == [1, 4]
