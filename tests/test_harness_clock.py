@@ -135,3 +135,33 @@ def test_a_figure_within_the_graders_own_calls_is_never_told_it_timed_the_first_
     with pytest.raises(Fail) as failed:
         judged(0.0009, 0.0008)  # the first output's time, below every real call: it did not wait
     assert failed.value.hint == "first_output"
+
+
+#: the inverted ratio (tests/variants/ch4/ex05_timing/speedup_inverted.py), with one jitted call's span
+#: stretched as a loaded machine can stretch it: the harness rests 80 ms after its first timed jitted call
+INVERTED_LATE = (ROOT / "tests" / "variants" / "ch4" / "ex05_timing" / "speedup_inverted.py").read_text(
+    encoding="utf-8").replace("def speedup(", '''def _late(fn):
+    calls = []
+
+    def rested(*args):
+        out = fn(*args)
+        calls.append(1)
+        if len(calls) == 2:  # the warm-up, then the first timed call
+            time.sleep(0.08)
+        return out
+    return rested
+
+
+def speedup(''').replace("return time_call(jit_fn, *args", "return time_call(_late(jit_fn), *args")
+
+
+def test_an_inverted_speedup_fails_even_when_a_jitted_calls_span_is_stretched(tmp_path):
+    """ex05_timing/speedup_inverted passed ``speedup.value`` once in the suite: one jitted call woken
+    late made the longest span, and with it the bound any statistic is held to, loose enough for 1/f
+    to pass. Every eager call works at least 2.5 times as long as every jitted one: a speed-up under 1
+    is the ratio upside down, whatever the spans."""
+    ex05 = _ex05(tmp_path, INVERTED_LATE)
+    check = next(c for c in ex05["checks"] if c["id"] == "speedup.value")
+    assert check["status"] == "failed" and check["measured"]["returned"] < 1, check
+    # the stretched span alone would have let it through: the bound from the spans is below the figure
+    assert 0.6 * check["measured"]["lowest"] <= check["measured"]["returned"], check["measured"]
