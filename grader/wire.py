@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import math
+import select
 import socket
 import struct
+import time
 from enum import StrEnum
 from typing import Any
 
@@ -129,14 +131,34 @@ class Channel:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, message: dict) -> None:
-        self.sock.sendall(dumps(message))
+    def send(self, message: dict, timeout: float | None = None) -> None:
+        """Send ``message`` whole, waiting while the peer's side of the socket is full: up to ``timeout``
+        seconds (``None``: as long as it takes), then ``TimeoutError`` (part of it may have gone).
 
-    def send_with_fds(self, message: dict, fds: list[int]) -> None:
-        data = dumps(message)
+        Never by the socket's own timeout: the last :meth:`recv` set it (a fraction of a second, often from
+        another thread), and a large message (a timed exercise's inputs) to a process busy on a loaded
+        machine took longer than that to go: the send failed half-way, and the job, never given its inputs,
+        looked as if it had not started (the reference's: "the reference run recorded no ...")."""
+        self._send_all(memoryview(dumps(message)), timeout)
+
+    def send_with_fds(self, message: dict, fds: list[int], timeout: float | None = None) -> None:
+        data = memoryview(dumps(message))
         sent = socket.send_fds(self.sock, [data], fds)
         if sent < len(data):
-            self.sock.sendall(data[sent:])
+            self._send_all(data[sent:], timeout)
+
+    def _send_all(self, data: memoryview, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while data:
+            try:
+                data = data[self.sock.send(data, socket.MSG_DONTWAIT):]
+                continue
+            except (BlockingIOError, InterruptedError, TimeoutError):  # full (a socket in timeout mode polls first)
+                pass
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"the peer took in no more of a message for {timeout:.3g} s")
+            select.select([], [self.sock], [], min(left, 1.0) if left is not None else 1.0)
 
     def buffered(self) -> bool:
         """Whether bytes of a next message were read already (a ``select`` on the socket would not see them)."""

@@ -284,3 +284,36 @@ def test_file_descriptors_arrive_with_their_own_message():
             os.close(fd)
         ours.close()
         theirs.close()
+
+
+def test_a_large_message_waits_for_a_slow_peer_whatever_the_last_recv_set_as_the_sockets_timeout():
+    """Under load 12 on two cores, 4 of 10 gradings of the solutions lost ex06's points: the reference's inputs (a
+    large message) were sent on a socket whose timeout the last recv had set to a fraction of a second; the job,
+    busy, took them in more slowly than that; the send failed half-way and the reference looked not started."""
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 14)
+    sender, receiver = Channel(ours), Channel(theirs)
+    with pytest.raises(TimeoutError):
+        sender.recv(timeout=0.01)  # what every receive does: the socket is now in timeout mode, 10 ms
+    big = {"op": "inputs", "inputs": {"x": np.arange(1 << 19, dtype=np.float64)}}  # 4 MiB
+    got = []
+
+    def slow_reader():
+        time.sleep(0.5)  # a busy peer: nothing read for 50 times the socket's timeout
+        got.append(receiver.recv(timeout=30))
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    sender.send(big)
+    reader.join()
+    assert np.array_equal(got[0]["inputs"]["x"], big["inputs"]["x"])
+
+
+def test_a_send_to_a_peer_that_takes_nothing_in_ends_at_its_own_timeout():
+    ours, theirs = socket.socketpair()
+    sender = Channel(ours)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        sender.send({"op": "inputs", "inputs": {"x": np.zeros(1 << 21)}}, timeout=0.3)  # 16 MiB, never read
+    assert 0.25 < time.monotonic() - started < 3.0
+    theirs.close()

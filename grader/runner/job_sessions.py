@@ -35,6 +35,8 @@ log = logging.getLogger("grader")
 
 OUTPUT_HEAD = 6000
 OUTPUT_TAIL = 3000
+#: the least time a message to a job may take to go (a large one, to a job busy on a loaded machine)
+SEND_S = 5.0
 
 
 @dataclass
@@ -257,10 +259,10 @@ class JobSession:
     def send(self, message: dict) -> bool:
         if self.channel is None:
             return False
-        try:
-            self.channel.send(message)
+        try:  # a job that takes in nothing more (stuck, or hostile) holds the grader until its deadline at most
+            self.channel.send(message, timeout=max(SEND_S, (self.deadline or 0) - time.monotonic()))
             return True
-        except OSError:
+        except OSError:  # TimeoutError included
             return False
 
     def expect(self, ops: set[FromJob], *, deadline: float | None = None) -> dict | None:
