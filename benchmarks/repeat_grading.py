@@ -109,6 +109,16 @@ def main() -> None:
         stable = stable and len(scores) == 1 and len(verdicts) <= 1
         print(f"\n{label}: median wall {statistics.median(walls):.1f} s (min {min(walls):.1f}, max {max(walls):.1f}); "
               f"scores {sorted(scores)}")
+        if len(verdicts) > 1 or len(scores) > 1:  # what the runs that differ from the first said
+            first = {(c["id"], c["status"]) for e in rows[[l for l, *_ in rows].index(label)][3]["exercises"]
+                     for c in e["checks"]}
+            for l, run, _, r in rows:
+                if l != label:
+                    continue
+                for e in r["exercises"]:
+                    for c in e["checks"]:
+                        if (c["id"], c["status"]) not in first:
+                            print(f"  run {run}: {e['id']} {c['id']} {c['status']}: {str(c.get('message'))[:400]}")
     print(f"\nevery submission kept one score and one speed-up verdict: {'yes' if stable else 'NO'}")
     print(f"\nmachine: {multiprocessing.cpu_count()} cores, background load {args.load}, "
           f"{rows[0][3]['environment']['backend']} / JAX {rows[0][3]['environment']['jax']}")

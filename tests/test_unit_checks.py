@@ -164,6 +164,25 @@ def test_failed_dependency_skips():
     assert results["b"].message.args["depends"] == [Bilingual("title a", "标题 a")]
 
 
+def test_a_check_skipped_only_for_the_graders_failure_is_left_out_too():
+    """ex06 under load 12: the reference's values could not be read (a grader's error, left out at the rate of
+    the other checks), and the speed-up check that depends on them was skipped: 0 of 3 points, 10 points lost
+    in all for the grader's failure. Skipped behind the grader's failure alone, it is left out as that one is."""
+    def broken(s, r, ctx):
+        raise GraderError("the reference run recorded no 'heavy/eager/0'")
+
+    results = run(spec(("a", 1), ("b", 1), ("c", 3, ["b"]), ("d", 2, ["a", "b"])),
+                  {"a": failing, "b": broken, "c": passing, "d": passing})
+    assert results["c"].status == "skipped" and results["c"].measured["left_out"]
+    assert results["b"].points == results["c"].points == 0.0  # the rate of what was judged: a, 0 of 1
+    results = run(spec(("a", 1), ("b", 1), ("c", 3, ["b"])), {"a": passing, "b": broken, "c": passing})
+    assert (results["b"].points, results["c"].points) == (1.0, 3.0), results  # all of theirs: a passed
+    assert results["c"].message[-1].key == "check.left_out"
+    # behind a real failure too, it is skipped as ever: that failure would have stopped it
+    results = run(spec(("a", 1), ("b", 1), ("d", 2, ["a", "b"])), {"a": failing, "b": broken, "d": passing})
+    assert results["d"].status == "skipped" and results["d"].points == 0 and "left_out" not in results["d"].measured
+
+
 def test_skipped_check_is_not_run():
     ran = []
 
