@@ -253,12 +253,7 @@ def _grade_in_a_process(order: dict, status: _Status) -> Checked:
                     log = (log + [line.rstrip()])[-40:]
             process.wait()
         except KeyboardInterrupt:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            _stop(process)
     finally:
         os.unlink(handle.name)
         status.show(None)
@@ -268,6 +263,26 @@ def _grade_in_a_process(order: dict, status: _Status) -> Checked:
         detail = next((line for line in reversed(log) if line.strip()), f"exit status {process.returncode}")
         return Checked(error=grader_catalog().render(T("notebook.grader_failed", detail=detail), order["lang"]))
     return Checked(**data)
+
+
+#: how long an interrupted grading may take to stop as ``grade`` does (its report of what was graded
+#: written) before every process of it is killed
+STOP_S = 10.0
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """The kernel was interrupted: stop the grading process as Ctrl-C stops ``grade`` (it ends every process
+    it started and writes what was graded); past ``STOP_S``, or on a second interrupt, kill its whole
+    session (it leads one: ``start_new_session``) so that nothing of it outlives the cell."""
+    try:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=STOP_S)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
 
 
 def _event(line: str) -> dict | None:
@@ -289,8 +304,12 @@ def main(argv: list[str]) -> int:
     error, one JSON line per exercise graded.
     """
     order = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    _stop_with_the_kernel()
-    checked = _grade_order(order)
+    try:
+        _stop_with_the_kernel()
+        checked = _grade_order(order)
+    except KeyboardInterrupt:  # interrupted before the grading could stop on its own (starting, writing)
+        checked = Checked(interrupted=True,
+                          error=grader_catalog().render(T("notebook.interrupted_early"), order.get("lang", "en")))
     target = Path(order["result"])
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_text(json.dumps(checked.__dict__, ensure_ascii=False, default=str), encoding="utf-8")

@@ -1,7 +1,8 @@
 """Ctrl-C at a terminal (issue "the student's terminal"): the terminal sends SIGINT to its foreground process
 group, at any moment of a full grading (hosts starting, JAX importing, exercises running, timing). The grader
 must end within seconds every time, with every process it started, and never write over the last full report
-(an interrupted run's report is partial: report.partial.json)."""
+(an interrupted run's report is partial: report.partial.json). The same for ``check()`` in a notebook (the
+kernel interrupted, as Jupyter's stop button does) and for ``grade batch`` (which then resumes)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,51 @@ import pytest
 from conftest import ROOT, SOLUTIONS, sigint_as_at_a_terminal
 
 pytestmark = pytest.mark.slow
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process under ``pid`` (children, theirs, ...), from /proc; zombies left out."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (not zombies)."""
+    living = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2:].split()[0] != "Z":
+            living.add(pid)
+    return living
+
+
+def _gone_soon(pids: set[int], within_s: float = 3.0) -> set[int]:
+    """``pids`` still alive ``within_s`` after asking (a process killed may take a moment to go)."""
+    end = time.monotonic() + within_s
+    while alive(pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    return alive(pids)
 
 
 def _own_group() -> None:
@@ -100,3 +146,146 @@ def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_pa
             process.wait()
     assert process.returncode in (0, 130), "".join(lines[-40:])
     assert not any("Traceback" in line for line in lines), "".join(lines[-40:])
+
+
+# ------------------------------------------------------------------ check() in a notebook
+#: ex08's module as a kernel runs it: in the grading's process (no ipykernel there) its import rests 8 s,
+#: so that every moment below falls inside the grading; in the kernel it does not
+PAUSED_EX08 = '''import sys
+import time
+_PAUSE = time.sleep(8) if "ipykernel" not in sys.modules else None
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """A real kernel (jupyter_client) that ran the solutions as cells and one full check(): its report."""
+    pytest.importorskip("ipykernel", reason="the notebook extra is not installed: pip install -e '.[notebook]'")
+    from jupyter_client.manager import start_new_kernel
+
+    folder = tmp_path_factory.mktemp("ctrlc-kernel")
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(folder))
+
+    def run(code: str, timeout: float = 300) -> dict:
+        reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return reply
+
+    try:
+        run("from grader.notebook import check")
+        for path in sorted(SOLUTIONS.glob("ex*.py")):
+            source = path.read_text(encoding="utf-8")
+            if path.name == "ex08_aot_debug.py":  # every graded function of ex08 reads _PAUSE: it is replayed
+                source = PAUSED_EX08 + source.replace('    """', "    _PAUSE\n    \"\"\"", 1)
+            run(source)
+        run("full = check(seed=3)\nassert full.score == full.max_score == 80, full")
+        report = folder / ".grade" / "kernel" / "report.json"
+        yield km, kc, folder, report.read_bytes()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _printed(kc, code: str) -> str:
+    out: list[str] = []
+    reply = kc.execute_interactive(code, timeout=60, output_hook=lambda msg: out.append(
+        msg["content"]["text"]) if msg["msg_type"] == "stream" else None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return "".join(out)
+
+
+@pytest.mark.parametrize("after_s", [0.5, 2.0, 5.0])
+def test_interrupting_the_kernel_stops_check_and_keeps_the_full_report(kernel, after_s):
+    """Jupyter's stop button (jupyter_client's ``KernelManager.interrupt_kernel``: SIGINT to the kernel's
+    process group, ``LocalProvisioner.send_signal`` in jupyter_client/provisioning/local_provisioner.py). The
+    grading runs in a session of its own; check() passes the interrupt on and waits for it to stop."""
+    km, kc, folder, full = kernel
+    kernel_pid = km.provisioner.process.pid
+    msg_id = kc.execute("again = check(seed=4)")
+    time.sleep(after_s)
+    started = descendants(kernel_pid)
+    assert started, "no grading process under the kernel"
+    km.interrupt_kernel()
+    sent = time.monotonic()
+    while True:
+        reply = kc.get_shell_msg(timeout=10)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    took = time.monotonic() - sent
+    assert took < 10, took
+    assert _gone_soon(started) == set(), "processes of the grading outlived the interrupted cell"
+    assert (folder / ".grade" / "kernel" / "report.json").read_bytes() == full, "the last full report was written over"
+    # the kernel goes on; what check() gave back says the grading was interrupted (a partial report, or none)
+    said = _printed(kc, "print(again.interrupted, again.report_path)\nprint(repr(again))")
+    assert said.startswith("True "), said
+    assert "Traceback" not in said and ("report.partial.json" in said or "run check() again" in said), said
+    print(f"check(): interrupted {after_s} s in, ended in {took:.2f} s")
+
+
+def test_after_interrupts_check_grades_in_full_again(kernel):
+    km, kc, folder, _ = kernel
+    reply = kc.execute_interactive("done = check(seed=3)\nassert done.score == 80 and not done.interrupted, done",
+                                   timeout=300, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+# ------------------------------------------------------------------ grade batch
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory):
+    """A class of three students, each the solutions with an ex08 whose import rests 8 s, and its results folder."""
+    root = tmp_path_factory.mktemp("ctrlc-batch")
+    for name in ("ann", "ben", "cat"):
+        folder = root / "class" / name / "ch4"
+        shutil.copytree(SOLUTIONS, folder)
+        slow = folder / "ex08_aot_debug.py"
+        slow.write_text("import time\ntime.sleep(8)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
+    return root / "class", root / "results"
+
+
+def _batch(klass_folder, out, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(klass_folder), "--chapter", "ch4",
+                             "--out", str(out), "-j", "2", "--seed", "7", "--lang", "en", "--allow-weak-sandbox"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT,
+                            text=True, **popen)
+
+
+@pytest.mark.parametrize("after_s", [1.0, 4.0, 12.0])
+def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processes(klass, after_s):
+    """At each moment (workers starting, the first students' hosts starting, students graded): the batch ends
+    within 10 s with status 130, every process it started ends, and it says how to resume."""
+    klass_folder, out = klass
+    process = _batch(klass_folder, out, preexec_fn=_own_group)
+    time.sleep(after_s)
+    if process.poll() is not None:
+        pytest.skip(f"the batch ended in less than {after_s} s")
+    started = descendants(process.pid)
+    os.killpg(process.pid, signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, err = process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, err = process.communicate()
+        pytest.fail(f"the batch still ran 10 s after Ctrl-C (sent {after_s} s in): {err[-1500:]!r}")
+    took = time.monotonic() - sent
+    assert process.returncode == 130, (process.returncode, err[-2000:])
+    assert _gone_soon(started) == set(), "processes the batch started outlived it"
+    assert "Traceback" not in err and "run the same command again to resume" in err, err[-2000:]
+    print(f"batch: Ctrl-C {after_s} s in: ended in {took:.2f} s ({len(started)} processes under it)")
+
+
+def test_the_interrupted_batch_resumes_to_the_whole_class(klass):
+    """The same command again: what the interrupted runs graded is kept, the rest graded; every student 80/80."""
+    klass_folder, out = klass
+    before = set(json.loads((out / "manifest.json").read_text(encoding="utf-8")).get("students", {})) \
+        if (out / "manifest.json").exists() else set()
+    process = _batch(klass_folder, out)
+    _, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err[-3000:]
+    import csv
+
+    with (out / "grades.csv").open(encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert {name: float(row["total"]) for name, row in rows.items() if name != "(max points)"} == {
+        "ann": 80.0, "ben": 80.0, "cat": 80.0}, rows
+    print(f"batch resumed: {len(before)} student(s) kept from the interrupted runs")
