@@ -113,7 +113,8 @@ def run_mode(mode: str, klass: Path, out: Path, seed: int, extra: list[str]) -> 
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if r["student"] != "(max points)"]
     names = [r["student"] for r in rows]
-    return {"mode": mode, "cpus": len(cpus), "wall_s": wall, "cpu_s": cpu, "n": len(rows), "per_min": 60 * len(rows) / wall,
+    return {"mode": mode, "cpus": len(cpus), "wall_s": wall, "cpu_s": cpu, "n": len(rows),
+            "per_min": 60 * len(rows) / wall,
             "scores": [float(r["total"]) for r in rows], "statuses": [r["status"] for r in rows],
             "verdicts": {name: _verdicts(out, name) for name in names}, "speedups": _speedups(out, names),
             "messages": {name: _messages(out, name) for name in names}}

@@ -63,7 +63,8 @@ def main() -> int:
     folder = work / "ch4"
     shutil.copytree(ROOT / "exercises" / "ch4", folder, ignore=shutil.ignore_patterns(".grade"))
     target = folder / f"{args.exercise}.py"
-    versions = [(ROOT / "solutions" / "ch4" / target.name).read_text(encoding="utf-8"), target.read_text(encoding="utf-8")]
+    versions = [(ROOT / "solutions" / "ch4" / target.name).read_text(encoding="utf-8"),
+                target.read_text(encoding="utf-8")]
 
     proc = subprocess.Popen([*GRADE, str(folder), "--watch", "-k", tag, "--lang", "en"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)

@@ -126,7 +126,8 @@ def main() -> None:
                     row[stage].append(w.get(stage, 0.0))
     jobs = sum(sum(r["cpu"]) for r in rows.values())
     compiler = sum(sum(r["compiler"]) for r in rows.values())
-    print(f"\n{n} gradings ({args.mode}), wall {wall:.1f} s, CPU {cpu:.1f} s in all: {cpu / max(n, 1):.2f} core-seconds "
+    print(f"\n{n} gradings ({args.mode}), wall {wall:.1f} s, CPU {cpu:.1f} s in all: "
+          f"{cpu / max(n, 1):.2f} core-seconds "
           f"a student; {os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after {load_after[0]:.2f}\n")
     print("| per student | core-seconds | share |")
     print("|---|---:|---:|")
@@ -145,7 +146,8 @@ def main() -> None:
         ran = len(r["start"])
         if not ran:
             continue
-        mean = lambda key: statistics.fmean(r[key]) if r[key] else 0.0  # noqa: E731
+        # B023: mean reads this iteration's r and is called in this iteration only
+        mean = lambda key: statistics.fmean(r[key]) if r[key] else 0.0  # noqa: E731, B023
         print(f"| {name} | {ran}/{n} | {sum(r['cpu']) / ran:.3f} | {mean('start'):.3f} | {mean('import'):.3f} | "
               f"{mean('probe'):.3f} | {mean('programs'):.0f} | " + " | ".join(f"{mean(s):.3f}" for s in STAGES)
               + f" | {mean('compiler'):.3f} |")

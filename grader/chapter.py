@@ -151,7 +151,8 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
     chapter_id = need(data, "id", "the chapter", path)
     unknown = sorted(set(data) - _CHAPTER_KEYS)
     if unknown:
-        raise ChapterError(f"{path}: unknown key(s) {', '.join(unknown)} (a chapter holds {', '.join(sorted(_CHAPTER_KEYS))}"
+        raise ChapterError(f"{path}: unknown key(s) {', '.join(unknown)} "
+                           f"(a chapter holds {', '.join(sorted(_CHAPTER_KEYS))}"
                            f"; an exercise's settings are in its folder's {WORDS})")
     sections = {str(k): bilingual(v, f"{path}: section {k}")
                 for k, v in need(data, "sections", "the chapter", path).items()}

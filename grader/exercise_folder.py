@@ -189,9 +189,9 @@ def need(table: dict, key: str, where: str, path: Path) -> Any:
 #: the most jobs an exercise's student probe is shared by (``parts``)
 MOST_PARTS = 4
 #: an exercise's settings in its exercise.toml, and their types
-_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "parts": int, "reference": bool,
-             "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool, "speedup_fraction": float, "quick_compile": bool,
-             "device": bool}
+_SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "parts": int,
+             "reference": bool, "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool,
+             "speedup_fraction": float, "quick_compile": bool, "device": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
 #: a check's keys of an earlier layout, and what they are now

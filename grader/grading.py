@@ -273,7 +273,8 @@ class Grading:
                                                       and tally.results[ex_id].status != "not_attempted"})
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 both.timings["host_restarts"] = student.restarts
-                both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)  # this process's, all threads
+                # this process's, all threads
+                both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
@@ -283,7 +284,8 @@ class Grading:
                         environment=both.environment(), exercises=tally.finished(),
                         integrity=sub.integrity_findings(chapter) + both.runtime_findings,
                         sandbox=self.plan.describe(), timings=both.timings, interrupted=interrupted,
-                        preview=self.records is not None, device={**self.device.describe(), "note": self.device.fallback})
+                        preview=self.records is not None,
+                        device={**self.device.describe(), "note": self.device.fallback})
         recorded = (self.records.environment or {}).get("jax") if self.records is not None else None
         if recorded and report.environment.get("jax") and recorded != report.environment["jax"]:
             report.device["version_note"] = T("device.jax_version", jax=report.environment["jax"], recorded=recorded)

@@ -112,7 +112,8 @@ def _with_ids_allowed(text: str) -> str:
             and data["nbformat_minor"] < 5 and any(isinstance(c, dict) and "id" in c for c in data.get("cells") or []):
         data["nbformat_minor"] = 5
         for number, cell in enumerate(data["cells"]):  # 4.5 asks every cell for one
-            if isinstance(cell, dict) and not (isinstance(cell.get("id"), str) and re.fullmatch(r"[\w-]{1,64}", cell["id"])):
+            if isinstance(cell, dict) and not (isinstance(cell.get("id"), str)
+                                               and re.fullmatch(r"[\w-]{1,64}", cell["id"])):
                 cell["id"] = f"cell-{number}"
         return json.dumps(data)
     return text
@@ -371,8 +372,8 @@ def _bound(tree: ast.Module) -> set[str]:
                 for item in node.items:
                     if item.optional_vars is not None:
                         targets(item.optional_vars)
-            for field in ("body", "orelse", "finalbody"):
-                visit(getattr(node, field, None) or [])
+            for key in ("body", "orelse", "finalbody"):
+                visit(getattr(node, key, None) or [])
             for handler in getattr(node, "handlers", None) or []:
                 visit(handler.body)
 

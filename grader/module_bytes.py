@@ -42,7 +42,8 @@ def not_utf8_at(data: bytes) -> dict | None:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
     guess = ""
-    for name, shown in (("utf-16", "UTF-16"), ("gb18030", "GBK (GB18030)"), ("big5", "Big5"), ("cp1252", "Windows-1252")):
+    for name, shown in (("utf-16", "UTF-16"), ("gb18030", "GBK (GB18030)"), ("big5", "Big5"),
+                        ("cp1252", "Windows-1252")):
         if name == "utf-16" and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
             continue
         try:

@@ -45,7 +45,8 @@ class ReferenceCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path, platform: str | None | bool = False) -> tuple:
+    def key(chapter: Chapter, ex: ExerciseSpec, seed: int, reference_dir: Path,
+            platform: str | None | bool = False) -> tuple:
         """``platform``: the ``jax_platforms`` its job runs with (``cpu`` beside a TPU, ``None``: JAX's choice);
         ``False``: a plan made without a grading's (:func:`grader.runner.devices.default_plan`: a batch's)."""
         if platform is False:

@@ -84,7 +84,9 @@ class ToJob(StrEnum):
     PING = "ping"  #: a timed exercise's probe: answer ``pong`` (is it in step?)
     STOP = "stop"  #: a timed exercise's probe: stop serving, end the job
     COMPILE = "compile"  #: to the class's compiler (:mod:`grader.child.compiler`): compile ``module`` with ``options``
-    COMPILED = "compiled"  #: to a job that asked: the class's compiler wrote the program under ``key`` (``None``: compile it yourself)
+    #: to a job that asked: the class's compiler wrote the program under ``key`` (``None``: compile it
+    #: yourself)
+    COMPILED = "compiled"
 
 
 class FromJob(StrEnum):

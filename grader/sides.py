@@ -156,7 +156,8 @@ class BothSides:
         budget = self._budget(ex)
         if ex.driver is None or budget <= 1 or self.device.on_device(ex.device):  # a device's turn comes later
             return
-        reference = None if self.records is not None else (lambda: self.reference_session(ex, max(budget, ex.timeout_s)))
+        reference = (None if self.records is not None
+                     else (lambda: self.reference_session(ex, max(budget, ex.timeout_s))))
         self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
                                         reference, timing.READY)
 
@@ -268,7 +269,8 @@ class BothSides:
             result.device = {"backend": ran.get("backend"), "device_kind": ran.get("device_kind")}
         with self._lock:
             self.runtime_findings += findings
-            self.timings[ex.id] = {"began_s": round(t0 - self.begun, 3), "ended_s": round(time.monotonic() - self.begun, 3),
+            self.timings[ex.id] = {"began_s": round(t0 - self.begun, 3),
+                                   "ended_s": round(time.monotonic() - self.begun, 3),
                                    "student_s": round(student_out.duration_s, 3),
                                    "reference_s": round(reference_out.duration_s, 3) if reference_out else None,
                                    "student_work": student_out.work,

@@ -181,10 +181,11 @@ def run_checks(ex: ExerciseSpec, student: Records, reference: Records, ctx: Chec
 
 def leave_out_the_graders_failures(results: list[CheckResult]) -> list[CheckResult]:
     """A check the grader itself could not judge (the reference could not be timed or run, a check's own bug:
-    ``measured["left_out"]``; or skipped because only such a check stands in its way) is left out of the exercise's total: it gets the points of the exercise's other
-    checks at their rate (8 of 8 elsewhere: all of its own; 4 of 8: half), so the student loses nothing to the
-    grader's failure and gains nothing either, and the chapter's maximum stays what gradebooks know. Its
-    message says so. Where every check is the grader's failure, none gets points (nothing was judged)."""
+    ``measured["left_out"]``; or skipped because only such a check stands in its way) is left out of the
+    exercise's total: it gets the points of the exercise's other checks at their rate (8 of 8 elsewhere:
+    all of its own; 4 of 8: half), so the student loses nothing to the grader's failure and gains nothing
+    either, and the chapter's maximum stays what gradebooks know. Its message says so. Where every check
+    is the grader's failure, none gets points (nothing was judged)."""
     left_out = [r for r in results if r.status in ("error", "skipped") and r.measured.get("left_out")]
     judged = [r for r in results if all(r is not out for out in left_out)]
     judged_max = sum(r.max_points for r in judged)

@@ -116,7 +116,8 @@ def exercise_lines(report: dict, *, every_check: bool = False) -> list[str]:
     """Each exercise: score, the device it ran on, its time; its checks (all, or those not passed)."""
     lines = []
     for ex in report["exercises"]:
-        lines.append(f"  {ex['id']:<18} {ex['score']:g}/{ex['max_score']:g}  {where(ex):<20} {ex.get('duration_s', 0):5.1f} s")
+        lines.append(f"  {ex['id']:<18} {ex['score']:g}/{ex['max_score']:g}  {where(ex):<20} "
+                     f"{ex.get('duration_s', 0):5.1f} s")
         for c in ex["checks"]:
             if every_check or c["status"] != "passed":
                 lines.append(f"      {c['id']:<32} {c['status']:<13} on {where(ex)}"
@@ -287,7 +288,8 @@ def cpu(check: Check, scratch: Path, seed: int | None) -> None:
         return check.fail(f"JAX_PLATFORMS=cpu: NO REPORT after {took:.1f} s\n{errors}")
     check.keep("cpu.json", report)
     backends = {where(ex) for ex in report["exercises"]}
-    print(f"JAX_PLATFORMS=cpu: {report['score']:g}/{report['max_score']:g} in {took:.1f} s on {', '.join(sorted(backends))}")
+    print(f"JAX_PLATFORMS=cpu: {report['score']:g}/{report['max_score']:g} in {took:.1f} s "
+          f"on {', '.join(sorted(backends))}")
     if report["score"] != report["max_score"]:
         check.fail("NOT FULL MARKS")
     if backends != {"cpu"}:

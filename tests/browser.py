@@ -28,7 +28,8 @@ try:
 except ImportError:
     PLAYWRIGHT = "Playwright is not installed (it is in the test extra: pip install -e '.[test]')"
 #: where the screenshots a test takes are kept after the run, to look at
-ARTIFACTS = Path(os.environ.get("GRADER_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "build" / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("GRADER_TEST_ARTIFACTS",
+                                Path(__file__).resolve().parent.parent / "build" / "test-artifacts"))
 
 #: flags for a machine with no screen and a closed network (no background connections)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -72,7 +72,8 @@ ATTACKS = [
            solution("ex03_static_args").replace("    return coeff * x ** 2 + 1.0", "    import os\n    os._exit(3)"),
            ("error",), integrity="import"),
     Attack("infinite_loop_in_call", "ex02_where",
-           solution("ex02_where").replace("    return jnp.where(x > 0, x * x, 0.5 * x)", "    while True:\n        pass"),
+           solution("ex02_where").replace("    return jnp.where(x > 0, x * x, 0.5 * x)",
+                                          "    while True:\n        pass"),
            ("timeout",), options=["--exercise-timeout", "4"]),
     Attack("sleep_at_import", "ex04_cache_keys", "import time\ntime.sleep(3600)\n" + solution("ex04_cache_keys"),
            ("timeout",), options=["--exercise-timeout", "4"]),
@@ -80,7 +81,8 @@ ATTACKS = [
         '    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)',
         '    hoard = [bytearray(1 << 30) for _ in range(16)]  # 16 GiB if nothing stopped it\n'
         '    shifted = x - jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(shifted)'),
-           ("partial", "failed", "error"), options=["--memory-limit", "1024", "--exercise-timeout", "60"],  # filling up to 1 GiB is slow under load
+           # filling up to 1 GiB is slow under load
+           ("partial", "failed", "error"), options=["--memory-limit", "1024", "--exercise-timeout", "60"],
            max_score=4.5),  # log_softmax and the structure checks do not call softmax_raw
     Attack("fork_storm", "ex02_where", solution("ex02_where").replace(
         "    return jnp.where(x > 0, x * x, 0.5 * x)",
@@ -392,7 +394,8 @@ def test_a_daemon_started_by_a_students_code_ends_with_its_job(sandbox, tmp_path
         else:
             out = tmp_path / "report"
             weak = ["--allow-weak-sandbox"] if sandbox == "process" else []  # as root: its uid where it can
-            assert main([str(folder), "--report-dir", str(out), "--seed", "3", "-k", "1", "--sandbox", sandbox, *weak]) == 0
+            assert main([str(folder), "--report-dir", str(out), "--seed", "3", "-k", "1",
+                         "--sandbox", sandbox, *weak]) == 0
             report = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))
         assert report["exercises"][0]["status"] == "not_attempted"
         assert _no_leftover(marker) == []

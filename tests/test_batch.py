@@ -148,8 +148,8 @@ def test_the_batch_runs_to_its_end_and_gives_every_student_a_row(batch):
     assert rows["(max points)"]["ex01_jit_forms"] == "10" and rows["(max points)"]["total"] == "20"
     statuses = {name: row["status"] for name, row in rows.items() if name != "(max points)"}
     assert statuses == {"alice": "completed", "bob": "completed", "carmen": "completed", "dan": "crash",
-                        "erin": "timeout", "fay": "completed", "mallory": "completed", "oscar": "unreadable", "victor": "unreadable",
-                        "notes.txt": "not_a_submission", "Pat": "completed", "pat": "completed"}
+                        "erin": "timeout", "fay": "completed", "mallory": "completed", "oscar": "unreadable",
+                        "victor": "unreadable", "notes.txt": "not_a_submission", "Pat": "completed", "pat": "completed"}
     assert rows["alice"]["total"] == "20" and rows["alice"]["percent"] == "100"
     assert rows["bob"]["total"] == "0"
     assert "escaped.py" in rows["oscar"]["detail"] and "unsafe path" in rows["oscar"]["detail"]

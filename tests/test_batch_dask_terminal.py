@@ -156,7 +156,8 @@ def test_each_dask_worker_grades_in_the_process_it_started_while_the_reference_r
     seen: list = []
     store = grader.batch.run._store
     monkeypatch.setattr(grader.batch.run, "_store",
-                        lambda name, outcome, *rest: seen.append(outcome.get("grading_pids")) or store(name, outcome, *rest))
+                        lambda name, outcome, *rest: (seen.append(outcome.get("grading_pids"))
+                                                      or store(name, outcome, *rest)))
     assert _batch(_class(tmp_path, names=("ada", "bea", "cy", "dee")), tmp_path / "results") == 0
     warmed = set(made[0].warmed.values())
     assert len(made[0].warmed) == 2 and len(warmed) == 2 and 0 not in warmed, made[0].warmed

@@ -175,7 +175,8 @@ def test_a_gradescope_export_gives_each_member_of_a_group_a_row(tmp_path):
     assert rows[2][:3] == ("Cy Park_2", "Cy Park", "33") and float(rows[2][3]) < 20
     # the same command with Gradescope's roster: a column for the chapter, each member's row filled by SID
     roster = _worksheet(tmp_path / "course_roster.csv", ["Full Name", "Email", "SID", "Role"],
-                        [["Ann Lee", "ann@example.edu", "31", "Student"], ["Bo Chen", "bo@example.edu", "32", "Student"],
+                        [["Ann Lee", "ann@example.edu", "31", "Student"],
+                         ["Bo Chen", "bo@example.edu", "32", "Student"],
                          ["Cy Park", "cy@example.edu", "33", "Student"], ["Di Wu", "di@example.edu", "34", "Student"]])
     assert _grade(_zip(tmp_path / "export.zip", members), out, "--gradebook", str(roster)) == 0
     filled = list(csv.reader((out / roster.name).open(encoding="utf-8-sig")))
@@ -190,14 +191,15 @@ def test_a_partial_run_never_fills_a_platforms_gradebook(tmp_path, capsys):
     members = {f"doejane_12345_{600 + i}_{name}": _solution(name)
                for i, name in enumerate(("ex01_jit_forms.py", "ex02_where.py"))}
     download = _zip(tmp_path / "submissions.zip", members)
-    export = _worksheet(tmp_path / "2026-12-01T1000_Grades-JAX.csv", ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
-                                                  "Chapter 4 (98765)"],
+    export = _worksheet(tmp_path / "2026-12-01T1000_Grades-JAX.csv",
+                        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Chapter 4 (98765)"],
                         [["    Points Possible", "", "", "", "", "100.00"], ["Doe, Jane", "12345", "", "", "S1", ""]])
     out = tmp_path / "results"
     capsys.readouterr()
     assert _grade(download, out, "-k", "2", "--gradebook", str(export)) == 2
     said = capsys.readouterr().err
-    assert said.count("\n") == 1 and "a run of some exercises (-k) would write their points as the chapter's grade" in said
+    assert said.count("\n") == 1 and ("a run of some exercises (-k) would write their points as the chapter's grade"
+                                      in said)
     assert not (out / export.name).exists() and not (out / "grades.csv").exists()  # refused before grading
     assert _grade(download, out, "-k", "2") == 0
     assert not (out / "canvas.csv").exists() and (out / "grades.csv").exists()

@@ -73,7 +73,8 @@ for _ in range(6):  # walk up: classmates' folders, the class folder's zips
         print("listed", _up, sorted(os.listdir(_up))[:20])
     except OSError as _exc:
         print("cannot list", _up, type(_exc).__name__)
-    for _path in glob.glob(os.path.join(_up, "*", "ex02_where.py")) + glob.glob(os.path.join(_up, "*", "*", "ex02_where.py")):
+    for _path in (glob.glob(os.path.join(_up, "*", "ex02_where.py"))
+                  + glob.glob(os.path.join(_up, "*", "*", "ex02_where.py"))):
         if os.path.dirname(os.path.abspath(_path)) != _here:
             try:
                 _take(open(_path).read(), _path)
@@ -110,7 +111,8 @@ if _found:
 
 def _class(root: Path) -> Path:
     klass = root / "class"
-    alice = make_submission(root / "tmp-alice", {"ex02_where": LEAVE + (SOLUTIONS / "ex02_where.py").read_text("utf-8")})
+    alice = make_submission(root / "tmp-alice",
+                            {"ex02_where": LEAVE + (SOLUTIONS / "ex02_where.py").read_text("utf-8")})
     shutil.move(str(alice), klass / "a-alice")
     bob = make_submission(root / "tmp-bob", {"ex02_where": LOOK + (STUBS / "ex02_where.py").read_text("utf-8")},
                           base=STUBS)

@@ -43,7 +43,8 @@ _SIDE = """
     jax_setup.name_free_cache_keys()
     jax_setup.portable_cache_keys()
     hits = []
-    jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+    jax.monitoring.register_event_listener(
+        lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
     def flops_like(x, w):
         return jnp.tanh(x @ w) @ w.T
     def other_name(x, w):

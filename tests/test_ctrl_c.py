@@ -91,8 +91,8 @@ def graded(tmp_path_factory):
 def test_ctrl_c_to_the_process_group_stops_a_full_grading_and_keeps_the_full_report(graded, after_s):
     folder, full = graded
     process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--lang", "en", "--seed", "4"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT, text=True,
-                               preexec_fn=_own_group)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT,
+                               text=True, preexec_fn=_own_group)
     time.sleep(after_s)
     if process.poll() is not None:
         pytest.skip(f"the grading ended in less than {after_s} s")

@@ -86,7 +86,8 @@ def test_from_a_folder_of_wheels_jax_found_through_pythonpath(tmp_path):
             (jax_folder / entry.name).symlink_to(entry)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    if not shutil.which("python3") or subprocess.run(["python3", "-c", "import jax"], capture_output=True).returncode == 0:
+    if (not shutil.which("python3")
+            or subprocess.run(["python3", "-c", "import jax"], capture_output=True).returncode == 0):
         pytest.skip("the system's python3 already holds JAX: the script's venv would not need PYTHONPATH's")
     _wheels(wheels)
     done = run("--wheels", str(wheels), "--only", "stubs", timeout=600,

@@ -68,7 +68,8 @@ def test_the_stubs_take_no_reference_turn(tmp_path):
     assert code == 0 and report["score"] == 0, errors
     assert {e["status"] for e in report["exercises"]} == {"not_attempted"}
     # the stub's provided heavy returns, but no function of the exercise's: the reference's turn is not taken
-    assert sorted(t["job"].rsplit("-", 1)[0] for t in report["timings"]["device_turns"]) == ["ex05_timing", "ex06_speedup"]
+    assert sorted(t["job"].rsplit("-", 1)[0]
+                  for t in report["timings"]["device_turns"]) == ["ex05_timing", "ex06_speedup"]
 
 
 @pytest.mark.parametrize("variant", ["ex06_speedup/fast_heavy_callback", "ex06_speedup/layer_norm_not_jitted",
@@ -99,8 +100,9 @@ def holder(tmp_path):
     """Another program holding the device (as libtpu's holder holds its lock file open)."""
     lockfile = tmp_path / "libtpu_lockfile"
     lockfile.write_text("")
-    process = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1])\nprint('held', flush=True)\n"
-                                "time.sleep(300)", str(lockfile)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1])\n"
+                                "print('held', flush=True)\ntime.sleep(300)", str(lockfile)],
+                               stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
     yield process.pid, {"GRADER_SIMULATED_ACCELERATOR": "tpu", "GRADER_TPU_LOCKFILE": str(lockfile)}
     process.kill()
@@ -116,8 +118,8 @@ def test_a_device_held_by_another_process_grades_on_the_cpu_saying_who_holds_it(
     assert f"pid {pid}" in note and "graded on the CPU" in note
     assert "device_turns" not in report["timings"]  # nothing took a turn on the device
     assert note in (tmp_path / "report.md").read_text(encoding="utf-8")  # every report says it
-    shown = subprocess.run([sys.executable, "-m", "grader", str(SOLUTIONS), "-k", "ex01", "--seed", "11", "--report-dir",
-                            str(tmp_path / "t")], capture_output=True, text=True, timeout=300, cwd=ROOT,
+    shown = subprocess.run([sys.executable, "-m", "grader", str(SOLUTIONS), "-k", "ex01", "--seed", "11",
+                            "--report-dir", str(tmp_path / "t")], capture_output=True, text=True, timeout=300, cwd=ROOT,
                            env={**os.environ, **env})
     assert f"pid {pid}" in " ".join(shown.stdout.split()), shown.stdout  # the terminal's table too
 
@@ -125,17 +127,20 @@ def test_a_device_held_by_another_process_grades_on_the_cpu_saying_who_holds_it(
 def test_device_device_with_the_device_held_is_one_line(holder, tmp_path):
     pid, env = holder
     done = subprocess.run([sys.executable, "-m", "grader", str(SOLUTIONS), "--device", "device", "--report-dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **env})
+                           str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, **env})
     assert done.returncode == 2 and done.stdout == "", done.stdout
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"pid {pid}" in lines[0] and "Traceback" not in done.stderr, done.stderr
 
 
 def test_a_device_taken_as_a_job_starts_falls_back_to_the_cpu(tmp_path):
-    code, report, errors = grade(SOLUTIONS, tmp_path, "--seed", "11", env={"GRADER_SIMULATED_ACCELERATOR": "tpu:unavailable"})
+    code, report, errors = grade(SOLUTIONS, tmp_path, "--seed", "11",
+                                 env={"GRADER_SIMULATED_ACCELERATOR": "tpu:unavailable"})
     assert code == 0 and report["score"] == 80, errors
     assert report["device"]["platform"] == "cpu"
-    assert report["device"]["note"].startswith("TPU (simulated) could not be opened (Unable to initialize backend 'tpu'")
+    assert report["device"]["note"].startswith("TPU (simulated) could not be opened "
+                                               "(Unable to initialize backend 'tpu'")
     assert {(e.get("device") or {}).get("backend") for e in report["exercises"]} == {"cpu"}
 
 
@@ -148,7 +153,8 @@ def test_no_accelerator_with_device_device_is_one_line(tmp_path):
 
 def test_a_batch_refuses_device(tmp_path):
     done = subprocess.run([sys.executable, "-m", "grader", "batch", str(tmp_path), "--chapter", "ch4", "--out",
-                           str(tmp_path / "out"), "--device", "cpu"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+                           str(tmp_path / "out"), "--device", "cpu"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
     assert done.returncode == 2 and "--device is for one grading" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -163,8 +169,8 @@ def test_check_in_a_kernel_that_holds_the_device_names_the_kernel(tmp_path, monk
     monkeypatch.setenv("GRADER_TPU_LOCKFILE", str(lockfile))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("from grader.notebook import check"),
-                nbformat.v4.new_code_cell("import os\nchip = open(os.environ['GRADER_TPU_LOCKFILE'])  # JAX on the TPU, "
-                                          "as a kernel that ran a cell holds it\nos.getpid()"),
+                nbformat.v4.new_code_cell("import os\nchip = open(os.environ['GRADER_TPU_LOCKFILE'])  "
+                                          "# JAX on the TPU, as a kernel that ran a cell holds it\nos.getpid()"),
                 nbformat.v4.new_code_cell("import jax.numpy as jnp\n\ndef piecewise(x):\n"
                                           "    return jnp.where(x > 0, x * x, 0.5 * x)"),
                 nbformat.v4.new_code_cell('r = check("ex02", seed=3, lang="en")\nr'),
@@ -199,6 +205,8 @@ def test_a_preview_with_another_jax_than_the_records_says_so(tmp_path):
     same = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",), preview=records, scratch_root=tmp_path))
     assert "version_note" not in same.device and same.score == 10
     other = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",), scratch_root=tmp_path,
-                                          preview=replace(records, environment={**records.environment, "jax": "0.4.30"})))
+                                          preview=replace(records,
+                                                          environment={**records.environment, "jax": "0.4.30"})))
     line = grader_catalog().render(other.device["version_note"], "en")
-    assert line.startswith(f"JAX {here} here, while the reference records were made with JAX 0.4.30") and other.score == 10
+    assert line.startswith(f"JAX {here} here, while the reference records were made with JAX 0.4.30")
+    assert other.score == 10

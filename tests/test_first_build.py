@@ -13,8 +13,8 @@ from conftest import ROOT, STUBS
 def _grade(tmp_path, env_extra, *args):
     env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), **env_extra}
     env.pop("GRADER_BUILD", None) if "GRADER_BUILD" not in env_extra else None
-    return subprocess.run([sys.executable, "-m", "grader", str(STUBS), "--report-dir", str(tmp_path / "out"), "--lang", "en", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "grader", str(STUBS), "--report-dir", str(tmp_path / "out"),
+                           "--lang", "en", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_the_first_grading_on_a_machine_builds_the_programs_once(tmp_path):

@@ -243,7 +243,8 @@ def _python_archive(folder: Path) -> Path:
 
     base = Path(sys.base_prefix)
     minor = "python{}.{}".format(*sys.version_info[:2])
-    skipped = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "__pycache__", "config-3.11-x86_64-linux-gnu"}
+    skipped = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "__pycache__",
+               "config-3.11-x86_64-linux-gnu"}
     archive = folder / "cpython-install_only.tar.gz"
     with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
         tar.add(base / "bin" / minor, f"python/bin/{minor}")

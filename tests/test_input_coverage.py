@@ -72,7 +72,8 @@ def test_a_leaky_relu_written_as_a_maximum_fails_on_every_seed():
             told_apart |= not np.allclose(mistaken, contract, rtol=1e-5, atol=1e-6)
         if not told_apart:
             passes.append(seed)
-    assert not passes, f"the leaky ReLU written as a maximum passes on {len(passes)} of {len(SEEDS)} seeds: {passes[:10]}"
+    assert not passes, (f"the leaky ReLU written as a maximum passes on {len(passes)} of {len(SEEDS)} seeds: "
+                        f"{passes[:10]}")
 
 
 def test_values_that_matter_keep_their_digits():
@@ -152,7 +153,8 @@ def test_flops_looked_up_from_a_public_seed_are_wrong_on_every_other_seed():
 
     def estimates(seed: int) -> list[float | None]:  # the matrix products' by the formula; XLA's for the rest if asked
         inp = ex.inputs(seed)
-        return [_mlp_flops(args) if spec["kind"] == "mlp" else None for spec, args in zip(inp["flops"], inp["flops_args"])]
+        return [_mlp_flops(args) if spec["kind"] == "mlp" else None
+                for spec, args in zip(inp["flops"], inp["flops_args"])]
 
     right = []
     for public_seed in PUBLIC_SEEDS:

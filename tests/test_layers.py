@@ -22,8 +22,8 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format); "
      "the packages' own __init__, which run before any of their modules", [
-        "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing", "grader.safetext",
-        "grader.affinity",
+        "grader", "grader.protocol", "grader.wire", "grader.store", "grader.bytecode", "grader.signing",
+        "grader.safetext", "grader.affinity",
         "grader.ziptools", "grader.platform_names", "grader.magics", "grader.trusted", "grader.module_bytes",
         "grader.chapters", "grader.child", "grader.primitives", "grader.runner", "grader.report", "grader.batch",
         "grader.authoring"]),
@@ -115,7 +115,8 @@ def test_every_module_has_a_layer():
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     """Every import of a higher layer's module, said in words."""
-    return [f"{name} (layer {layer_of(name)}) imports {target} (layer {layer_of(target)}: {LAYERS[layer_of(target)][0]})"
+    return [f"{name} (layer {layer_of(name)}) imports {target} "
+            f"(layer {layer_of(target)}: {LAYERS[layer_of(target)][0]})"
             for name, targets in sorted(graph.items()) for target in sorted(targets)
             if layer_of(name) is not None and layer_of(target) is not None and layer_of(target) > layer_of(name)]
 

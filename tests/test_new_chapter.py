@@ -32,8 +32,8 @@ def _grade(path: Path, out: Path, *args: str) -> dict:
 
 
 def test_the_scaffold_writes_a_chapter_in_its_own_folder(course, capsys):
-    for path in ("chapters/toy/chapter.toml", "chapters/toy/ex01_scale/exercise.toml", "chapters/toy/ex01_scale/__init__.py",
-                 "solutions/toy/ex01_scale.py", "exercises/toy/ex01_scale.py"):
+    for path in ("chapters/toy/chapter.toml", "chapters/toy/ex01_scale/exercise.toml",
+                 "chapters/toy/ex01_scale/__init__.py", "solutions/toy/ex01_scale.py", "exercises/toy/ex01_scale.py"):
         assert (course / path).is_file(), path
     assert "NotImplementedError" in (course / "exercises/toy/ex01_scale.py").read_text(encoding="utf-8")
     assert main(["dev", "new-chapter", "toy", "--root", str(course)]) == 2  # never over an existing chapter

@@ -65,7 +65,8 @@ def test_the_statements_before_the_one_that_raised_are_graded(ran):
     by_id = {e["id"]: e for e in report["exercises"]}
     # the kernel had jax, jnp and every function of ex01 and ex02: full marks, as check() in it would give
     assert (by_id["ex01_jit_forms"]["score"], by_id["ex02_where"]["score"]) == (10, 10), \
-        [(c["id"], c["status"], c["message"]) for e in report["exercises"] for c in e["checks"] if c["status"] != "passed"]
+        [(c["id"], c["status"], c["message"]) for e in report["exercises"] for c in e["checks"]
+         if c["status"] != "passed"]
 
 
 def test_what_the_kernel_never_ran_is_still_not_graded(tmp_path):
@@ -89,4 +90,5 @@ def test_what_the_kernel_never_ran_is_still_not_graded(tmp_path):
     assert all(line.strip().startswith("#") for line in read.code.split("\n")[2:] if line.strip())
     notes = cell_notes([read], {"piecewise": "ex02_where", "clip_by_norm": "ex02_where"}).by_exercise
     (note,) = notes["ex02_where"]
-    assert note.args["name"] == "clip_by_norm" and dict(note.args["why"].args) == {"type": "ZeroDivisionError", "line": 3}
+    assert note.args["name"] == "clip_by_norm"
+    assert dict(note.args["why"].args) == {"type": "ZeroDivisionError", "line": 3}

@@ -81,7 +81,8 @@ def python(student_home):
         return sys.executable
     venv = student_home / "venv"
     subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "jax").is_dir())
     Path(purelib, "course-env.pth").write_text(f"import site; site.addsitedir({ours!r})\n", encoding="utf-8")

@@ -43,7 +43,8 @@ _SCRIPT = """
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     hits = []
-    jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+    jax.monitoring.register_event_listener(
+        lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
     seen = []
     inner = compiler.compile_or_get_cached
     def spy(backend, computation, devices, options, *args, **kwargs):

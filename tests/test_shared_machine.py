@@ -189,10 +189,12 @@ def test_reserving_40_files_of_32_mib_at_import_reserves_nothing(kind, tmp_path,
     python_ = request.getfixturevalue("python") if kind != "bwrap" else sys.executable
     folder = _submission(scratch_root, RESERVES)
     with _DiskPeak(scratch_root) as disk:
-        _, report = _grade(kind, python_, folder, scratch_root / "out", scratch_root, "-k", "1", "-k", "2", "--seed", "3")
+        _, report = _grade(kind, python_, folder, scratch_root / "out", scratch_root, "-k", "1", "-k", "2",
+                           "--seed", "3")
     _sandbox_of(kind, report)
     ex = _by_id(report)
-    assert "RESERVED 0 of 40: [Errno 28] No space left on device" in _printed(ex["ex01_jit_forms"]), ex["ex01_jit_forms"]
+    assert ("RESERVED 0 of 40: [Errno 28] No space left on device"
+            in _printed(ex["ex01_jit_forms"])), ex["ex01_jit_forms"]
     # the student's code ran on (its functions were graded), and so did the other exercise
     assert ex["ex01_jit_forms"]["status"] == "passed" and ex["ex02_where"]["status"] == "passed"
     limit = Limits().disk_bytes + sandboxes.SCRATCH_MARGIN_BYTES
@@ -208,7 +210,8 @@ def test_writing_40_files_of_32_mib_stops_at_the_jobs_tmpfs(kind, tmp_path, scra
     python_ = request.getfixturevalue("python") if kind != "bwrap" else sys.executable
     folder = _submission(scratch_root, WRITES)
     with _DiskPeak(scratch_root) as disk:
-        _, report = _grade(kind, python_, folder, scratch_root / "out", scratch_root, "-k", "1", "-k", "2", "--seed", "3")
+        _, report = _grade(kind, python_, folder, scratch_root / "out", scratch_root, "-k", "1", "-k", "2",
+                           "--seed", "3")
     _sandbox_of(kind, report)
     ex = _by_id(report)
     limit = Limits().disk_bytes + sandboxes.SCRATCH_MARGIN_BYTES

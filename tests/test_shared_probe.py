@@ -24,7 +24,8 @@ SECOND = {"time_call.median", "speedup.value", "time_call.jax_async"}
 #: second share's
 SOLUTION = (Path(__file__).resolve().parent.parent / "solutions" / "ch4" / "ex05_timing.py").read_text(encoding="utf-8")
 SIGNATURE = "def time_call(fn, *args, warmup=1, iters=20):\n"
-CRASHES_ON_THE_MEDIAN_RUN = SOLUTION.replace(SIGNATURE, SIGNATURE + "    if iters == 9:\n        __import__('os')._exit(3)\n")
+CRASHES_ON_THE_MEDIAN_RUN = SOLUTION.replace(SIGNATURE,
+                                             SIGNATURE + "    if iters == 9:\n        __import__('os')._exit(3)\n")
 
 
 def test_ex05_is_shared_by_two_jobs_and_its_checks_split_between_them():

@@ -230,7 +230,8 @@ def test_dev_stubs_without_every_solution_writes_the_stubs_and_says_why_not_the_
     assert code == 0, err
     assert (checkout / "exercises" / "ch4" / "ex02_where.py").is_file()
     assert err.splitlines() == [f"{checkout / 'exercises' / 'ch4.ipynb'} is not generated: 1 solution module(s) "
-                                f"of the chapter missing, such as {checkout / 'solutions' / 'ch4' / 'ex01_jit_forms.py'}"
+                                f"of the chapter missing, such as "
+                                f"{checkout / 'solutions' / 'ch4' / 'ex01_jit_forms.py'}"
                                 f"; the stubs of the others are"]
 
 

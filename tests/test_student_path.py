@@ -167,7 +167,8 @@ def test_when_both_copies_hold_work_it_says_which_was_graded_and_how_to_grade_th
 
 @pytest.mark.slow
 def test_in_a_zip_the_other_copy_is_chosen_with_inside(tmp_path):
-    archive = zipped(checkout(tmp_path / "work", modules=("ex01_jit_forms", "ex02_where"), notebook=("ex03_static_args",)),
+    archive = zipped(checkout(tmp_path / "work", modules=("ex01_jit_forms", "ex02_where"),
+                              notebook=("ex03_static_args",)),
                      tmp_path / "hw.zip")
     code, out, err = grade(archive, "-k", "3", "--seed", "3")
     assert code == 0, err
@@ -262,7 +263,8 @@ def test_a_passing_partial_run_points_to_the_next_exercise_not_yet_full(tmp_path
 
     ids = [ex.id for ex in load_chapter("ch4").exercises]  # the last full report: ex01 and ex03 done, ex04 partial
     full = {"schema": "grade-report/1", "exercises": [
-        {"id": i, "status": {0: "passed", 2: "passed", 3: "partial"}.get(n, "not_attempted")} for n, i in enumerate(ids)]}
+        {"id": i, "status": {0: "passed", 2: "passed", 3: "partial"}.get(n, "not_attempted")}
+        for n, i in enumerate(ids)]}
     (folder / ".grade" / "report.json").write_text(json.dumps(full), encoding="utf-8")
     code, out, err = grade(folder, "-k", "ex02", "--seed", "3")
     nxt = first_line(out[out.index("\nNext:") + 1:])

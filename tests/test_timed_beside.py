@@ -27,13 +27,15 @@ def test_a_process_and_all_its_threads_move_but_the_jobs_kept_apart():
         [t.start() for t in threads]
         def child():
             return subprocess.Popen([sys.executable, "-c", "import threading, time; "
-                                     "[threading.Thread(target=time.sleep, args=(3,)).start() for _ in range(2)]; time.sleep(3)"])
+                                     "[threading.Thread(target=time.sleep, args=(3,)).start() for _ in range(2)]; "
+                                     "time.sleep(3)"])
         moved, kept = child(), child()
         time.sleep(0.5)
         def masks(pid):
             return {{tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir(f"/proc/{{pid}}/task")}}
         ok = set_cores({{moved.pid: "moved", kept.pid: "timed"}}, [{CPUS[0]}], ["timed"])
-        print(repr((ok, masks(os.getpid()), masks(moved.pid), masks(kept.pid), len(os.listdir(f"/proc/{{moved.pid}}/task")))))
+        print(repr((ok, masks(os.getpid()), masks(moved.pid), masks(kept.pid),
+                    len(os.listdir(f"/proc/{{moved.pid}}/task")))))
         moved.kill(); kept.kill()
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -518,7 +518,8 @@ def test_validate_names_a_message_the_code_uses_but_no_file_defines(write_chapte
         "\nfrom grader.i18n import T\n\ndef said():\n    return T(\"chx.ex01.gone\", n=1)\n"
     problems = _problems(_solved(write_chapter(module=module)))
     assert len(problems) == 1 and "ex01_a/__init__.py:20: " in problems[0]  # the line of T(...)
-    assert "T('chx.ex01.gone') names no message: add [messages.\"chx.ex01.gone\"] with its en and zh texts" in problems[0]
+    assert ("T('chx.ex01.gone') names no message: add [messages.\"chx.ex01.gone\"] with its en and zh texts"
+            in problems[0])
     assert problems[0].endswith("ex01_a/exercise.toml")
 
 

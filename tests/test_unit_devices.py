@@ -54,7 +54,8 @@ def test_no_tpu_without_its_library_or_its_chip(tmp_path):
     empty.mkdir()
     assert devices.accelerator(env, sys_root=str(empty), dev_root=dev_root) is None  # no chip on the bus
     # JAX_FORCE_TPU_INIT: cloud_tpu_init goes on without a chip it can see
-    assert devices.accelerator({**env, "JAX_FORCE_TPU_INIT": "1"}, sys_root=str(empty), dev_root=dev_root).platform == "tpu"
+    assert devices.accelerator({**env, "JAX_FORCE_TPU_INIT": "1"}, sys_root=str(empty),
+                               dev_root=dev_root).platform == "tpu"
     _, _, _ = _tpu_machine(tmp_path / "other", device_id="0x9999")  # a Google device that is no TPU
     assert devices.accelerator(env, sys_root=str(tmp_path / "other" / "sys"), dev_root=dev_root) is None
 
@@ -63,7 +64,8 @@ def test_jax_platforms_cpu_means_the_cpu(tmp_path):
     sys_root, dev_root, env = _tpu_machine(tmp_path)
     assert devices.accelerator({**env, "JAX_PLATFORMS": "cpu"}, sys_root=sys_root, dev_root=dev_root) is None
     assert devices.accelerator({**env, "JAX_PLATFORMS": "cpu,tpu"}, sys_root=sys_root, dev_root=dev_root) is None
-    assert devices.accelerator({**env, "JAX_PLATFORMS": "tpu,cpu"}, sys_root=sys_root, dev_root=dev_root).platform == "tpu"
+    assert devices.accelerator({**env, "JAX_PLATFORMS": "tpu,cpu"}, sys_root=sys_root,
+                               dev_root=dev_root).platform == "tpu"
 
 
 def test_a_gpu_is_shared_not_exclusive(tmp_path, monkeypatch):
@@ -86,8 +88,9 @@ def holder(tmp_path):
     its fds /tmp/libtpu_lockfile, /dev/vfio/2, /dev/vfio/vfio)."""
     lockfile = tmp_path / "libtpu_lockfile"
     lockfile.write_text("")
-    process = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1])\nprint('held', flush=True)\n"
-                                "time.sleep(120)", str(lockfile)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", "import sys, time\nf = open(sys.argv[1])\n"
+                                "print('held', flush=True)\ntime.sleep(120)", str(lockfile)],
+                               stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "held"
     yield process, str(lockfile)
     process.kill()
@@ -146,10 +149,10 @@ def test_a_holder_that_started_the_grading_is_the_notebooks_kernel(tmp_path):
     lockfile = tmp_path / "libtpu_lockfile"
     lockfile.write_text("")
     sys_root, dev_root, env = _tpu_machine(tmp_path)
-    with open(lockfile) as held:  # this process holds it; the plan is made in a child, as check() makes it
+    with open(lockfile):  # this process holds it; the plan is made in a child, as check() makes it
         code = ("import sys\nfrom grader.runner import devices\n"
-                "p = devices.plan('auto', {'TPU_LIBRARY_PATH': sys.argv[1]}, sys_root=sys.argv[2], dev_root=sys.argv[3],"
-                " lockfile=sys.argv[4])\nprint(p.fallback.key, p.holder.pid)")
+                "p = devices.plan('auto', {'TPU_LIBRARY_PATH': sys.argv[1]}, sys_root=sys.argv[2], "
+                "dev_root=sys.argv[3], lockfile=sys.argv[4])\nprint(p.fallback.key, p.holder.pid)")
         done = subprocess.run([sys.executable, "-c", code, env["TPU_LIBRARY_PATH"], sys_root, dev_root, str(lockfile)],
                               capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["device.held_by_kernel", str(os.getpid())], done.stderr
@@ -229,7 +232,8 @@ def test_the_host_keeps_the_devices_variables_and_nothing_else(monkeypatch, tmp_
         monkeypatch.setenv(key, value)
     env = scrubbed_environment(tmp_path / "home", tmp_path / "pylib")
     assert {k: env[k] for k in kept} == kept
-    assert env["PYTHONPATH"] == str(tmp_path / "pylib") and not {"SECRET_TOKEN", "JAX_ENABLE_X64", "XLA_FLAGS"} & set(env)
+    assert env["PYTHONPATH"] == str(tmp_path / "pylib")
+    assert not {"SECRET_TOKEN", "JAX_ENABLE_X64", "XLA_FLAGS"} & set(env)
 
 
 def test_jaxs_folders_outside_the_site_folders_are_found_and_nothing_else(tmp_path):

@@ -369,9 +369,9 @@ def test_a_job_without_a_cache_of_its_own_writes_nowhere(tmp_path):
     subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED), str(reference)], check=True, cwd=ROOT,
                    capture_output=True, timeout=300)
     before = _programs(reference)
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_TIERED).replace("x = jnp.arange(12.0)",
-                                                                                   "x = jnp.arange(20.0).reshape(4, 5)  #"),
-                           "-", str(reference)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    student = textwrap.dedent(_TIERED).replace("x = jnp.arange(12.0)", "x = jnp.arange(20.0).reshape(4, 5)  #")
+    done = subprocess.run([sys.executable, "-c", student, "-", str(reference)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _programs(reference) == before  # a batch's student: the reference's cache is read, never written
 
@@ -432,7 +432,8 @@ _NAMES = """
     portable_cache_keys()
     use_compile_caches(sys.argv[1], [])
     hits = []
-    jax.monitoring.register_event_listener(lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
+    jax.monitoring.register_event_listener(
+        lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
     x = jnp.arange(12.0).reshape(3, 4)
     def piecewise(x):
         return jnp.where(x > 2.0, x * x, 0.5 * x)
@@ -557,7 +558,8 @@ def test_a_timed_exercise_is_timed_beside_a_sleeper_where_the_grading_has_two_co
 
     monkeypatch.setattr(grader.scheduling.os, "sched_getaffinity", lambda pid: cores)
     exercises = [SimpleNamespace(id=name, timed=timed, timeout_s=60, waits=waits)
-                 for name, timed, waits in (("sleeper", False, True), ("computes", False, False), ("timed", True, False))]
+                 for name, timed, waits in (("sleeper", False, True), ("computes", False, False),
+                                            ("timed", True, False))]
     timed_graded, computed = threading.Event(), threading.Event()
     order = []
 
@@ -665,7 +667,8 @@ def test_a_host_has_jaxs_traceback_filter_remember_each_file_and_tracebacks_stay
         from grader.child import host
         host._preload([], [])
         assert getattr(t.include_filename, "remembers", False), "not remembered"
-        names = [t.__file__, jax.__file__, os.__file__, "/tmp/ex02_where.py", __file__ if "__file__" in dir() else "x.py"]
+        names = [t.__file__, jax.__file__, os.__file__, "/tmp/ex02_where.py",
+                 __file__ if "__file__" in dir() else "x.py"]
         assert [t.include_filename(n) for n in names] == [original(n) for n in names]
         assert [t.include_filename(n) for n in names] == [original(n) for n in names]  # remembered: the same
         assert frames() == before, (frames(), before)

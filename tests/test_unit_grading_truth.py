@@ -133,7 +133,8 @@ def test_a_solution_saved_in_gbk_is_told_to_be_saved_as_utf8(tmp_path):
     (folder / "ex02_where.py").write_bytes(text.encode("gbk"))
     first_chinese = next(i for i, line in enumerate(text.split("\n"), start=1) if any(ord(c) > 127 for c in line))
     done = subprocess.run([sys.executable, "-m", "grader", str(folder), "-k", "2", "--json", "--lang", "en",
-                           "--report-dir", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                           "--report-dir", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
     ex = json.loads(done.stdout)["exercises"][0]
     said = json.dumps(ex, ensure_ascii=False)
     assert ex["score"] == 0 and "not saved as UTF-8" in said and f"line {first_chinese}" in said, said[:2000]
@@ -268,12 +269,13 @@ def test_timed_in_turn_a_whole_implausible_pass_is_made_again_on_each_side(monke
     assert combined["reference"]["speedup"] == 4.0 and combined["in_turn"]
     # a process that is gone is not timed again: one pass
     rounds.clear()
-    monkeypatch.setattr(timing, "alternate", lambda *a, **k: (rounds.append(1) or {"error": "the process is gone"}, None))
+    monkeypatch.setattr(timing, "alternate",
+                        lambda *a, **k: (rounds.append(1) or {"error": "the process is gone"}, None))
     ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, first)
     assert len(rounds) == len(cases)
 
 
-# ------------------------------------------------------------------ an interrupted run never takes the full report's place
+# ------------------------------------------------------- an interrupted run never takes the full report's place
 def test_a_run_interrupted_before_any_exercise_is_partial_and_leaves_report_json_alone(tmp_path):
     """Ctrl-C 2.5 s into a grading (no exercise graded yet) wrote "Chapter 4: JIT basics: 0 / 0" over the
     last full report.json (42/80): an empty selection read as "every exercise"."""

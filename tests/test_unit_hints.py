@@ -61,7 +61,8 @@ CHECKS = [(ex, check) for ex in EXERCISES for check in ex.checks]
 
 @pytest.mark.parametrize("ex, check", CHECKS, ids=[f"{ex.id}:{check.id}" for ex, check in CHECKS])
 def test_every_check_has_its_layers_in_both_languages(ex, check):
-    assert len(check.hint_layers) >= LAYERS, f"{ex.id} {check.id}: {len(check.hint_layers)} layers, at least {LAYERS} wanted"
+    assert len(check.hint_layers) >= LAYERS, (f"{ex.id} {check.id}: {len(check.hint_layers)} layers, "
+                                              f"at least {LAYERS} wanted")
     for i, layer in enumerate(check.hint_layers, start=2):
         assert layer.en.strip() and layer.zh.strip(), f"{ex.id} {check.id} layer {i}: a language is empty"
         assert re.search(r"[\u4e00-\u9fff]", layer.zh), f"{ex.id} {check.id} layer {i}: the zh text is not Chinese"
@@ -92,7 +93,8 @@ def test_every_layer_names_a_section_of_the_course():
             named = SECTION_EN.findall(layer.en)
             assert named, f"{where} (en) names no section, as in 'section 1 (一)'"
             for number, numeral in named:
-                assert number in chapter.sections and NUMERALS[int(number) - 1] == numeral, f"{where}: {number} {numeral}"
+                assert number in chapter.sections and NUMERALS[int(number) - 1] == numeral, \
+                    f"{where}: {number} {numeral}"
             numerals = SECTION_ZH.findall(layer.zh)
             assert numerals, f"{where} (zh) names no section, as in '第一节'"
             assert all(str(NUMERALS.index(n) + 1) in chapter.sections for n in numerals), where

@@ -50,7 +50,8 @@ MOODLE_EN = ["Identifier", "Full name", "Email address", "Status", "Grade", "Max
 @pytest.mark.parametrize("given, cleaned", [  # moodlelib_test.php, test_clean_param_file, every case
     ("correctfile.txt", "correctfile.txt"), ("b'a<d`\\/fi:l>e.t\"x|t", "badfile.txt"),
     ("../parentdirfile.txt", "..parentdirfile.txt"), ("../../grandparentdirfile.txt", "....grandparentdirfile.txt"),
-    ("..\\winparentdirfile.txt", "..winparentdirfile.txt"), ("..\\..\\wingrandparentdir.txt", "....wingrandparentdir.txt"),
+    ("..\\winparentdirfile.txt", "..winparentdirfile.txt"),
+    ("..\\..\\wingrandparentdir.txt", "....wingrandparentdir.txt"),
     ("myfile.a.b.txt", "myfile.a.b.txt"), ("myfile..a..b.txt", "myfile..a..b.txt"),
     ("myfile.a..b...txt", "myfile.a..b...txt"), ("myfile.a.txt", "myfile.a.txt"), ("myfile...txt", "myfile...txt"),
     ("...jpg", "...jpg"), (".a.b.", ".a.b."), (".", ""), ("..", ""), ("...", "..."), (". . . .", ". . . ."),
@@ -192,8 +193,8 @@ def test_a_name_with_a_line_separator_keeps_its_row_and_a_short_row_is_left(tmp_
     klass = layouts.read_class(download)
     done = filling.fill(sheet, [(s, _graded(s, 80)) for s in klass.students], 80, words)
     left = {who: words(why) for who, why in done.left}
-    assert done.filled == 2 and left == {"Participant 2 Bo": "this row has 2 cells where the file's grade column needs 10: "
-                                                            "left as it was"}
+    assert done.filled == 2 and left == {"Participant 2 Bo": "this row has 2 cells where the file's grade column "
+                                                            "needs 10: left as it was"}
     assert done.text.encode("utf-8").splitlines()[2] == path.read_bytes().splitlines()[2]  # byte for byte
 
 

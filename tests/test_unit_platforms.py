@@ -111,7 +111,8 @@ def test_two_versions_the_newer_by_number_then_by_the_files_time(tmp_path):
     the zip dates later is graded, whatever the order of the names."""
     members = {"doejane_5_600_ex02_where.py": "# newer\n", "doejane_5_700_ex02_where.py": "# older\n",
                "doejane_5_701_ex01_jit_forms-1.py": "# second upload\n", "doejane_5_601_ex01_jit_forms.py": "#\n"}
-    times = {"doejane_5_600_ex02_where.py": (2026, 12, 2, 9, 0, 0), "doejane_5_700_ex02_where.py": (2026, 12, 1, 9, 0, 0),
+    times = {"doejane_5_600_ex02_where.py": (2026, 12, 2, 9, 0, 0),
+             "doejane_5_700_ex02_where.py": (2026, 12, 1, 9, 0, 0),
              "doejane_5_601_ex01_jit_forms.py": (2026, 12, 3, 9, 0, 0)}  # the number wins over the time
     klass = layouts.read_class(_zip(tmp_path / "c.zip", members, times))
     jane = klass.students[0]
@@ -170,7 +171,8 @@ def test_a_moodle_worksheet_in_chinese_gives_each_team_member_the_grade_scaled_t
             ["参与者102", "韩梅梅", "han@example.edu", "已经提交", "Team Alpha", "", "100.00", "是", "-", "-", ""],
             ["参与者103", "Ann Lee", "ann@example.edu", "已经提交", "默认分组", "", "100.00", "是", "-",
              "2026年12月1日 10:00", "good work"],
-            ["参与者104", "Bo Chen", "bo@example.edu", "没有提交的作业", "Team Gamma", "", "100.00", "是", "-", "-", ""]]
+            ["参与者104", "Bo Chen", "bo@example.edu", "没有提交的作业", "Team Gamma", "", "100.00", "是", "-", "-",
+             ""]]
     path = _worksheet(tmp_path / "成绩-C1-作业4-123.csv", MOODLE_ZH, rows)
     original = path.read_bytes()
     download = tmp_path / "teams.zip"
@@ -222,7 +224,8 @@ def test_moodle_csv_passes_moodles_importer_as_written(tmp_path):
     header = next(csv.reader(io.StringIO(text)))
     # every column of the worksheet Moodle downloads (assign_grading_table::__construct, downloading)
     assert header == ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
-                      "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+                      "Grade can be changed", "Last modified (submission)", "Last modified (grade)",
+                      "Feedback comments"]
     modified = next(csv.DictReader(io.StringIO(text)))["Last modified (grade)"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", modified)  # strtotime() reads ISO 8601
 
@@ -315,13 +318,15 @@ def test_a_gradescope_roster_gets_a_column_matched_by_sid(tmp_path):
     path = _worksheet(tmp_path / "roster.csv", ["Full Name", "Email", "SID", "Role"],
                       [["Ann Lee", "ann@example.edu", "3031", "Student"], ["Zed", "z@example.edu", "9", "Student"]])
     download = _zip(tmp_path / "e.zip", {"submission_metadata.yml": (
-        "submission_1:\n  :submitters:\n  - :name: Ann Lee\n    :sid: '3031'\n"), "submission_1/ex01_jit_forms.py": "x"})
+        "submission_1:\n  :submitters:\n  - :name: Ann Lee\n    :sid: '3031'\n"),
+        "submission_1/ex01_jit_forms.py": "x"})
     klass = layouts.read_class(download)
     sheet = worksheets.read(path, "gradescope", chapter_names=("Chapter 4: JIT basics (ch4)",))
     done = filling.fill(sheet, [(s, _row(s, 80)) for s in klass.students], 80, words)
     rows = list(csv.reader(io.StringIO(done.text.lstrip("\ufeff"))))
     assert rows == [["Full Name", "Email", "SID", "Role", "Chapter 4: JIT basics (ch4)"],
-                    ["Ann Lee", "ann@example.edu", "3031", "Student", "80"], ["Zed", "z@example.edu", "9", "Student", ""]]
+                    ["Ann Lee", "ann@example.edu", "3031", "Student", "80"],
+                    ["Zed", "z@example.edu", "9", "Student", ""]]
     assert [words(why) for _, why in done.left] == ["no submission in the download"]
 
 

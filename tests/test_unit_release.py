@@ -113,7 +113,8 @@ def test_a_release_speedup_bar_of_no_exercise_is_named(write_chapter):  # noqa: 
 
 
 def test_a_release_speedup_bar_in_the_exercise_points_to_chapter_toml(write_chapter):  # noqa: F811
-    words = exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\nrelease_speedup_bar = { f = 3 }')
+    words = exercise_toml(second="f.more").replace('functions = ["f"]',
+                                                   'functions = ["f"]\nrelease_speedup_bar = { f = 3 }')
     with pytest.raises(ChapterError, match=r"release_speedup_bar is the instructor's bar, set in chapter\.toml: move "
                                            r"it there as \[release_speedup_bar\] ex01_a = "):
         write_chapter(words)
@@ -148,7 +149,8 @@ def test_a_previews_html_page_says_so_and_draws_the_release_bar(report, catalog)
     speedup.category, speedup.checked = "speedup", "final"
     speedup.measured = {"student": {"speedup": 3.5}, "bar": 2.0, "bar_from": "release_speedup_bar"}
     for lang, note, label, bar in (("en", "public seed 1234. Final grading", "decided at final grading",
-                                    "this release's bar"), ("zh", "公开种子 1234 的参考记录", "正式评测时判定", "本发布的标准")):
+                                    "this release's bar"),
+                                   ("zh", "公开种子 1234 的参考记录", "正式评测时判定", "本发布的标准")):
         page = html.unescape(render_html(report, catalog, lang))
         assert note in page and label in page and bar in page, lang
         assert ">3.5×</text>" in page and ">2×</text>" in page

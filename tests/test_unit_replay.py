@@ -115,7 +115,8 @@ def test_a_later_definition_in_a_cell_not_graded_is_named_with_the_one_graded_an
     from grader.ipynb import cell_notes
     from grader.results import CheckResult, ExerciseResult
 
-    broken = "def softmax_raw(x):\n    return x\nsoftmax = jax.jit(softmax_raw)\n@jax.jit\ndef log_softmax(x)\n    return x"
+    broken = ("def softmax_raw(x):\n    return x\nsoftmax = jax.jit(softmax_raw)\n"
+              "@jax.jit\ndef log_softmax(x)\n    return x")
     cells = [Cell(1, "def log_softmax(x):\n    return x", "def log_softmax(x):\n    return x"),
              Cell(2, broken, broken, not_run=T("notebook.syntax_error"))]
     found = cell_notes(cells, {"softmax_raw": "ex01", "softmax": "ex01", "log_softmax": "ex01"})

@@ -6,9 +6,9 @@ declares the checks it must fail (``# expect-failed:``) and those that must be
 skipped because of it (``# expect-skipped:``); every other check must pass. An empty
 ``expect-failed`` is a correct answer. ``# expect-hint: CHECK=HINT_ID`` names the hint
 a failed check must show for this mistake (the check's own hint, ``check``, when not
-named): every hint is checked against a variant that makes the mistake it names. Variants are graded in rounds: one grading
-run takes one variant of every exercise, the rest of the submission being the
-reference's.
+named): every hint is checked against a variant that makes the mistake it names. Variants
+are graded in rounds: one grading run takes one variant of every exercise, the rest of the
+submission being the reference's.
 """
 from __future__ import annotations
 

@@ -176,7 +176,8 @@ def build(chapter: Chapter, *, solved: bool = False, sources: dict[str, str] | N
             if not stub.strip() and not solved:
                 continue  # solution-only code (e.g. the reference's own float64 values): no cell of the student's
             name = chunk.name
-            if chunk.role == "stub" and name not in stub:  # a helper of the solution's own: its name would be a hint (and a leak)
+            # a helper of the solution's own: its name would be a hint (and a leak)
+            if chunk.role == "stub" and name not in stub:
                 helpers += 1
                 name = f"helper{helpers}" if helpers > 1 else "helper"
             cells.append(_code(solution_code(chunk.text) if solved else stub, f"{tag}-{name}", ex.id, chunk.role))

@@ -21,9 +21,9 @@ OnResult = Callable[[str, dict], None]
 
 #: a local cluster's settings. The scheduler gives each worker exactly as many tasks as it has threads
 #: (saturation 1.0, see :class:`DaskExecutor`); and the cluster's own upkeep is quieted, since the
-#: gradings, not the cluster, should have the cores: Dask's defaults cost an idle local cluster of two workers about 0.1 of a
-#: core (measured: 1.9 core-seconds over 20 s of tasks that sleep, 0.54 with these), most of it each
-#: worker's statistical profiler sampling every thread's stack every 10 ms
+#: gradings, not the cluster, should have the cores: Dask's defaults cost an idle local cluster of two
+#: workers about 0.1 of a core (measured: 1.9 core-seconds over 20 s of tasks that sleep, 0.54 with
+#: these), most of it each worker's statistical profiler sampling every thread's stack every 10 ms
 #: (``distributed/worker.py``, ``Worker.__init__``: ``distributed.worker.profile.enabled``, read
 #: only by the dashboard), each server's event-loop tick every 20 ms and system monitor every
 #: 500 ms (``distributed/core.py``, ``Server.__init__``: ``distributed.admin.tick.interval``,

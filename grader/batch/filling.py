@@ -123,7 +123,8 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                 if "feedback" in sheet.columns and row.report is not None:
                     cells[sheet.columns["feedback"]] = safetext.csv_cell(feedback_of(row))
                 done.filled += 1
-                if sheet.platform == "canvas" and person.name and canvas_user_name(sheet.cell(i, "name")) != person.name:
+                if (sheet.platform == "canvas" and person.name
+                        and canvas_user_name(sheet.cell(i, "name")) != person.name):
                     done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
         if match is not None or sheet.added:
             changed[i] = cells

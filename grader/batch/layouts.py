@@ -46,7 +46,8 @@ CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?anon_(?P<anon>[A-Za-z0-9]+)_(?:(?P<a
 #: Moodle replaces ``_`` in a name by a space (``str_replace('_', ' ', ...)``): the name holds none, so
 #: the first ``_<id>_assignsubmission_`` is Moodle's; the id is absent for a team's default group
 MOODLE_FOLDER = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_?$")
-MOODLE_FILE = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)_(?P<file>[^/]+)$")
+MOODLE_FILE = re.compile(r"^(?P<name>[^_/]+?)(?:_(?P<pid>\d+))?_assignsubmission_(?P<plugin>[a-z0-9]+)"
+                         r"_(?P<file>[^/]+)$")
 GRADESCOPE_METADATA = "submission_metadata.yml"
 #: the pages Canvas writes for an online text or a URL (``ContentZipper#add_text_or_url``)
 CANVAS_ONLINE = ("text.html", "link.html")

@@ -75,7 +75,8 @@ def compute(chapter: Chapter, seed: int, options: GradeOptions) -> dict:
             "outcomes": {ex_id: wire.encode(outcome.fields()) for ex_id, outcome in outcomes.items()}}
 
 
-def seed_cache(shipped: dict | None, chapter: Chapter, seed: int, reference_dir: Path | None) -> tuple[ReferenceCache, bool]:
+def seed_cache(shipped: dict | None, chapter: Chapter, seed: int,
+               reference_dir: Path | None) -> tuple[ReferenceCache, bool]:
     """A cache holding the shipped outcomes when they fit this chapter, reference and seed.
 
     Returns the cache and whether the shipped outcomes were used. Without them, the

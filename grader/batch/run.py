@@ -382,7 +382,8 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
         notes.insert(0, layouts.describe(klass))
         late = [s.name for s in students if s.late]
         if late:
-            notes.append(T("batch.summary.late", n=len(late), names=", ".join(late[:20]) + (" …" if len(late) > 20 else "")))
+            notes.append(T("batch.summary.late", n=len(late),
+                           names=", ".join(late[:20]) + (" …" if len(late) > 20 else "")))
         download = [(s.name, note) for s in students for note in s.notes]
     notes += platform_notes
     chapter_words = f"{words(chapter.title)} ({chapter.id})"

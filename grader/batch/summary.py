@@ -123,8 +123,8 @@ def summarize(rows: list[Row], *, chapter: str, seed: int, max_score: float, war
                     examples.setdefault(key, (_short(c["message"]), c["hint"] or ""))
     checks = sorted(rates.values(), key=lambda r: (r.rate, r.label))
     common = [Failure(key[0], count, *examples[key]) for key, count in failures.most_common(TOP)]
-    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []), list(download or []),
-                        list(sheet or []))
+    return ClassSummary(chapter, seed, rows, max_score, warning, checks, common, list(notes or []),
+                        list(download or []), list(sheet or []))
 
 
 def _short(text: str, limit: int = 220) -> str:
@@ -202,7 +202,8 @@ def render_html(s: ClassSummary, words: Words, lang: str) -> str:
     worst = s.checks[:15]
     body.append(svg.bars([(c.label, c.rate) for c in worst], title=words(T("batch.summary.checks")), unit="%",
                          label_width=260))
-    body.append(html.table([words(T("ui.check")), words(T("batch.summary.pass_rate")), words(T("batch.summary.passed"))],
+    body.append(html.table([words(T("ui.check")), words(T("batch.summary.pass_rate")),
+                            words(T("batch.summary.passed"))],
                            [[f"<code>{html.escape(c.label)}</code> {html.escape(c.title)}", f"{c.rate:.0f}%",
                              f"{c.passed} / {c.graded}"] for c in s.checks], numeric=(1, 2)))
     body.append(f"<h2>{html.escape(words(T('batch.summary.failures')))}</h2>")

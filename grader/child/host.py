@@ -377,8 +377,9 @@ def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], 
                 stop: StrEnum = ToHost.EXIT) -> None:
     """Obey the grader's orders (``obey(message, fds)``; the fds are closed after it) until it says
     ``stop`` or goes; meanwhile collect each of ``children`` (pid: name) that ends (``exited(name,
-    status, peak_kb, cpu_s)``, its peak resident memory in KiB and the CPU seconds it used) and end what it left behind. Then end every child still there (``kill(pid, SIGKILL)``)
-    and every leftover. A child's end wakes it at once (``SIGCHLD``), so the grader hears of it without delay."""
+    status, peak_kb, cpu_s)``, its peak resident memory in KiB and the CPU seconds it used) and end what
+    it left behind. Then end every child still there (``kill(pid, SIGKILL)``) and every leftover. A
+    child's end wakes it at once (``SIGCHLD``), so the grader hears of it without delay."""
     wake = _wake_on_child_exit()
     while True:
         try:

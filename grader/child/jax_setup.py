@@ -398,7 +398,8 @@ def cache_traceback_filter() -> bool:
         from jax._src import traceback_util
     except ImportError:
         return False
-    original, excluded = getattr(traceback_util, "include_filename", None), getattr(traceback_util, "_exclude_paths", None)
+    original, excluded = (getattr(traceback_util, "include_filename", None),
+                          getattr(traceback_util, "_exclude_paths", None))
     if original is None or not isinstance(excluded, list) or getattr(original, "remembers", False):
         return False
     known: dict = {}

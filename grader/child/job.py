@@ -255,7 +255,8 @@ def _run(order: dict, sock: socket.socket) -> None:
         jax.config.update("jax_cpu_enable_async_dispatch", False)
     caches = options.get("compile_cache_read") or []
     if options.get("compile_cache") or caches:
-        jax_setup.use_compile_caches(options.get("compile_cache"), caches, mark_compiles=order.get("side") == "reference")
+        jax_setup.use_compile_caches(options.get("compile_cache"), caches,
+                                     mark_compiles=order.get("side") == "reference")
         jax_setup.name_free_cache_keys()
     try:
         with pools_for_one_cpu(not options.get("on_device")):  # a TPU's runtime starts its own (170 threads)

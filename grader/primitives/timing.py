@@ -248,7 +248,8 @@ def request_times(session: JobSession, case: str, *, reps: int, batches: tuple[i
     return got
 
 
-def _request_times_once(session: JobSession, case: str, *, reps: int, batches: tuple[int, int], deadline: float) -> dict:
+def _request_times_once(session: JobSession, case: str, *, reps: int, batches: tuple[int, int],
+                        deadline: float) -> dict:
     start = time.monotonic()
     if not session.send(message(ToJob.TIME, case=case, reps=reps, batch_baseline=batches[0],
                                 batch_candidate=batches[1])):

@@ -23,7 +23,8 @@ th { font-weight: 600; } td.num { text-align: right; white-space: nowrap; font-v
 details { border: 1px solid var(--line); border-radius: 6px; margin: 8px 0; padding: 4px 12px; }
 details > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
 .check { margin: 10px 0 14px; } .check .seen { margin: 2px 0; }
-.hint { color: var(--hint); font-weight: 600; } .measured { color: var(--dim); font-size: .85em; word-break: break-all; }
+.hint { color: var(--hint); font-weight: 600; } \
+.measured { color: var(--dim); font-size: .85em; word-break: break-all; }
 pre { background: #f6f8fa; padding: 8px; overflow-x: auto; font-size: .85em; }
 svg text { font: 12px sans-serif; fill: #1f2328; } .chart { margin: 6px 0; }
 .banner { background: #fff8c5; border: 1px solid #d4a72c; padding: 8px 12px; border-radius: 6px; }

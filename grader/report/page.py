@@ -21,7 +21,8 @@ def render_html(report: Report, catalog: Catalog, lang: str) -> str:
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="meta">{html.escape(words(environment_text(report)))} · '
             f'{html.escape(words(seed_text(report)))}</p>']
-    body += [f'<p class="meta">{html.rich(words(note))}</p>' for note in [*device_notes(report), *preview_notes(report)]]
+    body += [f'<p class="meta">{html.rich(words(note))}</p>'
+             for note in [*device_notes(report), *preview_notes(report)]]
     nxt = next_step(report)  # what the terminal's report ends with, at the top of the page
     if nxt is not None:
         body.append(f'<p class="next">{html.rich(words(nxt))}</p>')

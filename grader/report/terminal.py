@@ -11,8 +11,8 @@ import shutil
 from grader import safetext
 from grader.i18n import Catalog, T
 from grader.report import textwidth
-from grader.report.common import (COLORS, ICONS, copies_note, device_notes, environment_text, measured_text, next_step, num,
-                                  preview_notes, problem_lines, replay_notes, seed_text)
+from grader.report.common import (COLORS, ICONS, copies_note, device_notes, environment_text, measured_text, next_step,
+                                  num, preview_notes, problem_lines, replay_notes, seed_text)
 from grader.results import CheckResult, ExerciseResult, Report, headline
 
 #: where each kind of line starts, and where its continuation lines start

@@ -127,7 +127,8 @@ def _gpu_plugin() -> str | None:
     return None
 
 
-def accelerator(env: Mapping[str, str] | None = None, *, sys_root: str = "/sys", dev_root: str = "/dev") -> Accelerator | None:
+def accelerator(env: Mapping[str, str] | None = None, *, sys_root: str = "/sys",
+                dev_root: str = "/dev") -> Accelerator | None:
     """The accelerator JAX would choose here, told without starting JAX; ``None`` for the CPU.
 
     ``JAX_PLATFORMS`` first, as JAX reads it: a list whose first platform is ``cpu`` means the CPU.
@@ -188,7 +189,8 @@ def _holds_tpu(target: str, lockfile: str) -> bool:
         (target.startswith("/dev/vfio/") and target[len("/dev/vfio/"):].isdigit())
 
 
-def tpu_holders(*, proc_root: str = "/proc", lockfile: str = TPU_LOCKFILE, exclude: set[int] | None = None) -> list[Holder]:
+def tpu_holders(*, proc_root: str = "/proc", lockfile: str = TPU_LOCKFILE,
+                exclude: set[int] | None = None) -> list[Holder]:
     """The processes that hold a TPU open, as far as this user can see: a file of theirs open on the
     chip (``/dev/accel*``, ``/dev/vfio/N``) or on libtpu's lock file (seen open by the holder on a
     TPU v5e: ``/tmp/libtpu_lockfile``, ``/dev/vfio/2``, ``/dev/vfio/vfio``). Processes of other users
@@ -366,8 +368,8 @@ def held_text(acc: Accelerator, holder: Holder | None) -> Text:
     return T("device.held", device=acc.name, pid=holder.pid, command=holder.command)
 
 
-def plan(requested: str = "auto", env: Mapping[str, str] | None = None, *, sys_root: str = "/sys", dev_root: str = "/dev", proc_root: str = "/proc",
-         lockfile: str = TPU_LOCKFILE) -> DevicePlan:
+def plan(requested: str = "auto", env: Mapping[str, str] | None = None, *, sys_root: str = "/sys",
+         dev_root: str = "/dev", proc_root: str = "/proc", lockfile: str = TPU_LOCKFILE) -> DevicePlan:
     """The plan of one grading: ``requested`` is ``auto``, ``cpu`` or ``device`` (:data:`CHOICES`).
 
     Raises :class:`DeviceError` where ``device`` was asked for and cannot be had."""

@@ -374,15 +374,15 @@ class HostProcess:
         """A new job (not started): the student's ``student_module`` probed by the exercise ``package``;
         ``measures_device``: its checks measure the device (:class:`~grader.runner.devices.DevicePlan`)."""
         self._counter += 1
-        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, student_module=student_module, package=package,
-                          functions=functions, timeout_s=timeout_s, options=options,
+        return JobSession(self, f"{exercise}-{self._counter}", exercise=exercise, student_module=student_module,
+                          package=package, functions=functions, timeout_s=timeout_s, options=options,
                           import_timeout_s=import_timeout_s, measures_device=measures_device)
 
     def exercise_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
         """A new job (not started) of the exercise ``ex`` (a :class:`~grader.chapter.ExerciseSpec`)
         with its settings; the import limit applies to the student's side only."""
-        return self.session(exercise=ex.id, student_module=ex.student_module, package=ex.package_name, functions=ex.functions,
-                            timeout_s=timeout_s,
+        return self.session(exercise=ex.id, student_module=ex.student_module, package=ex.package_name,
+                            functions=ex.functions, timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch, "quick_compile": ex.quick_compile,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
                                      "compile_cache_read": [str(p) for p in self.read_caches],

@@ -505,7 +505,8 @@ EXIT_WAIT_DEVICE_S = 10.0
 #: student's module), ``running`` (the probe, between calls), ``calling`` (one of the
 #: student's functions, named by ``JobSession.calling``), ``ended``
 PHASES = ("starting", "importing", "running", "calling", "ended")
-def run_job(session: JobSession, inputs: dict, ahead: list[dict] | None = None, part: tuple[int, int] = (0, 1)) -> JobOutcome:
+def run_job(session: JobSession, inputs: dict, ahead: list[dict] | None = None,
+            part: tuple[int, int] = (0, 1)) -> JobOutcome:
     """Fork, import, send the inputs (``ahead``: :attr:`JobSession.ahead`; ``part``: which of how many jobs sharing
     the probe this is), and let the probe run to the end."""
     try:

@@ -68,7 +68,8 @@ class JobOutcome:
         """
         names = None if functions is None else set(functions)
         return self.end != "import_error" and any(
-            isinstance(v, dict) and v.get("status") in ("ok", "raised") and (names is None or v.get("function") in names)
+            isinstance(v, dict) and v.get("status") in ("ok", "raised")
+            and (names is None or v.get("function") in names)
             for v in self.records.values())
 
 
@@ -79,9 +80,9 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
     records and when they arrived are every part's (each key once, the first part's where two made it);
     the names, the skipped statements and the environment are the first part's (every part imported the
     same module); each part is kept as it ended, its reports on its instruments judged on their own
-    (:func:`grader.verdicts.tampering`); the output is each part's in turn (the whole lines a later part began with as the first
-    part began, the module's prints at its import say, said once); the time the longest part's; what
-    they spent, summed.
+    (:func:`grader.verdicts.tampering`); the output is each part's in turn (the whole lines a later part
+    began with as the first part began, the module's prints at its import say, said once); the time the
+    longest part's; what they spent, summed.
     """
     first = parts[0]
     ended = next((part for part in parts if part.end != "done"), first)

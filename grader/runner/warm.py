@@ -55,8 +55,8 @@ class WarmHosts:
         class_cache = store.class_dir() if compile_cache and self.plan.kind == "bwrap" and self.plan.uid_isolation \
             else None
         if class_cache is not None:  # a sandbox of its own, where no student's code can reach it
-            self.compiler = ClassCompiler(folder=class_cache, read=list(self.readable), scratch=self.scratch / "compiler",
-                                          plan=self.plan)
+            self.compiler = ClassCompiler(folder=class_cache, read=list(self.readable),
+                                          scratch=self.scratch / "compiler", plan=self.plan)
             self.readable.append(class_cache)
         self.template: HostTemplate | None = None
         if self.plan.kind == "bwrap" and self.plan.uid_isolation:
@@ -109,8 +109,9 @@ class WarmHosts:
         # no template here: a host started afresh, as grade starts one
         scratch = module_dir.parent.parent / "student" if self.template is None else self.template.process.scratch
         host = HostProcess(side="student", module_dir=module_dir, scratch=scratch, plan=self.plan, uids=uids,
-                           limits=limits, modules=self.chapter.child_modules, chapter_folders=self.chapter.import_folders,
-                           read_caches=self.readable, template=self.template)
+                           limits=limits, modules=self.chapter.child_modules,
+                           chapter_folders=self.chapter.import_folders, read_caches=self.readable,
+                           template=self.template)
         host.compiler = self.compiler
         return host
 

@@ -158,14 +158,15 @@ def poly_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
 @check("repeat_scale.compiles", depends=("repeat_scale.values",))
 def repeat_scale_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     steps = ctx.inputs["n_steps_compile"]
-    return _compiles(s, ctx, "repeat_scale", len(set(steps)), T("ch4.ex03.repeat_scale", values=", ".join(map(str, steps))),
-                     too_few=True)
+    return _compiles(s, ctx, "repeat_scale", len(set(steps)),
+                     T("ch4.ex03.repeat_scale", values=", ".join(map(str, steps))), too_few=True)
 
 
 @check("reduce_along.compiles", depends=("reduce_along.values",))
 def reduce_along_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
     axes = ctx.inputs["axes_compile"]
-    return _compiles(s, ctx, "reduce_along", len(set(axes)), T("ch4.ex03.reduce_along", values=", ".join(map(str, axes))))
+    return _compiles(s, ctx, "reduce_along", len(set(axes)),
+                     T("ch4.ex03.reduce_along", values=", ".join(map(str, axes))))
 
 
 @check("activate.compiles", depends=("activate.values",))

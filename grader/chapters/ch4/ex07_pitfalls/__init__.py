@@ -39,7 +39,8 @@ def inputs(rng: np.random.Generator) -> dict:
         "abs_xs": {"1d": rng.normal(size=11).astype(F32), "2d": rng.normal(size=(4, 6)).astype(F32) * 3},
         "power": [a, rng.normal(size=d).astype(F32)],
         "n_steps": [10, 100, 1000],
-        "ema": [[rng.normal(size=(9, 3)).astype(F32), _ema_alpha(rng)], [rng.normal(size=(7,)).astype(F32), _ema_alpha(rng)]],
+        "ema": [[rng.normal(size=(9, 3)).astype(F32), _ema_alpha(rng)],
+                [rng.normal(size=(7,)).astype(F32), _ema_alpha(rng)]],
         "ema_sizes": {"8": rng.normal(size=(8, 3)).astype(F32), "64": rng.normal(size=(64, 3)).astype(F32)},
     }
 
@@ -167,7 +168,8 @@ def normalize_and_count_globals(s: Records, r: Records, ctx: CheckContext) -> di
 
 @check("debug_norm.values")
 def debug_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
-    cases = [(KEYS.value(name="debug_norm", case=i), label("debug_norm", x)) for i, x in enumerate(ctx.inputs["norm_xs"])]
+    cases = [(KEYS.value(name="debug_norm", case=i), label("debug_norm", x))
+             for i, x in enumerate(ctx.inputs["norm_xs"])]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
@@ -205,7 +207,8 @@ def _printed_right(value: float, half_unit: float, expected: float) -> bool:
     if np.isclose(value, expected, rtol=1e-4, atol=1e-6):
         return True
     digits = np.log10(abs(expected) / half_unit) if half_unit > 0 and expected else 0.0
-    return bool(digits >= PRINTED_DIGITS - 0.7 and abs(value - expected) <= half_unit * (1 + 1e-6) + 1e-6 * abs(expected))
+    return bool(digits >= PRINTED_DIGITS - 0.7
+                and abs(value - expected) <= half_unit * (1 + 1e-6) + 1e-6 * abs(expected))
 
 
 @check("debug_norm.prints")
@@ -239,7 +242,8 @@ def mean_abs_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 @check("power_iteration.values")
 def power_iteration_values(s: Records, r: Records, ctx: CheckContext) -> dict:
-    cases = [(KEYS.value(name="power_iteration", case=n), f"power_iteration(A, v0, {n})") for n in ctx.inputs["n_steps"]]
+    cases = [(KEYS.value(name="power_iteration", case=n), f"power_iteration(A, v0, {n})")
+             for n in ctx.inputs["n_steps"]]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5,
                                  diagnose=lambda failures: "overflow" if "non_finite" in failed_kinds(failures)
                                  else None)
