@@ -26,7 +26,7 @@ from grader.i18n import T, Text
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
 
-#: the imports the contract allows every module (../shared/spec/ch4-exercises.md, "Layout")
+#: the imports the contract allows every module (docs/ch4-contract.md, "Layout and imports")
 ALLOWED_IMPORTS = {
     "jax", "jaxlib", "numpy", "math", "functools", "itertools", "collections", "statistics", "time",
     "typing", "dataclasses", "__future__", "bisect", "heapq", "operator", "timeit", "enum",

@@ -1,6 +1,6 @@
 """Every seed's hidden inputs cover every regime the exercise contract distinguishes (issue 26).
 
-A regime is a case the contract of ``../shared/spec/ch4-exercises.md`` tells apart: a
+A regime is a case the contract (``docs/ch4-contract.md``) tells apart: a
 branch (a zero sum, a norm below ``max_norm``), a sign (a negative ``coeff``), a parameter
 on both sides of a boundary (a leaky ReLU's ``alpha`` below and above 1, where
 ``jnp.maximum(alpha * x, x)`` stops being the contract), a shape. A mistake that differs

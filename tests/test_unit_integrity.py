@@ -160,7 +160,7 @@ def test_plain_import_of_jax_monitoring_is_flagged(tmp_path):
     "from enum import Enum\n",
 ])
 def test_every_import_the_contract_allows_gives_no_warning(tmp_path, source):
-    """../shared/spec/ch4-exercises.md ("Layout"): bisect, heapq, operator, timeit and enum join the
+    """docs/ch4-contract.md ("Layout and imports"): bisect, heapq, operator, timeit and enum join the
     pure standard-library helpers every module may import."""
     assert scan_source(tmp_path, source) == []
 
