@@ -77,6 +77,17 @@ def student_frame(tb: Any, student_dir: str) -> str | None:
     return where
 
 
+def raised_in_submission(tb: Any, student_dir: str) -> bool:
+    """Whether the innermost frame of a traceback is the submission's: its own ``raise`` (a stub's
+    ``NotImplementedError``), not one a library raised on its behalf (JAX's "not implemented" for a
+    transform a callback does not support, say)."""
+    frames = traceback.extract_tb(tb)
+    try:
+        return bool(frames) and os.path.dirname(os.path.abspath(frames[-1].filename)) == student_dir
+    except (TypeError, ValueError):
+        return False
+
+
 def defined_at(fn: Any, student_dir: str) -> str | None:
     """``file:line`` where the student's function under ``fn`` (a jit, a partial, a named_call)
     is defined, when it is in the submission; read from attributes only, whatever they do."""

@@ -317,9 +317,11 @@ class _Ctx:
     def get(self, name: str):
         return getattr(self.solution, name)
 
-    def invoke(self, fn, name: str, *args, **kwargs) -> dict:
+    def invoke(self, fn, name: str, *args, **kwargs):
+        from grader.child.probe import Called
+
         self.returned = fn(*args, **kwargs)
-        return {"status": "ok", "function": name, "_result": self.returned}
+        return Called({"status": "ok", "function": name}, self.returned)
 
     def record(self, key: str, value) -> None:
         self.records[key] = value

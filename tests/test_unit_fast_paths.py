@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SOLUTIONS
+from conftest import ROOT, SOLUTIONS, variant
 
 from grader import bytecode, i18n, outcomes, store
 from grader.checks import Keys
@@ -604,7 +604,7 @@ def test_a_loop_unrolled_1000_times_is_not_compiled_and_grades_the_same(monkeypa
 
     folder = tmp_path / "work"
     shutil.copytree(SOLUTIONS, folder)
-    shutil.copy(ROOT / "tests" / "variants" / "ch4" / "ex07_pitfalls" / "python_loop.py", folder / "ex07_pitfalls.py")
+    (folder / "ex07_pitfalls.py").write_text(variant("ex07_pitfalls", "python_loop"), encoding="utf-8")
     seen = {}
     original = grader.sides.judge
 
@@ -678,3 +678,56 @@ def test_a_host_has_jaxs_traceback_filter_remember_each_file_and_tracebacks_stay
                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert done.returncode == 0, done.stderr[-1500:]
     assert done.stdout.strip().splitlines()[-1].startswith("same")
+
+
+def test_a_probe_calls_a_function_under_a_transform_or_a_made_callable_in_one_line(tmp_path):
+    """``ctx.call(key, name, *args, under=transform)`` and ``ctx.call_object(key, fn, name, *args)``: the call,
+    its record and its raw result in one step (no probe copies an invoke, pop, record sequence): a transform's
+    result, a transform's error said as the call's, a function the module lacks said missing, a stub's own
+    NotImplementedError said not attempted, and one JAX raises for a transform a callback does not support
+    said as raised (the function was attempted: it runs unbatched)."""
+    import importlib.util
+
+    import jax
+    import numpy as np
+
+    (tmp_path / "sub.py").write_text(textwrap.dedent("""\
+        import jax
+        import jax.numpy as jnp
+
+
+        def f(x):
+            return jnp.sum(x * x)
+
+
+        def stub(x):
+            raise NotImplementedError("ex02: stub")
+
+
+        @jax.jit
+        def callback(x):
+            return jax.pure_callback(lambda a: a, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        """), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("_probed_sub", tmp_path / "sub.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    channel = _Channel()
+    ctx = ProbeContext(channel, module, {}, str(tmp_path), str(tmp_path))
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert np.allclose(ctx.call("f/vmap", "f", rows, under=jax.vmap), [1.0, 13.0, 41.0])
+    assert ctx.call("f/grad", "f", rows, under=jax.grad) is not FAILED
+    assert ctx.call("f/bad", "f", rows, under=lambda fn: jax.vmap(fn, in_axes=5)) is FAILED
+    assert ctx.call("h/vmap", "h", rows, under=jax.vmap) is FAILED
+    assert ctx.call("stub/vmap", "stub", rows, under=jax.vmap) is FAILED
+    assert np.allclose(ctx.call("callback/plain", "callback", rows), rows)
+    assert ctx.call("callback/vmap", "callback", rows, under=jax.vmap) is FAILED
+    assert ctx.call_object("made", lambda x: x + 1, "make_adder(...)", 2) == 3
+    records = {m["key"]: m["value"] for m in channel.sent if m["op"] == "obs"}
+    assert records["f/vmap"]["status"] == "ok" and records["f/grad"]["status"] == "ok"
+    assert records["f/bad"]["status"] == "raised" and records["f/bad"]["type"] == "ValueError", records["f/bad"]
+    assert records["h/vmap"] == {"status": "missing", "function": "h"}
+    assert records["stub/vmap"] == {"status": "not_attempted", "function": "stub"}
+    assert records["callback/vmap"]["status"] == "raised", records["callback/vmap"]
+    assert records["callback/vmap"]["type"] == "NotImplementedError", records["callback/vmap"]
+    assert records["made"]["status"] == "ok" and records["made"]["function"] == "make_adder(...)"
+    assert all("_result" not in r for r in records.values())  # the raw value never travels in a record

@@ -182,7 +182,7 @@ def test_an_error_of_the_computation_read_with_its_result_is_the_calls(monkeypat
     def heavy(x):
         return x
 
-    outcome = context.invoke(heavy, "heavy", 1.0)
+    outcome = context.invoke(heavy, "heavy", 1.0).record
     assert outcome["status"] == "raised" and outcome["type"] == "JaxRuntimeError", outcome
     assert "RESOURCE_EXHAUSTED" in outcome["message"] and "defined" in outcome, outcome
     from grader.checks import raised_text

@@ -1,6 +1,6 @@
 """The child side of a check: calling the student's code and recording what happened.
 
-Each exercise module of a chapter has a probe, ``probe(ctx)``. It runs in the child
+Each exercise package of a chapter has a probe, ``probe(ctx)``. It runs in the child
 process, next to the untrusted code, and only *records* through a
 :class:`ProbeContext`: return values (described as plain data), exceptions, compile
 counts, printed text, module globals. It never judges; verdicts are made in the
@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
@@ -22,8 +23,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from grader.primitives.timing import READY
-from grader.trusted import classify, defined_at, safe_str, student_frame
 from grader.protocol import OP, FromJob, ToJob, message, word_of
+from grader.trusted import classify, defined_at, raised_in_submission, safe_str, student_frame
 from grader.wire import SAFE_DTYPES, Channel
 
 MAX_ELEMENTS = 1 << 22
@@ -130,6 +131,30 @@ def builtin_kinds(kind: type) -> list[str]:
             and isinstance(base, type) and issubclass(base, BaseException)]
 
 
+class _Failed:
+    def __repr__(self) -> str:
+        return "FAILED"
+
+
+#: returned by :meth:`ProbeContext.call` when the student's call did not return
+FAILED = _Failed()
+
+
+@dataclass(frozen=True)
+class Called:
+    """How one call of a student's function went."""
+
+    #: what the checks read: ``status`` (``ok``, ``raised``, ``not_attempted``, ``missing``), the function's
+    #: name, and the described ``value`` or the error (type, message, where)
+    record: dict
+    #: the raw value it returned; :data:`FAILED` when it did not return
+    result: Any = FAILED
+
+    @property
+    def ok(self) -> bool:
+        return self.record["status"] == "ok"
+
+
 class ProbeContext:
     """What a probe uses to touch the student's module and to make its records."""
 
@@ -207,44 +232,58 @@ class ProbeContext:
         """A module-level name, or ``None`` when the module does not define it."""
         return getattr(self.module, name, None)
 
-    def call(self, key: str | None, name: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, key: str | None, name: str, *args: Any, under: Callable[[Any], Any] | None = None,
+             **kwargs: Any) -> Any:
         """Call the student's ``name(*args, **kwargs)``; record how it went under ``key``.
 
-        Returns the raw result, or :data:`FAILED` when the call did not return, or was not
-        made because this job does not record ``key`` (:meth:`wants`).
+        ``under``: a transform to call it under (``jax.vmap``, ``jax.grad``, a probe's own wrapper):
+        ``under(name)(*args, **kwargs)``, its error the call's. Returns the raw result, or
+        :data:`FAILED` when the call did not return, or was not made because this job does not
+        record ``key`` (:meth:`wants`).
         """
         if key is not None and not self.wants(key):
             return FAILED
-        fn = self.get(name)
-        outcome = self.invoke(fn, name, *args, **kwargs)
-        result = outcome.pop("_result", FAILED)
+        called = self.invoke(self.get(name), name, *args, under=under, **kwargs)
         if key is not None:
-            self.record(key, outcome)
-        return result
+            self.record(key, called.record)
+        return called.result
 
-    def invoke(self, fn: Any, name: str, *args: Any, **kwargs: Any) -> dict:
-        """Call ``fn``, describing its result or its exception (``_result`` holds the raw one)."""
+    def call_object(self, key: str | None, fn: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Like :meth:`call`, for a callable the student's code made rather than a module-level name (a
+        compiled program, a function it returned), said as ``name`` in feedback."""
+        if key is not None and not self.wants(key):
+            return FAILED
+        called = self.invoke(fn, name, *args, **kwargs)
+        if key is not None:
+            self.record(key, called.record)
+        return called.result
+
+    def invoke(self, fn: Any, name: str, *args: Any, under: Callable[[Any], Any] | None = None,
+               **kwargs: Any) -> Called:
+        """Call ``fn`` (under ``under`` when given) and describe how it went: :class:`Called` (its record,
+        and the raw value it returned). Records nothing: a probe that records something else than the
+        call's record (one record for many calls, the value alone) uses this."""
         if fn is None:
-            return {"status": "missing", "function": name}
+            return Called({"status": "missing", "function": name})
         self.announce(name)
         from grader.primitives.compiles import COUNTER
 
         COUNTER.note_call(fn)  # a cache miss from here on belongs to this call
         try:
-            result = fn(*args, **kwargs)
-        except NotImplementedError:
-            return {"status": "not_attempted", "function": name}
+            result = (under(fn) if under is not None else fn)(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
-            return self._raised(fn, name, exc, student_frame(exc.__traceback__, self.student_dir))
+            if isinstance(exc, NotImplementedError) and raised_in_submission(exc.__traceback__, self.student_dir):
+                return Called({"status": "not_attempted", "function": name})  # the stub's own raise
+            return Called(self._raised(fn, name, exc, student_frame(exc.__traceback__, self.student_dir)))
         try:
             value = describe(result)
         except BaseException as exc:  # noqa: BLE001 - e.g. an array whose transfer fails
             if type(exc).__module__.startswith(("jax", "jaxlib")):
                 # dispatch is asynchronous: the computation's own error (out of memory on the device, a failed
                 # check) comes when its result is read, and it is the call's, said as a raised call's is
-                return self._raised(fn, name, exc, None)
+                return Called(self._raised(fn, name, exc, None))
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
-        return {"status": "ok", "function": name, "value": value, "_result": result}
+        return Called({"status": "ok", "function": name, "value": value}, result)
 
     def _raised(self, fn: Any, name: str, exc: BaseException, where: Any) -> dict:
         """The record of a call that raised ``exc``; ``where``: the submission's line it raised at, if any (else
@@ -266,8 +305,7 @@ class ProbeContext:
         fn = self.get(name)
         if fn is None:
             return False
-        outcome = self.invoke(fn, name, *args, **kwargs)
-        return outcome["status"] != "not_attempted"
+        return self.invoke(fn, name, *args, **kwargs).record["status"] != "not_attempted"
 
     # ---- instruments
     @contextlib.contextmanager
@@ -335,13 +373,6 @@ def _echo(raw: bytes, size: int) -> None:
         pass
 
 
-class _Failed:
-    def __repr__(self) -> str:
-        return "FAILED"
-
-
-#: returned by :meth:`ProbeContext.call` when the student's call did not return
-FAILED = _Failed()
 
 
 def module_dir(module: ModuleType) -> str:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, attempted, failed_kinds, label, put, returned
-from grader.checks import NAMES, CheckContext, Fail, Keys, Records, Pass, check
+from grader.chapters.ch4.common import F32
+from grader.checks import NAMES, CheckContext, Fail, Keys, Pass, Records, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
+from grader.primitives.guards import attempted, returned
+from grader.primitives.placing import put
+from grader.primitives.wording import failed_kinds, label
 
 KEYS = Keys(
     same_shape="{name}/compiles/same_shape", same_shape_call="{name}/compiles/same_shape/{i}",

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned
+from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure
+from grader.primitives.guards import all_jitted, any_attempted, returned
+from grader.primitives.placing import put
+from grader.primitives.wording import failed_kinds, label
 
 KEYS = Keys(
     trace="{name}/trace", window="{name}/compiles", window_call="{name}/compiles/{i}",

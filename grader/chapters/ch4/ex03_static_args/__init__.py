@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, put, require_jitted, returned, shown
+from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, Records, check
 from grader.i18n import T, Text
 from grader.primitives import compiles, numeric
+from grader.primitives.guards import require_jitted, returned
+from grader.primitives.placing import put
+from grader.primitives.wording import shown
 
 KEYS = Keys(
     window="{name}/compiles", window_call="{name}/compiles/{i}", value="{name}/values/{case}",

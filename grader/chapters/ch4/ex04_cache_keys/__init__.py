@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.chapters.ch4.common import any_attempted
 from grader.checks import CheckContext, Fail, GraderError, Keys, Records, check
 from grader.i18n import T
 from grader.primitives import compiles, numeric
+from grader.primitives.guards import any_attempted
 
 KEYS = Keys(
     buckets="bucket_length/values", window="masked_mean_sq/compiles", value="masked_mean_sq/values/{i}",
@@ -78,18 +78,15 @@ def probe(ctx) -> None:
     inp = ctx.inputs
     # bucket_length on 1..N: plain Python, one record for the whole range
     fn = ctx.get("bucket_length")
-    outcome = ctx.invoke(fn, "bucket_length", 1)
-    outcome.pop("_result", None)
+    outcome = ctx.invoke(fn, "bucket_length", 1).record
     if outcome["status"] == "ok":
         values, bad = [], None
         for n in range(1, int(inp["bucket_max"]) + 1):
             got = ctx.invoke(fn, "bucket_length", n)
-            if got["status"] != "ok":
-                got.pop("_result", None)
-                bad = {"n": n, **got}
+            if not got.ok:
+                bad = {"n": n, **got.record}
                 break
-            result = got["_result"]
-            values.append(result if type(result) is int else repr(result)[:40])
+            values.append(got.result if type(got.result) is int else repr(got.result)[:40])
         outcome = {"status": "ok", "function": "bucket_length", "value": {"t": "list", "values": values},
                    "failed_at": bad}
     ctx.record(KEYS.buckets(), outcome)

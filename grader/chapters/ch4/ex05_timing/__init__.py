@@ -164,10 +164,10 @@ def _time_a_jitted_function(ctx, inp: dict, iters: int, attempts: int = 3) -> No
     # A harness that does not wait disagrees every time.
     for attempt in range(1, attempts + 1):
         before = clocked_calls(chain, (a,), 9, warm=2)[2:]
-        outcome = ctx.invoke(ctx.get("time_call"), "time_call", chain, a, warmup=1, iters=iters)
+        called = ctx.invoke(ctx.get("time_call"), "time_call", chain, a, warmup=1, iters=iters)
         after = clocked_calls(chain, (a,), 9, warm=2)[2:]
-        returned = outcome.pop("_result", None)
-        if outcome["status"] != "ok" or not isinstance(returned, (float, np.floating)) \
+        outcome, returned = called.record, called.result
+        if not called.ok or not isinstance(returned, (float, np.floating)) \
                 or any(jax_agrees(returned / unit, min(before + after), max(before + after)) for unit in UNITS):
             break
     ctx.record(KEYS.result(run="jax"), outcome)

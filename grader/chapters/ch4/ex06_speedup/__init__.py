@@ -14,16 +14,28 @@ process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENC
 from __future__ import annotations
 
 import time
-
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, attempted, put, returned
-from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Records, Pass, check,
-                           exception_hint, raised_text)
+from grader.chapters.ch4.common import F32
+from grader.checks import (
+    NAMES,
+    TIMING,
+    CheckContext,
+    Fail,
+    GraderError,
+    Keys,
+    Pass,
+    Records,
+    check,
+    exception_hint,
+    raised_text,
+)
 from grader.i18n import T
 from grader.primitives import comparison, compiles, numeric, structure, timing
+from grader.primitives.guards import attempted, returned
+from grader.primitives.placing import put
 
 if TYPE_CHECKING:
     from grader.runner.job_sessions import JobOutcome
@@ -108,7 +120,7 @@ def probe(ctx) -> None:
         ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", *put(case["args"]), eps=case["eps"])
         reference64 = ctx.get(FLOAT64_REFERENCE)
         if reference64 is not None:  # the reference's process: the expected values, as plain data
-            made = ctx.invoke(reference64, FLOAT64_REFERENCE, *case["args"], case["eps"])
+            made = ctx.invoke(reference64, FLOAT64_REFERENCE, *case["args"], case["eps"]).record
             ctx.record(KEYS.expected64(i=i), made.get("value") or {"t": "object", "type": made["status"]})
     fresh = [put(inp["ln_compile"]) for _ in inp["ln_eps"]]
     with ctx.compiles(KEYS.window()):
@@ -164,15 +176,15 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | d
     donated = False
     for _ in range(2):  # compile before any timing, on inputs of its own each time
         placed = renew()
-        outcome = ctx.invoke(candidate, name, *placed)
-        if outcome["status"] == "ok":
+        called = ctx.invoke(candidate, name, *placed)
+        outcome = called.record
+        if called.ok:
             try:
-                jax.block_until_ready(outcome.pop("_result"))
+                jax.block_until_ready(called.result)
             except BaseException as exc:  # noqa: BLE001 - its work failed on the device
                 outcome = {"status": "raised", "function": name, "type": type(exc).__name__,
                            "message": safe_str(exc), "where": None, "defined": defined_at(candidate, ctx.student_dir)}
         if outcome["status"] != "ok":
-            outcome.pop("_result", None)
             return outcome
         donated = donated or any(isinstance(a, jax.Array) and a.is_deleted() for a in placed)
     args = renew()

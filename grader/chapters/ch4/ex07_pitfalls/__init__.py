@@ -10,10 +10,13 @@ import re
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, all_jitted, any_attempted, failed_kinds, label, put, returned, shown
+from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check, exception_hint, place
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
+from grader.primitives.guards import all_jitted, any_attempted, returned
+from grader.primitives.placing import put
+from grader.primitives.wording import failed_kinds, label, shown
 
 KEYS = Keys(
     count_call="normalize_and_count/call/{i}", count_globals="normalize_and_count/globals",
@@ -101,10 +104,9 @@ def probe(ctx) -> None:
         for n, (a, v0) in zip(steps, placed):
             if not (grows and n == steps[-1]):
                 ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
-    if grows and ctx.wants(KEYS.value(name="power_iteration", case=steps[-1])):
-        outcome = ctx.invoke(op_by_op(fn), "power_iteration", *placed[-1], steps[-1])
-        outcome.pop("_result", None)
-        ctx.record(KEYS.value(name="power_iteration", case=steps[-1]), outcome)
+    if grows:
+        ctx.call(KEYS.value(name="power_iteration", case=steps[-1]), "power_iteration", *placed[-1], steps[-1],
+                 under=op_by_op)
 
     for i, (xs, alpha) in enumerate(inp["ema"]):
         ctx.call(KEYS.value(name="ema", case=i), "ema", put(xs), alpha)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.chapters.ch4.common import F32, put
+from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, Records, check, raised_text
 from grader.i18n import T
 from grader.primitives import compiles, numeric
+from grader.primitives.placing import put
 
 KEYS = Keys(
     compiled="precompile/{label}", window="precompile/{label}/compiles", call="precompile/{label}/calls/{i}",
@@ -165,9 +166,7 @@ def probe(ctx) -> None:
         fresh = [put(args) for args in inp["aot"][label]["new"]]
         with ctx.compiles(KEYS.window(label=label), fresh=False):
             for i, args in enumerate(fresh):
-                outcome = ctx.invoke(compiled, "precompile(...)", *args)
-                outcome.pop("_result", None)
-                ctx.record(KEYS.call(label=label, i=i), outcome)
+                ctx.call_object(KEYS.call(label=label, i=i), compiled, "precompile(...)", *args)
 
     hidden = hidden_functions(inp["hidden"])
     for i, (fn, args) in enumerate(zip(hidden, inp["hidden_args"])):
