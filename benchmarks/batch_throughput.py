@@ -47,6 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from grader.authoring.variants import module_text  # noqa: E402 - the checkout's grader, as the path above says
+
 SOLUTIONS = ROOT / "solutions" / "ch4"
 VARIANTS = ROOT / "tests" / "variants" / "ch4"
 MODES = {
@@ -74,7 +76,7 @@ def make_class(folder: Path, n: int, seed: int = 0) -> Path:
             choices = variants.get(solution.stem, [])
             if i > 0 and choices and rng.random() < 0.5:
                 source = rng.choice(choices)
-            text = source.read_text(encoding="utf-8")
+            text = module_text(source, solution)  # a variant written as a patch: spliced into the solution
             (student / solution.name).write_text(f"# {student.name}'s work\n{text}", encoding="utf-8")
     return klass
 

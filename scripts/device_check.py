@@ -91,7 +91,11 @@ def submission(base: Path, replacements: dict[str, str]) -> Path:
     for file in SOLUTIONS.glob("*.py"):
         shutil.copy(file, folder / file.name)
     for exercise, name in replacements.items():
-        shutil.copy(VARIANTS / exercise / f"{name}.py", folder / f"{exercise}.py")
+        sys.path.insert(0, str(ROOT))
+        from grader.authoring.variants import module_text  # a variant written as a patch: spliced into the solution
+
+        (folder / f"{exercise}.py").write_text(module_text(VARIANTS / exercise / f"{name}.py",
+                                                           SOLUTIONS / f"{exercise}.py"), encoding="utf-8")
     return folder
 
 

@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from browser import needs_browser, render
-from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS, exercise, grade_to_dict, make_submission, sigint_as_at_a_terminal
+from conftest import ROOT, SOLUTIONS, STUBS, exercise, grade_to_dict, make_submission, sigint_as_at_a_terminal, variant
 
 from grader.cli import main
 from grader.runner import sandbox as sandboxes
@@ -96,7 +96,7 @@ def build_class(root: Path) -> Path:
     _student(klass, "alice")
     _zip(_student(root, "bob-stubs", base=STUBS), klass / "bob.zip")
     ex01 = (SOLUTIONS / "ex01_jit_forms.py").read_text(encoding="utf-8")
-    _notebook(klass / "carmen.ipynb", ex01, (VARIANTS / "ex02_where" / "python_if_piecewise.py").read_text("utf-8"))
+    _notebook(klass / "carmen.ipynb", ex01, variant("ex02_where", "python_if_piecewise"))
     _student(klass, "dan", {"ex02_where": CRASH})
     _student(klass, "erin", {"ex02_where": HANG})
     _student(klass, "fay", {"ex02_where": HOARD})

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOLUTIONS, STUBS, VARIANTS
+from conftest import FULL, SOLUTIONS, STUBS, variant
 from test_unit_platforms import _canvas_import_header, _moodle_import, _worksheet
 
 from grader.cli import main
@@ -33,7 +33,7 @@ PLAN = sandboxes.plan("auto")
 #: batch grading refuses a weaker sandbox unless told (on a machine without bwrap and root: said so)
 WEAK = [] if PLAN.kind == "bwrap" and PLAN.uid_isolation else ["--allow-weak-sandbox"]
 SEED = 5
-MISTAKE = (VARIANTS / "ex02_where" / "python_if_piecewise.py").read_text(encoding="utf-8")
+MISTAKE = variant("ex02_where", "python_if_piecewise")
 
 
 def _solution(name: str) -> str:
@@ -81,7 +81,7 @@ def test_a_canvas_download_grades_into_a_csv_canvas_imports(tmp_path):
     # an assignment Canvas has ("Title (id)"): its points possible left as they are (process_pp)
     assert canvas[0][-1] == "Chapter 4 (98765)" and canvas[1][-1] == ""
     points = {line[1]: float(line[5]) for line in canvas[2:]}
-    assert points["12345"] == 20 and points["333"] == 80 and points["222"] < 20  # 333 handed in every exercise
+    assert points["12345"] == 20 and points["333"] == FULL and points["222"] < 20  # 333 handed in every exercise
     assert set(points) == {"12345", "222", "333"}
     grades = {row["student"]: row for row in _csv(out / "grades.csv")}
     assert grades["smithbob_222"]["late"] == "yes" and grades["doejane_12345"]["late"] == ""
@@ -150,7 +150,7 @@ def test_a_moodle_team_assignment_fills_its_worksheet_for_every_member(tmp_path)
     filled = list(csv.reader((out / worksheet.name).open(encoding="utf-8-sig")))
     assert filled[0] == header and [r[0] for r in filled[1:]] == [r[0] for r in rows]
     assert [r[5] for r in filled[1:]][:2] == ["25", "25"] and float(filled[3][5]) < 25 and filled[4][5] == ""
-    assert filled[1][10] == "Chapter 4: JIT basics: 20 / 80" and _moodle_import(
+    assert filled[1][10] == f"Chapter 4: JIT basics: 20 / {FULL:g}" and _moodle_import(
         (out / worksheet.name).read_text(encoding="utf-8-sig"), "zh").keys() == {"101", "102", "103"}
     grades = {(row["student"], row["id"]): row for row in _csv(out / "grades.csv")[1:]}
     assert set(grades) == {("Team Alpha_77", "101"), ("Team Alpha_77", "102"), ("Default group", "103")}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOLUTIONS, make_submission
+from conftest import SOLUTIONS, make_submission, variant
 
 from grader import store
 from grader.cli import main
@@ -185,7 +185,7 @@ def test_a_compiler_whose_host_is_not_ready_never_holds_a_students_job(tmp_path)
         compiler.close()
 
 
-ALT = (VARIANTS / "ex02_where" / "alt_arithmetic.py").read_text(encoding="utf-8")
+ALT = variant("ex02_where", "alt_arithmetic")
 
 
 def _hostile(class_dir: Path) -> str:

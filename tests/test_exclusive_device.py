@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS
+from conftest import FULL, ROOT, SOLUTIONS, STUBS
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def solutions_on_a_tpu(tmp_path_factory):
 
 def test_the_solutions_score_full_marks_with_the_devices_exercises_in_turn(solutions_on_a_tpu):
     report = solutions_on_a_tpu
-    assert report["score"] == 80, [(e["id"], e["score"]) for e in report["exercises"]]
+    assert report["score"] == FULL, [(e["id"], e["score"]) for e in report["exercises"]]
     assert report["device"]["platform"] == "tpu" and report["device"]["exclusive"] is True
     assert report["device"]["note"] is None
     turns = report["timings"]["device_turns"]
@@ -80,7 +80,7 @@ def test_mistakes_of_the_devices_exercises_are_judged_as_declared_in_turn(varian
     declared = next(v for v in load_variants() if v.id == variant)
     folder = tmp_path / "ch4"
     shutil.copytree(SOLUTIONS, folder)
-    shutil.copy(VARIANTS / f"{variant}.py", folder / f"{declared.exercise}.py")
+    (folder / f"{declared.exercise}.py").write_text(declared.source, encoding="utf-8")
     code, report, errors = grade(folder, tmp_path / "out", "-k", declared.exercise, "--seed", "11",
                                  env={"GRADER_SIMULATED_ACCELERATOR": "tpu"})
     assert code == 0 and report is not None, errors
@@ -112,7 +112,7 @@ def holder(tmp_path):
 def test_a_device_held_by_another_process_grades_on_the_cpu_saying_who_holds_it(holder, tmp_path):
     pid, env = holder
     code, report, errors = grade(SOLUTIONS, tmp_path, "--seed", "11", env=env)
-    assert code == 0 and report["score"] == 80, errors
+    assert code == 0 and report["score"] == FULL, errors
     assert report["device"]["platform"] == "cpu" and report["device"]["holder"]["pid"] == pid
     note = report["device"]["note"]
     assert f"pid {pid}" in note and "graded on the CPU" in note
@@ -137,7 +137,7 @@ def test_device_device_with_the_device_held_is_one_line(holder, tmp_path):
 def test_a_device_taken_as_a_job_starts_falls_back_to_the_cpu(tmp_path):
     code, report, errors = grade(SOLUTIONS, tmp_path, "--seed", "11",
                                  env={"GRADER_SIMULATED_ACCELERATOR": "tpu:unavailable"})
-    assert code == 0 and report["score"] == 80, errors
+    assert code == 0 and report["score"] == FULL, errors
     assert report["device"]["platform"] == "cpu"
     assert report["device"]["note"].startswith("TPU (simulated) could not be opened "
                                                "(Unable to initialize backend 'tpu'")

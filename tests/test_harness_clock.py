@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader.wire import Channel
-from tests.conftest import exercise, grade_to_dict, statuses
+from tests.conftest import exercise, grade_to_dict, statuses, variant
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = (ROOT / "solutions" / "ch4" / "ex05_timing.py").read_text(encoding="utf-8")
@@ -141,8 +141,7 @@ def test_a_figure_within_the_graders_own_calls_is_never_told_it_timed_the_first_
 #: loaded machine can stretch it: 2 ms into its first timed jitted call a timer's signal interrupts the
 #: instrument's sleep and its handler keeps the process 40 ms (the sleep then ends: that call's work and span
 #: grow, as for a process woken late), and after it the harness rests 80 ms (its span grows more)
-INVERTED_LATE = (ROOT / "tests" / "variants" / "ch4" / "ex05_timing" / "speedup_inverted.py").read_text(
-    encoding="utf-8").replace("def speedup(", '''def _late(fn):
+INVERTED_LATE = variant("ex05_timing", "speedup_inverted").replace("def speedup(", '''def _late(fn):
     import signal
     calls = []
 

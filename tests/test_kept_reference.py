@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import SOLUTIONS, VARIANTS, make_submission
+from conftest import SOLUTIONS, VARIANTS, make_submission, variant
 
 from grader.chapter import load_chapter
 from grader.grading import GradeOptions, grade
@@ -131,7 +131,7 @@ def test_a_class_of_host_callbacks_is_graded_to_the_end_on_one_core_each(tmp_pat
         pytest.skip("needs two cores: -j 2 gives each worker one of them")
     klass = tmp_path / "class"
     klass.mkdir()
-    callback = (VARIANTS / "ex06_speedup" / "fast_heavy_callback.py").read_text(encoding="utf-8")
+    callback = variant("ex06_speedup", "fast_heavy_callback")
     for i in range(6):  # six students, each file their own
         make_submission(tmp_path / f"s{i}", {"ex06_speedup": f"# student {i}\n{callback}"}).rename(klass / f"s{i}")
     out = tmp_path / "results"

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, SOLUTIONS, STUBS, VARIANTS
+from conftest import FULL, ROOT, SOLUTIONS, STUBS, variant
 
 from grader.cli import main
 from grader.report.render import render_terminal
@@ -61,7 +61,7 @@ def partial_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("partial")
     folder = base / "ch4"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns(".grade"))
-    shutil.copy(VARIANTS / "ex02_where" / "nan_on_zero_sum.py", folder / "ex02_where.py")
+    (folder / "ex02_where.py").write_text(variant("ex02_where", "nan_on_zero_sum"), encoding="utf-8")
     (folder / ".grade").mkdir()
     full = {"report.json": '{"schema": "grade-report/1", "score": 80, "max_score": 80}\n',
             "report.md": "# Chapter 4: JIT basics: 80 / 80\n"}
@@ -472,6 +472,6 @@ def test_readme_sample_shows_the_real_totals():
     title = sample.strip().splitlines()[0]
     score, total = re.search(r": ([\d.]+) / (\d+)(?: — graded \S+ \(8 \.py files\))?$", title).groups()
     rows = re.findall(r"^ \S (ex\d\d_\w+)\s+([\d.]+)/(\d+) ", sample, re.M)
-    assert len(rows) == 8 and float(total) == sum(float(r[2]) for r in rows) == 80
+    assert len(rows) == 8 and float(total) == sum(float(r[2]) for r in rows) == FULL
     assert float(score) == sum(float(r[1]) for r in rows)
     assert re.search(r"Hint: .*?\(section \d\)", re.sub(r"\s+", " ", sample))

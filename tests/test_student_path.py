@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SOLUTIONS, STUBS, VARIANTS
+from conftest import SOLUTIONS, STUBS, variant
 
 from grader.cli import main
 
@@ -373,7 +373,7 @@ class OnATerminal:
 def test_watch_shows_why_first_and_one_next_line_per_save(tmp_path):
     folder = tmp_path / "ch4"
     shutil.copytree(STUBS, folder, ignore=shutil.ignore_patterns(".grade", "__pycache__"))
-    shutil.copy(VARIANTS / "ex02_where" / "nan_on_zero_sum.py", folder / "ex02_where.py")
+    (folder / "ex02_where.py").write_text(variant("ex02_where", "nan_on_zero_sum"), encoding="utf-8")
     watching = OnATerminal(folder, "-k", "2", "-k", "3", "--seed", "5", "--lang", "en")
     try:
         first = watching.wait_for("Watching")

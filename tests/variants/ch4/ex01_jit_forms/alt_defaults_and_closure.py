@@ -1,7 +1,6 @@
 # expect-failed:
 # why: correct, written differently: softmax_raw made by a factory (a closure over its settings), with a default argument and a mutable default it only reads: state that never changes is not state
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 def _make_softmax(axis):
@@ -13,10 +12,7 @@ def _make_softmax(axis):
 
     return softmax_raw
 
-
 softmax_raw = _make_softmax(-1)
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x, axis=-1):

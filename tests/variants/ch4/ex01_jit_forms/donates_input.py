@@ -1,20 +1,11 @@
 # expect-failed:
 # why: correct, written differently: softmax and log_softmax donate their input (donate_argnums=(0,)): JAX deletes it after the call, so the grader never hands an array over twice
+# base: solution
+
+
 from functools import partial
 
-import jax
-import jax.numpy as jnp
-
-
-def softmax_raw(x):
-    """数值稳定的 softmax（最后一个轴）。/ Numerically stable softmax over the last axis."""
-    shifted = x - jnp.max(x, axis=-1, keepdims=True)
-    e = jnp.exp(shifted)
-    return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
 softmax = jax.jit(softmax_raw, donate_argnums=(0,))
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def log_softmax(x):

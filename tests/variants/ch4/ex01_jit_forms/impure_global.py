@@ -1,21 +1,16 @@
 # expect-failed: softmax_raw.pure
 # expect-hint: softmax_raw.pure=check:globals
 # why: records every input in a module-level list
-import jax
-import jax.numpy as jnp
+# base: solution
+
 
 seen_shapes = []
-
 
 def softmax_raw(x):
     seen_shapes.append(tuple(x.shape))
     shifted = x - jnp.max(x, axis=-1, keepdims=True)
     e = jnp.exp(shifted)
     return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x):

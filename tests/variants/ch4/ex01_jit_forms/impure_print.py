@@ -1,8 +1,7 @@
 # expect-failed: softmax_raw.pure
 # expect-hint: softmax_raw.pure=check:printed
 # why: prints on every call
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 def softmax_raw(x):
@@ -10,10 +9,6 @@ def softmax_raw(x):
     shifted = x - jnp.max(x, axis=-1, keepdims=True)
     e = jnp.exp(shifted)
     return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x):

@@ -1,8 +1,7 @@
 # expect-failed: softmax_raw.pure
 # expect-hint: softmax_raw.pure=check:hidden_state
 # why: keeps every input's shape in a mutable default argument (_seen=[]): hidden state that changes no module global
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 def softmax_raw(x, _seen=[]):
@@ -10,10 +9,6 @@ def softmax_raw(x, _seen=[]):
     shifted = x - jnp.max(x, axis=-1, keepdims=True)
     e = jnp.exp(shifted)
     return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x):

@@ -1,10 +1,10 @@
 # expect-failed: softmax_raw.pure
 # expect-hint: softmax_raw.pure=check:mutated
 # why: "saves memory" by shifting a NumPy input in place
-import jax
-import jax.numpy as jnp
-import numpy as np
+# base: solution
 
+
+import numpy as np
 
 def softmax_raw(x):
     if isinstance(x, np.ndarray):
@@ -13,10 +13,6 @@ def softmax_raw(x):
         x = x - jnp.max(x, axis=-1, keepdims=True)
     e = jnp.exp(x)
     return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x):

@@ -1,16 +1,11 @@
 # expect-failed: softmax.values
 # why: exp without subtracting the max overflows for |x| ~ 1e4
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 def softmax_raw(x):
     e = jnp.exp(x)
     return e / jnp.sum(e, axis=-1, keepdims=True)
-
-
-softmax = jax.jit(softmax_raw)
-
 
 @jax.jit
 def log_softmax(x):

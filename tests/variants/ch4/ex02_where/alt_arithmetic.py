@@ -1,20 +1,17 @@
 # expect-failed:
 # why: correct, written differently: jnp.piecewise, and a minimum() instead of a branch
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def piecewise(x):
     return jnp.piecewise(x, [x > 0], [lambda v: v * v, lambda v: 0.5 * v])
 
-
 @jax.jit
 def normalize_if_positive(x):
     s = x.sum()
     positive = (s > 0).astype(x.dtype)
     return x / (positive * s + (1 - positive))
-
 
 @jax.jit
 def clip_by_norm(x, max_norm):

@@ -1,16 +1,14 @@
 # expect-failed:
 # why: correct, written differently: every function donates its array (donate_argnums=(0,)): JAX deletes it after the call
+# base: solution
+
+
 from functools import partial
-
-import jax
-import jax.numpy as jnp
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def piecewise(x):
     """x > 0 处为 x*x，否则 0.5*x。/ x*x where x > 0, else 0.5*x."""
     return jnp.where(x > 0, x * x, 0.5 * x)
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def normalize_if_positive(x):
@@ -19,7 +17,6 @@ def normalize_if_positive(x):
     positive = total > 0
     safe_total = jnp.where(positive, total, 1.0)
     return jnp.where(positive, x / safe_total, x)
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def clip_by_norm(x, max_norm):

@@ -1,19 +1,16 @@
 # expect-failed: clip_by_norm.values
 # why: the L1 norm instead of the L2 norm
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def piecewise(x):
     return jnp.where(x > 0, x * x, 0.5 * x)
 
-
 @jax.jit
 def normalize_if_positive(x):
     total = jnp.sum(x)
     return jnp.where(total > 0, x / jnp.where(total > 0, total, 1.0), x)
-
 
 @jax.jit
 def clip_by_norm(x, max_norm):

@@ -1,23 +1,19 @@
 # expect-failed: compiles
 # expect-hint: compiles=check:static_max_norm
 # why: max_norm made static: every new value compiles again
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def piecewise(x):
     return jnp.where(x > 0, x * x, 0.5 * x)
 
-
 @jax.jit
 def normalize_if_positive(x):
     total = jnp.sum(x)
     return jnp.where(total > 0, x / jnp.where(total > 0, total, 1.0), x)
 
-
 from functools import partial
-
 
 @partial(jax.jit, static_argnames=("max_norm",))
 def clip_by_norm(x, max_norm):

@@ -1,17 +1,12 @@
 # expect-failed:
 # why: correct, written differently: static_argnums instead of static_argnames, a dispatch table, expm1
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 def _poly(x, coeff):
     return 1.0 + coeff * (x * x)
 
-
 poly = jax.jit(_poly)
-
 
 def _repeat(x, n_steps):
     scale = 1.0
@@ -22,14 +17,11 @@ def _repeat(x, n_steps):
         out = out * 1.5
     return out
 
-
 repeat_scale = jax.jit(_repeat, static_argnums=1)
-
 
 @partial(jax.jit, static_argnums=(1,))
 def reduce_along(x, axis):
     return x.sum(axis)
-
 
 _ACTIVATIONS = {
     "relu": lambda x, a: jax.nn.relu(x),
@@ -37,7 +29,6 @@ _ACTIVATIONS = {
     "elu": lambda x, a: jnp.where(x > 0, x, a * jnp.expm1(x)),
     "tanh": lambda x, a: a * jnp.tanh(x),
 }
-
 
 @partial(jax.jit, static_argnums=1)
 def activate(x, mode, alpha):

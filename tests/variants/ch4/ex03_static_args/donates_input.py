@@ -1,9 +1,6 @@
 # expect-failed:
 # why: correct, written differently: poly, repeat_scale and activate donate x (donate_argnums=(0,), beside their static arguments): JAX deletes it after the call
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @partial(jax.jit, donate_argnums=(0,))
@@ -11,20 +8,12 @@ def poly(x, coeff):
     """coeff * x ** 2 + 1.0"""
     return coeff * x ** 2 + 1.0
 
-
 @partial(jax.jit, static_argnames=("n_steps",), donate_argnums=(0,))
 def repeat_scale(x, n_steps):
     """用 Python 循环乘以 1.5，共 n_steps 次。/ Multiply by 1.5, n_steps times, in a Python loop."""
     for _ in range(n_steps):
         x = x * 1.5
     return x
-
-
-@partial(jax.jit, static_argnames=("axis",))
-def reduce_along(x, axis):
-    """jnp.sum(x, axis=axis)"""
-    return jnp.sum(x, axis=axis)
-
 
 @partial(jax.jit, static_argnames=("mode",), donate_argnums=(0,))
 def activate(x, mode, alpha):

@@ -2,16 +2,12 @@
 # expect-skipped: repeat_scale.compiles
 # expect-hint: repeat_scale.values=hint.exception.tracer_int
 # why: n_steps left dynamic: range() of a traced value
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def poly(x, coeff):
     return coeff * x ** 2 + 1.0
-
 
 @jax.jit
 def repeat_scale(x, n_steps):
@@ -19,11 +15,9 @@ def repeat_scale(x, n_steps):
         x = x * 1.5
     return x
 
-
 @partial(jax.jit, static_argnames=("axis",))
 def reduce_along(x, axis):
     return jnp.sum(x, axis=axis)
-
 
 @partial(jax.jit, static_argnames=("mode",))
 def activate(x, mode, alpha):

@@ -1,26 +1,20 @@
 # expect-failed: repeat_scale.compiles
 # expect-hint: repeat_scale.compiles=check:too_few
 # why: a fori_loop with a dynamic n_steps compiles once; the exercise asks for a static n_steps
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def poly(x, coeff):
     return coeff * x ** 2 + 1.0
 
-
 @jax.jit
 def repeat_scale(x, n_steps):
     return jax.lax.fori_loop(0, n_steps, lambda i, v: v * 1.5, x)
 
-
 @partial(jax.jit, static_argnames=("axis",))
 def reduce_along(x, axis):
     return jnp.sum(x, axis=axis)
-
 
 @partial(jax.jit, static_argnames=("mode",))
 def activate(x, mode, alpha):

@@ -1,16 +1,12 @@
 # expect-failed: poly.values
 # expect-skipped: poly.compiles
 # why: forgot the + 1.0
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def poly(x, coeff):
     return coeff * x ** 2
-
 
 @partial(jax.jit, static_argnames=("n_steps",))
 def repeat_scale(x, n_steps):
@@ -18,11 +14,9 @@ def repeat_scale(x, n_steps):
         x = x * 1.5
     return x
 
-
 @partial(jax.jit, static_argnames=("axis",))
 def reduce_along(x, axis):
     return jnp.sum(x, axis=axis)
-
 
 @partial(jax.jit, static_argnames=("mode",))
 def activate(x, mode, alpha):

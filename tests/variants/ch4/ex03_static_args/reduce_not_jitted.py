@@ -1,15 +1,11 @@
 # expect-failed: reduce_along.compiles
 # why: not jitted at all (eager jnp.sum also compiles once per axis: the count alone would not tell)
-from functools import partial
-
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def poly(x, coeff):
     return coeff * x ** 2 + 1.0
-
 
 @partial(jax.jit, static_argnames=("n_steps",))
 def repeat_scale(x, n_steps):
@@ -17,10 +13,8 @@ def repeat_scale(x, n_steps):
         x = x * 1.5
     return x
 
-
 def reduce_along(x, axis):
     return jnp.sum(x, axis=axis)
-
 
 @partial(jax.jit, static_argnames=("mode",))
 def activate(x, mode, alpha):

@@ -1,9 +1,6 @@
 # expect-failed: time_call.call_count
 # why: one more call after the loop, to return its output
-import statistics
-import time
-
-import jax
+# base: solution
 
 
 def time_call(fn, *args, warmup=1, iters=20):
@@ -17,7 +14,6 @@ def time_call(fn, *args, warmup=1, iters=20):
     last = fn(*args)  # keep the result around
     del last
     return float(statistics.median(samples))
-
 
 def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
     return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)

@@ -1,10 +1,7 @@
 # expect-failed: time_call.waits
 # expect-skipped: time_call.jax_async
 # why: no block_until_ready: the clock stops when the work is queued
-import statistics
-import time
-
-import jax
+# base: solution
 
 
 def time_call(fn, *args, warmup=1, iters=20):
@@ -16,7 +13,6 @@ def time_call(fn, *args, warmup=1, iters=20):
         fn(*args)
         samples.append(time.perf_counter() - start)
     return float(statistics.median(samples))
-
 
 def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
     return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)

@@ -1,9 +1,6 @@
 # expect-failed: time_call.median
 # why: returns the mean, then rewrites the instrument's record of each timed call to that mean (their sum kept), so that a median of the records would agree
-import statistics
-import time
-
-import jax
+# base: solution
 
 
 def time_call(fn, *args, warmup=1, iters=20):
@@ -20,7 +17,6 @@ def time_call(fn, *args, warmup=1, iters=20):
         timed = records[warmup:warmup + iters]
         records[warmup:warmup + iters] = [sum(timed) / len(timed)] * len(timed)
     return float(mean)
-
 
 def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
     return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)

@@ -1,9 +1,6 @@
 # expect-failed: time_call.warmup
 # why: the warm-up calls are timed too
-import statistics
-import time
-
-import jax
+# base: solution
 
 
 def time_call(fn, *args, warmup=1, iters=20):
@@ -13,7 +10,6 @@ def time_call(fn, *args, warmup=1, iters=20):
         jax.block_until_ready(fn(*args))
         samples.append(time.perf_counter() - start)
     return float(statistics.median(samples))
-
 
 def speedup(eager_fn, jit_fn, *args, warmup=1, iters=20):
     return time_call(eager_fn, *args, warmup=warmup, iters=iters) / time_call(jit_fn, *args, warmup=warmup, iters=iters)

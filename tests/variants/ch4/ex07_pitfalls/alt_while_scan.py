@@ -1,16 +1,14 @@
 # expect-failed:
 # why: correct, written differently: while_loop, a scan over every row from xs[0], named debug.print fields
+# base: solution
+
+
 from functools import partial
-
-import jax
-import jax.numpy as jnp
-
 
 @jax.jit
 def normalize_and_count(x, count):
     n = jnp.sqrt(jnp.sum(jnp.square(x)))
     return (x / n, jnp.add(count, 1))
-
 
 @jax.jit
 def debug_norm(x):
@@ -18,9 +16,7 @@ def debug_norm(x):
     jax.debug.print("norm={n}", n=n)
     return x / n
 
-
 mean_abs = jax.jit(lambda x: jnp.abs(x).mean())
-
 
 @jax.jit
 def power_iteration(A, v0, n_steps):
@@ -33,7 +29,6 @@ def power_iteration(A, v0, n_steps):
         return i + 1, w / jnp.linalg.norm(w)
 
     return jax.lax.while_loop(cond, body, (0, v0))[1]
-
 
 @jax.jit
 def ema(xs, alpha):

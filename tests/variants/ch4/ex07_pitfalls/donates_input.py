@@ -1,16 +1,14 @@
 # expect-failed:
 # why: correct, written differently: normalize_and_count, debug_norm and ema donate their array, power_iteration its v0 (donate_argnums): JAX deletes them after the call
+# base: solution
+
+
 from functools import partial
-
-import jax
-import jax.numpy as jnp
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def normalize_and_count(x, count):
     """返回 (x / ||x||, count + 1)。/ Returns (x / ||x||, count + 1)."""
     return x / jnp.linalg.norm(x), count + 1
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def debug_norm(x):
@@ -18,13 +16,6 @@ def debug_norm(x):
     norm = jnp.linalg.norm(x)
     jax.debug.print("norm={}", norm)
     return x / norm
-
-
-@jax.jit
-def mean_abs(x):
-    """|x| 的均值，0 维数组。/ Mean of |x| as a 0-d array."""
-    return jnp.mean(jnp.abs(x))
-
 
 @partial(jax.jit, donate_argnums=(1,))
 def power_iteration(A, v0, n_steps):
@@ -34,7 +25,6 @@ def power_iteration(A, v0, n_steps):
         return v / jnp.linalg.norm(v)
 
     return jax.lax.fori_loop(0, n_steps, step, v0)
-
 
 @partial(jax.jit, donate_argnums=(0,))
 def ema(xs, alpha):

@@ -1,45 +1,9 @@
 # expect-failed: normalize_and_count.values
 # why: the count comes back unchanged
-import jax
-import jax.numpy as jnp
+# base: solution
 
 
 @jax.jit
 def normalize_and_count(x, count):
     """返回 (x / ||x||, count + 1)。/ Returns (x / ||x||, count + 1)."""
     return x / jnp.linalg.norm(x), count
-
-
-@jax.jit
-def debug_norm(x):
-    """每次调用都打印 norm=<值>。/ Prints norm=<value> on every call."""
-    norm = jnp.linalg.norm(x)
-    jax.debug.print("norm={}", norm)
-    return x / norm
-
-
-@jax.jit
-def mean_abs(x):
-    """|x| 的均值，0 维数组。/ Mean of |x| as a 0-d array."""
-    return jnp.mean(jnp.abs(x))
-
-
-@jax.jit
-def power_iteration(A, v0, n_steps):
-    """幂迭代 n_steps 次（fori_loop）。/ n_steps power-iteration steps (fori_loop)."""
-    def step(_, v):
-        v = A @ v
-        return v / jnp.linalg.norm(v)
-
-    return jax.lax.fori_loop(0, n_steps, step, v0)
-
-
-@jax.jit
-def ema(xs, alpha):
-    """沿 0 轴的指数滑动平均（scan）。/ Exponential moving average along axis 0 (scan)."""
-    def step(state, x):
-        state = alpha * x + (1 - alpha) * state
-        return state, state
-
-    _, rest = jax.lax.scan(step, xs[0], xs[1:])
-    return jnp.concatenate([xs[:1], rest], axis=0)

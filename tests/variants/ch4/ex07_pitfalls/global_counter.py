@@ -1,13 +1,11 @@
 # expect-failed: normalize_and_count.globals
 # why: a module-level counter, incremented inside jit (only while tracing)
+# base: solution
+
+
 from functools import partial
 
-import jax
-import jax.numpy as jnp
-
-
 calls = 0
-
 
 @jax.jit
 def normalize_and_count(x, count):
@@ -15,18 +13,15 @@ def normalize_and_count(x, count):
     calls += 1
     return x / jnp.linalg.norm(x), count + 1
 
-
 @jax.jit
 def debug_norm(x):
     norm = jnp.linalg.norm(x)
     jax.debug.print("norm={}", norm)
     return x / norm
 
-
 @jax.jit
 def mean_abs(x):
     return jnp.mean(jnp.abs(x))
-
 
 @jax.jit
 def power_iteration(A, v0, n_steps):
@@ -35,7 +30,6 @@ def power_iteration(A, v0, n_steps):
         return v / jnp.linalg.norm(v)
 
     return jax.lax.fori_loop(0, n_steps, step, v0)
-
 
 @jax.jit
 def ema(xs, alpha):

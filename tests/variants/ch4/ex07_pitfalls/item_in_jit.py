@@ -1,16 +1,14 @@
 # expect-failed: mean_abs.values
 # expect-hint: mean_abs.values=hint.exception.concretization
 # why: .item() on a traced value
+# base: solution
+
+
 from functools import partial
-
-import jax
-import jax.numpy as jnp
-
 
 @jax.jit
 def normalize_and_count(x, count):
     return x / jnp.linalg.norm(x), count + 1
-
 
 @jax.jit
 def debug_norm(x):
@@ -18,11 +16,9 @@ def debug_norm(x):
     jax.debug.print("norm={}", norm)
     return x / norm
 
-
 @jax.jit
 def mean_abs(x):
     return jnp.mean(jnp.abs(x)).item()
-
 
 @jax.jit
 def power_iteration(A, v0, n_steps):
@@ -31,7 +27,6 @@ def power_iteration(A, v0, n_steps):
         return v / jnp.linalg.norm(v)
 
     return jax.lax.fori_loop(0, n_steps, step, v0)
-
 
 @jax.jit
 def ema(xs, alpha):

@@ -1,16 +1,14 @@
 # expect-failed: power_iteration.program_size
 # expect-skipped: power_iteration.compiles
 # why: a Python loop over a static n_steps, unrolled into n_steps copies
+# base: solution
+
+
 from functools import partial
-
-import jax
-import jax.numpy as jnp
-
 
 @jax.jit
 def normalize_and_count(x, count):
     return x / jnp.linalg.norm(x), count + 1
-
 
 @jax.jit
 def debug_norm(x):
@@ -18,11 +16,9 @@ def debug_norm(x):
     jax.debug.print("norm={}", norm)
     return x / norm
 
-
 @jax.jit
 def mean_abs(x):
     return jnp.mean(jnp.abs(x))
-
 
 @partial(jax.jit, static_argnames=("n_steps",))
 def power_iteration(A, v0, n_steps):
@@ -31,7 +27,6 @@ def power_iteration(A, v0, n_steps):
         v = A @ v
         v = v / jnp.linalg.norm(v)
     return v
-
 
 @jax.jit
 def ema(xs, alpha):

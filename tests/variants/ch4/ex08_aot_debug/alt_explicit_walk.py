@@ -1,15 +1,11 @@
 # expect-failed:
 # why: correct, written differently: trace().lower().compile(), an explicit walk of every param
-import collections
-
-import jax
-from jax.extend.core import jaxprs_in_params
+# base: solution
 
 
 def precompile(fn, *example_args):
     traced = (fn if hasattr(fn, "trace") else jax.jit(fn)).trace(*example_args)
     return traced.lower().compile()
-
 
 def _jaxprs(value):
     if hasattr(value, "eqns"):
@@ -19,7 +15,6 @@ def _jaxprs(value):
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _jaxprs(item)
-
 
 def count_primitives(fn, *args):
     counts = {}
@@ -31,7 +26,6 @@ def count_primitives(fn, *args):
             for value in eqn.params.values():
                 stack.extend(_jaxprs(value))
     return counts
-
 
 def flops_of(fn, *args):
     analysis = precompile(fn, *args).cost_analysis()

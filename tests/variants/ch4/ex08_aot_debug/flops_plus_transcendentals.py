@@ -1,15 +1,11 @@
 # expect-failed: flops_of.values
 # why: adds the transcendental count to the FLOPs
-import collections
-
-import jax
-from jax.extend.core import jaxprs_in_params
+# base: solution
 
 
 def precompile(fn, *example_args):
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     return jitted.lower(*example_args).compile()
-
 
 def count_primitives(fn, *args):
     counts = collections.Counter()
@@ -22,7 +18,6 @@ def count_primitives(fn, *args):
 
     visit(jax.make_jaxpr(fn)(*args).jaxpr)
     return dict(counts)
-
 
 def flops_of(fn, *args):
     cost = precompile(fn, *args).cost_analysis()

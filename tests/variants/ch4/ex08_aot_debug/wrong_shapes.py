@@ -1,18 +1,13 @@
 # expect-failed: precompile.calls
 # why: compiles for the wrong shapes (the examples are ignored)
-import collections
-
-import jax
-from jax.extend.core import jaxprs_in_params
+# base: solution
 
 
 import jax.numpy as jnp
 
-
 def precompile(fn, *example_args):
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     return jitted.lower(*[jnp.zeros((1,), jnp.float32) for _ in example_args]).compile()
-
 
 def count_primitives(fn, *args):
     counts = collections.Counter()
@@ -25,7 +20,6 @@ def count_primitives(fn, *args):
 
     visit(jax.make_jaxpr(fn)(*args).jaxpr)
     return dict(counts)
-
 
 def flops_of(fn, *args):
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
