@@ -56,6 +56,17 @@ class Chapter:
     solutions: Path
     #: the student's stubs (``stubs`` in the toml)
     stubs: Path
+    #: the top-level modules a student's file may import without a warning (``allowed_imports``: the
+    #: contract's list; the integrity scan names any other, see :mod:`grader.integrity`)
+    allowed_imports: frozenset[str] = frozenset()
+    #: the wrong and the differently right answers the grader's tests grade (``variants``: a folder of
+    #: ``<exercise>/<name>.py``, each declaring its verdict, see ``tests/test_variants.py``); ``None``: none
+    variants: Path | None = None
+
+    @property
+    def max_score(self) -> float:
+        """The chapter's full marks: every check's points."""
+        return sum(ex.max_score for ex in self.exercises)
 
     def exercise(self, exercise_id: str) -> ExerciseSpec:
         for ex in self.exercises:
@@ -97,7 +108,7 @@ class Chapter:
 
     @property
     def child_modules(self) -> list[str]:
-        """What the child imports before any student code: every exercise module and its preloads."""
+        """What the child imports before any student code: every exercise package and its preloads."""
         names: list[str] = []
         for ex in self.exercises:
             for name in (ex.package_name, *(f"grader.chapters.{self.id}.{p}" for p in ex.preload)):
@@ -125,7 +136,7 @@ def available_chapters() -> list[str]:
 
 
 def load_chapter(chapter_id: str) -> Chapter:
-    """Read a chapter and import its exercise modules; :class:`ChapterError` says what is wrong."""
+    """Read a chapter and import its exercise packages; :class:`ChapterError` says what is wrong."""
     folder = next((f / chapter_id for f in chapter_folders.search_path() if (f / chapter_id / "chapter.toml").exists()),
                   None)
     if folder is None:
@@ -144,7 +155,8 @@ def load_chapter(chapter_id: str) -> Chapter:
 
 # ------------------------------------------------------------------ reading chapter.toml
 #: what chapter.toml may hold
-_CHAPTER_KEYS = {"id", "title", "solutions", "stubs", "sections", "error_sections", "exercises", "release_speedup_bar"}
+_CHAPTER_KEYS = {"id", "title", "solutions", "stubs", "sections", "error_sections", "exercises", "release_speedup_bar",
+                 "allowed_imports", "variants"}
 
 
 def _parse(data: dict, folder: Path, path: Path) -> Chapter:
@@ -179,7 +191,17 @@ def _parse(data: dict, folder: Path, path: Path) -> Chapter:
         folder=folder,
         solutions=(folder / need(data, "solutions", "the chapter", path)).resolve(),
         stubs=(folder / need(data, "stubs", "the chapter", path)).resolve(),
+        allowed_imports=_allowed_imports(data.get("allowed_imports", []), path),
+        variants=(folder / data["variants"]).resolve() if isinstance(data.get("variants"), str) else None,
     )
+
+
+def _allowed_imports(names: Any, path: Path) -> frozenset[str]:
+    """chapter.toml's ``allowed_imports``: top-level module names (``jax``, ``numpy``, ...)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise ChapterError(f"{path}: allowed_imports must list top-level module names: allowed_imports = "
+                           f"[\"jax\", \"numpy\", ...]")
+    return frozenset(names)
 
 
 def _order(order: Any, folder: Path, path: Path) -> list[str]:

@@ -233,7 +233,7 @@ class Key:
 class Keys:
     """An exercise's record keys, by name: ``KEYS.value(name=..., case=...)``.
 
-    Declared once at the top of the exercise module; its probe and its checks both
+    Declared once at the top of the exercise package; its probe and its checks both
     build keys from here. :meth:`kind_of` names the key a recorded string belongs to
     (a test holds every recorded key to one of them, and every one to a reader).
 

@@ -38,7 +38,7 @@ CODE = "__init__.py"
 
 
 class ChapterError(Exception):
-    """A chapter folder, metadata file or exercise module that cannot be used; the message says why."""
+    """A chapter folder, metadata file or exercise package that cannot be used; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ author should know.
 It reads the source (it never runs it) and lists, under ``integrity`` in the report,
 what could touch the grader (its files, its processes, the interpreter, the network):
 imports the contract does not allow (``os``, ``sys``, ``ctypes``, ``gc``, ``inspect``,
-...; the allowed ones are :data:`ALLOWED_IMPORTS`, from ``ch4-exercises.md``);
+...; the allowed ones are the chapter's ``allowed_imports``, from its contract);
 assignments that patch ``jax``, ``numpy``, ``time``, ``builtins`` or the grader;
 changes to JAX's configuration and compile caches, and its compile listeners
 (``monitoring``); introspection that reaches other code's frames and globals; dynamic
@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from grader.i18n import T, Text
 
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
 
-#: the imports the contract allows every module (docs/ch4-contract.md, "Layout and imports")
-ALLOWED_IMPORTS = {
-    "jax", "jaxlib", "numpy", "math", "functools", "itertools", "collections", "statistics", "time",
-    "typing", "dataclasses", "__future__", "bisect", "heapq", "operator", "timeit", "enum",
-}
 #: JAX's private API: a note for the student, not a warning
 PRIVATE_JAX = "jax._src"
 PATCHABLE = {"jax", "jnp", "np", "numpy", "time", "builtins", "grader", "lax", "statistics", "functools",
@@ -46,17 +41,18 @@ SUSPICIOUS_ATTRIBUTES = {
 REPORT_WORDS = ("report.json", "report.md", "report.partial", ".grade")
 
 
-def scan(folder: Path, files: list[str]) -> list[dict]:
-    """Warnings for every Python file of the submission."""
+def scan(folder: Path, files: list[str], allowed: Collection[str]) -> list[dict]:
+    """Warnings for every Python file of the submission; ``allowed``: the top-level modules the chapter's
+    contract allows (``Chapter.allowed_imports``), the files' own siblings besides."""
     found: list[dict] = []
-    siblings = {Path(f).stem for f in files}
+    allowed = set(allowed) | {Path(f).stem for f in files}
     for name in files:
         path = folder / name
         try:
             tree = ast.parse(path.read_bytes(), filename=name)
         except (SyntaxError, ValueError):
             continue  # reported as the exercise's error
-        found.extend(_scan_tree(tree, name, siblings))
+        found.extend(_scan_tree(tree, name, allowed))
     return _dedupe(found)
 
 
@@ -80,7 +76,7 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
+def _scan_tree(tree: ast.AST, file: str, allowed: set[str]) -> list[dict]:
     found: list[dict] = []
     aliases: dict[str, str] = {}  # local name -> module it names
     for node in ast.walk(tree):
@@ -88,7 +84,7 @@ def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
             for alias in node.names:
                 top = alias.name.split(".")[0]
                 aliases[alias.asname or top] = alias.name if alias.asname else top
-                if top not in ALLOWED_IMPORTS and top not in siblings:
+                if top not in allowed:
                     found.append(_entry(file, node, "import", alias.name, T("integrity.import", module=alias.name)))
                 elif alias.name.endswith(".monitoring"):
                     found.append(_entry(file, node, "attribute", alias.name,
@@ -96,7 +92,7 @@ def _scan_tree(tree: ast.AST, file: str, siblings: set[str]) -> list[dict]:
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             top = module.split(".")[0]
-            if node.level == 0 and top not in ALLOWED_IMPORTS and top not in siblings:
+            if node.level == 0 and top not in allowed:
                 found.append(_entry(file, node, "import", module, T("integrity.import", module=module)))
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{module}.{alias.name}"

@@ -121,9 +121,10 @@ class Submission:
                    "message": T("integrity.name.too_long", file=name) if why == "too_long"
                    else T("integrity.name.not_utf8", file=name)} for name, why in self.unheld.items()]
         if self.cells is None:
-            return links + integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")])
+            return links + integrity.scan(self.module_dir, [f for f in self.files if f.endswith(".py")],
+                                         chapter.allowed_imports)
         findings, seen = [], set()  # what any exercise replays: each exercise's module, a line once
-        for item in integrity.scan(self.module_dir, [ex.filename for ex in chapter.exercises]):
+        for item in integrity.scan(self.module_dir, [ex.filename for ex in chapter.exercises], chapter.allowed_imports):
             cell = self.cells.cell_of(item["line"]) if 0 < item["line"] <= len(self.cells.lines) else None
             item["file"] = f"{self.files[0]} ({self.cells.plain(cell[0])})" if cell else self.files[0]
             if cell:

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from grader.authoring import variants
+from grader.authoring.variants import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 # the grader's caches for this test session alone (what it compiles and the reference's outcomes);
@@ -26,54 +27,47 @@ STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"
 
 
-@dataclass
-class Variant:
-    """A submission module with its expected verdict, declared in its header comments."""
+def _full_marks() -> float:
+    from grader.chapter import load_chapter
 
-    exercise: str
-    name: str
-    path: Path
-    failed: set[str] = field(default_factory=set)
-    skipped: set[str] = field(default_factory=set)
-    why: str = ""
-    #: the hint each failed check must show (``hint_id`` in the report); ``check`` when not named
-    hints: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return f"{self.exercise}/{self.name}"
+    return load_chapter("ch4").max_score
 
 
-def _header_set(text: str, key: str) -> set[str]:
-    match = re.search(rf"^# {key}:(.*)$", text, re.M)
-    if not match:
-        return set()
-    return {part.strip() for part in match.group(1).split(",") if part.strip()}
+#: ch4's full marks, from its exercises' checks (a check added changes it; no test writes the number)
+FULL = _full_marks()
 
 
-def load_variants(folder: Path = VARIANTS) -> list[Variant]:
-    variants = []
-    for path in sorted(folder.glob("*/*.py")):
-        text = path.read_text(encoding="utf-8")
-        if "# expect-failed:" not in text:
-            raise ValueError(f"{path}: no '# expect-failed:' header")
-        why = re.search(r"^# why:(.*)$", text, re.M)
-        hints = dict(item.split("=", 1) for item in _header_set(text, "expect-hint"))
-        variants.append(Variant(path.parent.name, path.stem, path, _header_set(text, "expect-failed"),
-                                _header_set(text, "expect-skipped"), why.group(1).strip() if why else "",
-                                {k.strip(): v.strip() for k, v in hints.items()}))
-    return variants
+def all_chapters() -> list:
+    """Every chapter the grader finds (built in, or on ``GRADER_CHAPTERS``): the structural tests
+    (variants, record keys, hints, stubs, input coverage, integrity) follow each, so a chapter made by
+    ``grade dev new-chapter`` is covered with no test file edited (tests/test_new_chapter.py)."""
+    from grader.chapter import available_chapters, load_chapter
+
+    return [load_chapter(c) for c in available_chapters()]
+
+
+def load_variants(chapter: str = "ch4") -> list[Variant]:
+    """The chapter's variants (grader.authoring.variants: each declares its verdict)."""
+    from grader.chapter import load_chapter
+
+    return variants.load(load_chapter(chapter))
+
+
+def variant(exercise: str, name: str, chapter: str = "ch4") -> str:
+    """The student module variant ``exercise/name`` stands for (a patch spliced into the solution)."""
+    return variants.module_text(VARIANTS / exercise / f"{name}.py", SOLUTIONS / f"{exercise}.py")
 
 
 def make_submission(folder: Path, replacements: dict[str, Path | str] | None = None,
                     base: Path = SOLUTIONS) -> Path:
-    """A ch4 folder holding the reference modules, with some modules replaced."""
-    target = folder / "ch4"
+    """A chapter's folder (named as ``base``: ``ch4``) holding the reference modules, with some modules replaced (a
+    path: a file of ch4's variants, a patch spliced into its solution; a string: the module's text)."""
+    target = folder / base.name
     target.mkdir(parents=True, exist_ok=True)
     for file in base.glob("*.py"):
         shutil.copy(file, target / file.name)
     for exercise, source in (replacements or {}).items():
-        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        text = variants.module_text(source, SOLUTIONS / f"{exercise}.py") if isinstance(source, Path) else source
         (target / f"{exercise}.py").write_text(text, encoding="utf-8")
     return target
 

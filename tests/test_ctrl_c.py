@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, SOLUTIONS, sigint_as_at_a_terminal
+from conftest import FULL, ROOT, SOLUTIONS, sigint_as_at_a_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def graded(tmp_path_factory):
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     report = folder / ".grade" / "report.json"
-    assert json.loads(report.read_text())["score"] == 80, done.stdout[-2000:]
+    assert json.loads(report.read_text())["score"] == FULL, done.stdout[-2000:]
     return folder, report.read_bytes()
 
 
@@ -178,7 +178,7 @@ def kernel(tmp_path_factory):
             if path.name == "ex08_aot_debug.py":  # every graded function of ex08 reads _PAUSE: it is replayed
                 source = PAUSED_EX08 + source.replace('    """', "    _PAUSE\n    \"\"\"", 1)
             run(source)
-        run("full = check(seed=3)\nassert full.score == full.max_score == 80, full")
+        run(f"full = check(seed=3)\nassert full.score == full.max_score == {FULL:g}, full")
         report = folder / ".grade" / "kernel" / "report.json"
         yield km, kc, folder, report.read_bytes()
     finally:
@@ -224,8 +224,8 @@ def test_interrupting_the_kernel_stops_check_and_keeps_the_full_report(kernel, a
 
 def test_after_interrupts_check_grades_in_full_again(kernel):
     km, kc, folder, _ = kernel
-    reply = kc.execute_interactive("done = check(seed=3)\nassert done.score == 80 and not done.interrupted, done",
-                                   timeout=300, output_hook=lambda msg: None)
+    reply = kc.execute_interactive(f"done = check(seed=3)\nassert done.score == {FULL:g} and not done.interrupted, "
+                                   "done", timeout=300, output_hook=lambda msg: None)
     assert reply["content"]["status"] == "ok", reply["content"]
 
 
@@ -287,5 +287,5 @@ def test_the_interrupted_batch_resumes_to_the_whole_class(klass):
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     assert {name: float(row["total"]) for name, row in rows.items() if name != "(max points)"} == {
-        "ann": 80.0, "ben": 80.0, "cat": 80.0}, rows
+        "ann": FULL, "ben": FULL, "cat": FULL}, rows
     print(f"batch resumed: {len(before)} student(s) kept from the interrupted runs")

@@ -9,7 +9,7 @@ import zipfile
 import nbformat
 import pytest
 
-from conftest import SOLUTIONS, STUBS, make_submission
+from conftest import FULL, SOLUTIONS, STUBS, make_submission
 
 from grader.cli import main
 
@@ -38,13 +38,13 @@ def test_reference_scores_full_marks(solutions_report):
     problems = {e["id"]: {c["id"]: c["message"] for c in e["checks"] if c["status"] != "passed"}
                 for e in report["exercises"] if e["status"] != "passed"}
     assert not problems
-    assert report["score"] == report["max_score"] == 80
+    assert report["score"] == report["max_score"] == FULL
     assert report["seed"] == 77
     assert report["environment"]["backend"] and report["environment"]["jax"]
     assert report["submission"]["sha256"] and report["sandbox"]["kind"] in ("bwrap", "process")
     assert report["integrity"] == []
     md = (target / "report.md").read_text(encoding="utf-8")
-    assert "80 / 80" in md and "ex08_aot_debug" in md
+    assert f"{FULL:g} / {FULL:g}" in md and "ex08_aot_debug" in md
 
 
 def test_reference_speedups_are_reported_beside_the_references(solutions_report):
@@ -61,7 +61,7 @@ def test_stubs_score_zero_and_are_not_attempted(capsys, tmp_path):
     code, out, err = run_cli(capsys, STUBS, "--report-dir", tmp_path, "--json", "--lang", "en")
     assert code == 0, err
     report = json.loads(out)
-    assert report["score"] == 0 and report["max_score"] == 80
+    assert report["score"] == 0 and report["max_score"] == FULL
     assert {e["status"] for e in report["exercises"]} == {"not_attempted"}
     assert {c["status"] for e in report["exercises"] for c in e["checks"]} == {"not_attempted"}
     assert (tmp_path / "report.json").exists() and (tmp_path / "report.md").exists()

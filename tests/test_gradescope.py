@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SOLUTIONS, VARIANTS
+from conftest import FULL, ROOT, SOLUTIONS, VARIANTS
 
 from grader.authoring.release import leaks
 from grader.chapter import load_chapter
@@ -405,7 +405,7 @@ def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
     assert f"Python for the grader: {python} {lock.python}" in autograder["setup"]
     assert (site / "grader" / "gradescope.py").is_file() and not (site / "grader").is_symlink()
     assert not list(site.glob("__editable__*"))
-    assert "Ready: Python" in autograder["setup"] and "80 points" in autograder["setup"]
+    assert "Ready: Python" in autograder["setup"] and f"{FULL:g} points" in autograder["setup"]
     # the image is copied into every submission's container: no seed is drawn ahead there (grader.ahead)
     assert not list((root / "jit-grader-cache").rglob("seeds-ahead")), "the build drew seeds ahead"
     for path in [root / "source", *(root / "source").rglob("*")]:
@@ -417,11 +417,11 @@ def test_setup_installs_the_grader_afresh_and_locks_the_reference(autograder):
 @pytest.mark.slow
 def test_the_reference_solutions_get_full_marks(autograder):
     results, stdout = _run(autograder, _solutions())
-    assert results["score"] == 80 and results["output_format"] == "text" and results["stdout_visibility"] == "hidden"
+    assert results["score"] == FULL and results["output_format"] == "text" and results["stdout_visibility"] == "hidden"
     assert not list((autograder["root"] / "jit-grader-cache").rglob("seeds-ahead"))  # nor does a submission's grading
     assert len(results["tests"]) == len(CHECKS)
     assert [t for t in results["tests"] if t["status"] != "passed" or t["score"] != t["max_score"]] == []
-    assert results["output"].startswith("Chapter 4: JIT basics: 80 / 80")
+    assert results["output"].startswith(f"Chapter 4: JIT basics: {FULL:g} / {FULL:g}")
     assert "sandbox: " in results["output"] and "Integrity" not in results["output"]
     assert str(autograder["venv"] / "bin" / "python") in stdout.splitlines()[0]  # the fresh environment graded
     assert "seed " in stdout and "All checks passed" in stdout
@@ -437,7 +437,7 @@ def test_a_mistake_costs_its_checks_and_names_them(autograder):
                            "ex02_where · compiles"}
     assert all(t["score"] == 0 for t in failed.values())
     lost = sum(t["max_score"] for t in failed.values())
-    assert results["score"] == pytest.approx(80 - lost) and results["score"] < 80
+    assert results["score"] == pytest.approx(FULL - lost) and results["score"] < FULL
     assert "ex02_where.py:10" in failed["ex02_where · piecewise.traceable"]["output"]
     assert "Hint: " in failed["ex02_where · piecewise.traceable"]["output"]
 

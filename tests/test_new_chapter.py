@@ -33,7 +33,8 @@ def _grade(path: Path, out: Path, *args: str) -> dict:
 
 def test_the_scaffold_writes_a_chapter_in_its_own_folder(course, capsys):
     for path in ("chapters/toy/chapter.toml", "chapters/toy/ex01_scale/exercise.toml",
-                 "chapters/toy/ex01_scale/__init__.py", "solutions/toy/ex01_scale.py", "exercises/toy/ex01_scale.py"):
+                 "chapters/toy/ex01_scale/__init__.py", "solutions/toy/ex01_scale.py", "exercises/toy/ex01_scale.py",
+                 "variants/toy/ex01_scale/adds_factor.py", "variants/toy/ex01_scale/alt_multiply.py"):
         assert (course / path).is_file(), path
     assert "NotImplementedError" in (course / "exercises/toy/ex01_scale.py").read_text(encoding="utf-8")
     assert main(["dev", "new-chapter", "toy", "--root", str(course)]) == 2  # never over an existing chapter
@@ -64,6 +65,33 @@ def test_a_wrong_answer_fails_its_check(course, tmp_path):
     report = _grade(wrong, tmp_path / "w")
     checks = {c["id"]: c["status"] for c in report["exercises"][0]["checks"]}
     assert checks == {"scale.values": "failed", "scale.compiles": "skipped"}
+
+
+#: the structural tests: each follows every chapter the grader finds
+STRUCTURAL = ("tests/test_variants.py", "tests/test_record_keys.py", "tests/test_unit_hints.py",
+              "tests/test_input_coverage.py", "tests/test_unit_stubs.py", "tests/test_unit_integrity.py")
+
+
+def test_the_structural_tests_cover_a_new_chapter_with_no_test_file_edited(course):
+    """A chapter made by ``grade dev new-chapter`` is on the structural tests at once: run with
+    ``GRADER_CHAPTERS`` naming it (as CI would for a course's chapters), every one of them collects tests
+    of the new chapter, its variants are graded and judged as their headers declare, and all pass."""
+    import os
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-k", "toy",
+                           *STRUCTURAL], cwd=root, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "GRADER_CHAPTERS": str(course / "chapters")})
+    passed = re.findall(r"^PASSED (\S+)", done.stdout, re.M)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    files = {p.split("::")[0] for p in passed}
+    assert files == set(STRUCTURAL), f"no test of the new chapter in {set(STRUCTURAL) - files}"
+    verdicts = sorted(p.split("[")[1].rstrip("]") for p in passed if "::test_variant_verdict[" in p)
+    assert verdicts == [f"toy/ex01_scale/{name}" for name in
+                        ("adds_factor", "alt_multiply", "static_factor", "sums_first")], verdicts
+    print(f"\n{len(passed)} tests of the new chapter passed in {len(files)} files: {verdicts}")
 
 
 def test_validate_passes_on_the_new_chapter(course, capsys):
@@ -138,8 +166,22 @@ def test_a_course_chapter_ships_its_folders_in_a_release_and_a_gradescope_bundle
                "grader/chapters/toy/ex01_scale/exercise.toml"}
     assert chapter | {"grader/chapters/toy/reference-records.json", "exercises/toy/ex01_scale.py"} <= files
     assert not [f for f in files if "solutions" in f or "chapters/ch4" in f]
+    templates = [f for f in files if f.startswith("grader/authoring/templates/")]
+    assert templates and not [f for f in templates if f.endswith("/solution.py.tmpl") or "/variant-" in f], \
+        "the scaffold's answers (toy's own) are in the release"
     bundle = tmp_path / "autograder.zip"
     assert main(["dev", "gradescope", "toy", "--out", str(bundle)]) == 0
     with zipfile.ZipFile(bundle) as zipped:
         names = set(zipped.namelist())
     assert chapter | {"solutions/toy/ex01_scale.py"} <= names
+
+
+def test_an_authors_command_takes_the_one_chapter_or_asks_which(course, capsys, monkeypatch):
+    """``grade dev stubs`` (validate, build, release, gradescope) without a chapter: the grader's one chapter;
+    with two (here ch4 and toy), a one-line question naming them, never ch4 taken silently."""
+    assert main(["dev", "stubs", "--check", "--lang", "en"]) == 2
+    err = capsys.readouterr().err
+    assert "which chapter? this grader has ch4, toy: name one" in err and "Traceback" not in err, err
+    monkeypatch.delenv("GRADER_CHAPTERS")
+    assert main(["dev", "stubs", "--check", "--lang", "en"]) == 0
+    assert "ch4" in capsys.readouterr().out

@@ -27,6 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import FULL
+
 from grader.authoring.notebook import build
 from grader.chapter import load_chapter
 
@@ -123,7 +125,7 @@ def test_the_generated_notebook_runs_and_every_check_says_not_attempted(stubs_ru
         assert re.search(rf"{ex.id}\s+0/{ex.max_score:g}\s+not attempted", shown["text"]), shown["text"]
         assert "not attempted" in shown["html"] and f"<b>{ex.id}</b> 0 / {ex.max_score:g}" in shown["html"]
     everything = result_of(checks[-1])
-    assert "Chapter 4: JIT basics: 0 / 80" in everything["text"]
+    assert f"Chapter 4: JIT basics: 0 / {FULL:g}" in everything["text"]
     for ex in ch4.exercises:
         assert re.search(rf"{ex.id}\s+0/{ex.max_score:g}\s+not attempted", everything["text"])
     kernel = folder / ".grade" / "kernel"  # check()'s own folder: apart from grade's on the folder or the notebook
@@ -142,7 +144,7 @@ def solved_run(tmp_path_factory, ch4):
     nb.cells = [c for c in nb.cells if c.metadata["grader"]["role"] != "check"]
     filled = len(nb.cells)
     nb.cells += [nbformat.v4.new_code_cell(f"full = check(seed={SEED})\nfull"),
-                 nbformat.v4.new_code_cell("assert full.passed and full.score == full.max_score == 80, full"),
+                 nbformat.v4.new_code_cell(f"assert full.passed and full.score == full.max_score == {FULL:g}, full"),
                  nbformat.v4.new_code_cell(WRONG_PIECEWISE), nbformat.v4.new_code_cell(BROKEN_POLY),
                  nbformat.v4.new_code_cell(RAISING),
                  nbformat.v4.new_code_cell(f'part = check("ex02", "ex03", seed={SEED})\npart'),
@@ -165,10 +167,10 @@ def _verdicts(report: dict) -> dict:
 def test_filled_from_the_solutions_the_check_in_the_notebook_gives_full_marks(solved_run):
     nb, filled, folder, _ = solved_run
     shown = result_of(nb.cells[filled])
-    assert "Chapter 4: JIT basics: 80 / 80" in shown["text"] and "All checks passed" in shown["text"]
+    assert f"Chapter 4: JIT basics: {FULL:g} / {FULL:g}" in shown["text"] and "All checks passed" in shown["text"]
     assert not [o for o in nb.cells[filled + 1].outputs if o.output_type == "error"]  # the assert on the score
     report = json.loads((folder / ".grade" / "kernel" / "report.json").read_text(encoding="utf-8"))
-    assert report["seed"] == SEED and report["score"] == report["max_score"] == 80
+    assert report["seed"] == SEED and report["score"] == report["max_score"] == FULL
     assert report["submission"]["from"] == "kernel history"
 
 
@@ -182,7 +184,7 @@ def test_filled_notebook_scores_as_the_solutions_in_the_notebook_and_through_gra
     _, _, folder, saved = solved_run
     in_notebook = json.loads((folder / ".grade" / "kernel" / "report.json").read_text(encoding="utf-8"))
     saved_nb = grade_to_dict(saved, seed=SEED)
-    assert saved_nb["submission"]["kind"] == "notebook" and saved_nb["score"] == saved_nb["max_score"] == 80
+    assert saved_nb["submission"]["kind"] == "notebook" and saved_nb["score"] == saved_nb["max_score"] == FULL
     assert _verdicts(in_notebook) == _verdicts(saved_nb)
     solutions = _verdicts(grade_to_dict(SOLUTIONS, seed=SEED, exercises=("ex01", "ex02", "ex04")))
     assert solutions == {k: v for k, v in _verdicts(saved_nb).items() if k in solutions} and len(solutions) == 3

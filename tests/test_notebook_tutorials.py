@@ -45,6 +45,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import FULL
+
 from grader.authoring.notebook import build
 from grader.chapter import load_chapter
 
@@ -90,7 +92,7 @@ def test_a_tutorial_like_notebook_with_the_answers_added_scores_full_marks(tmp_p
     printed = {line.strip() for c in nb.cells if c.cell_type == "code" for o in c.outputs
                if o.output_type == "stream" for line in o.text.splitlines() if len(line.strip()) > 8}
     report = graded(tmp_path, with_answers(nb), name)
-    assert report["score"] == report["max_score"] == 80, failing(report)
+    assert report["score"] == report["max_score"] == FULL, failing(report)
     assert report["submission"]["cells"]["not_replayed"]  # the tutorial's cells: none replayed for nothing
     shown = "\n".join(e["output"] for e in report["exercises"])  # what "Your code printed" would show
     assert printed and not [line for line in printed if line in shown]
@@ -122,7 +124,7 @@ def test_ipython_only_syntax_in_exploration_cells_costs_nothing(tmp_path):
                    "x = jnp.linspace(-2, 2, 64)\nt = %timeit -o -n 3 -r 1 piecewise(x).block_until_ready()\n"
                    "print(t.best)", "display(piecewise(x))\nsoftmax?"]
     report = graded(tmp_path, with_answers(nbformat.v4.new_notebook(), exploration), "ch4.ipynb")
-    assert report["score"] == report["max_score"] == 80, failing(report)
+    assert report["score"] == report["max_score"] == FULL, failing(report)
 
 
 def test_a_slow_tutorial_cell_costs_no_exercise_its_time_limit(tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SOLUTIONS, STUBS
+from conftest import FULL, ROOT, SOLUTIONS, STUBS
 
 pytestmark = pytest.mark.slow
 
@@ -132,8 +132,8 @@ def test_the_solutions_score_full_marks_beside_a_busy_desktop(desktop, student_h
     assert report["sandbox"]["uid_isolation"] is False  # the jobs have the student's uid
     bad = {e["id"]: [(c["id"], c["message"]) for c in e["checks"] if c["status"] != "passed"]
            for e in report["exercises"] if e["score"] != e["max_score"]}
-    assert report["score"] == 80, bad
-    print(f"solutions beside {desktop} threads of the student's: 80/80 in {took:.1f} s")
+    assert report["score"] == FULL, bad
+    print(f"solutions beside {desktop} threads of the student's: {FULL:g}/{FULL:g} in {took:.1f} s")
 
 
 @needs_a_student
@@ -187,7 +187,7 @@ def test_forks_at_import_and_a_fork_storm_cost_their_exercises_only(desktop, stu
     left = subprocess.run(["pgrep", "-u", str(STUDENT_UID if ROOT_USER else os.getuid()), "-f", "grader.child"],
                           capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
-    print(f"forks at import and a fork storm beside {desktop} threads: {report['score']:g}/80 in {took:.1f} s "
+    print(f"forks at import and a fork storm beside {desktop} threads: {report['score']:g}/{FULL:g} in {took:.1f} s "
           f"({time.monotonic() - started:.1f} s)")
 
 
@@ -203,4 +203,4 @@ def test_64_children_forked_at_import_cost_nothing_to_the_other_exercises(deskto
     others = {ex_id: e["score"] for ex_id, e in by_id.items() if ex_id != "ex01_jit_forms"}
     assert others == {ex_id: 10 for ex_id in others}, others
     assert by_id["ex01_jit_forms"]["status"] in ("passed", "partial"), by_id["ex01_jit_forms"]
-    print(f"64 children forked at import beside {desktop} threads: {report['score']:g}/80 in {took:.1f} s")
+    print(f"64 children forked at import beside {desktop} threads: {report['score']:g}/{FULL:g} in {took:.1f} s")

@@ -1,6 +1,6 @@
 """The probe and the checks of each exercise name their records with one set of keys.
 
-Each exercise module declares its record keys once (``KEYS``); its probe records under
+Each exercise package declares its record keys once (``KEYS``); its probe records under
 them and its checks read under them. Grading the reference solutions (and the wrong
 submissions that take the checks' failure paths) shows, for every exercise, that
 
@@ -14,30 +14,33 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SOLUTIONS, VARIANTS, grade_to_dict, make_submission
+from conftest import VARIANTS, all_chapters, grade_to_dict, make_submission
 
 import grader.verdicts
-from grader.chapter import load_chapter
 from grader.checks import ARRIVALS, NAMES, TIMING
 from grader.primitives.timing import READY
 
 pytestmark = pytest.mark.slow
 
-CHAPTER = load_chapter("ch4")
+CHAPTERS = all_chapters()
+#: every chapter's exercises (the structural tests follow every chapter)
+EXERCISES = [(c, ex) for c in CHAPTERS for ex in c.exercises]
+IDS = [f"{c.id}/{ex.id}" for c, ex in EXERCISES]
 #: wrong submissions whose checks read records a correct one never needs (failure diagnoses)
 FAILURE_PATHS = {"ex06_speedup": ["edits_provided", "fast_heavy_callback", "fast_heavy_rejit"]}
 
 
 @pytest.fixture(scope="module")
 def keys_seen(tmp_path_factory, monkeypatch_module):
-    seen: dict[str, dict[str, set[str]]] = {ex.id: {"recorded": set(), "read": set(), "read_correct": set(),
-                                                    "recorded_correct": set()} for ex in CHAPTER.exercises}
+    seen: dict[str, dict[str, set[str]]] = {f"{c.id}/{ex.id}": {"recorded": set(), "read": set(),
+                                                                "read_correct": set(), "recorded_correct": set()}
+                                            for c, ex in EXERCISES}
     original = grader.verdicts.run_checks
     correct = [True]
 
     def spy(ex, student, reference, ctx, termination):
         results = original(ex, student, reference, ctx, termination)
-        entry = seen[ex.id]
+        entry = seen[f"{ex.package_name.split('.')[2]}/{ex.id}"]  # grader.chapters.<chapter>.<exercise>
         entry.setdefault("reference_recorded", set()).update(reference.data)
         entry.setdefault("reference_read", set()).update(reference.read)
         for side in (student, reference):
@@ -49,7 +52,8 @@ def keys_seen(tmp_path_factory, monkeypatch_module):
         return results
 
     monkeypatch_module.setattr(grader.verdicts, "run_checks", spy)
-    grade_to_dict(SOLUTIONS, seed=99)
+    for chapter in CHAPTERS:
+        grade_to_dict(chapter.solutions, seed=99)
     correct[0] = False
     for exercise, names in FAILURE_PATHS.items():
         for name in names:
@@ -70,16 +74,16 @@ def _core(key: str) -> bool:
     return key in (ARRIVALS, TIMING, READY) or NAMES.matches(key)
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
-def test_every_recorded_key_is_declared(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).package.KEYS
+@pytest.mark.parametrize("chapter, ex", EXERCISES, ids=IDS)
+def test_every_recorded_key_is_declared(keys_seen, chapter, ex):
+    keys, exercise = ex.package.KEYS, f"{chapter.id}/{ex.id}"
     undeclared = sorted(k for k in keys_seen[exercise]["recorded"] if keys.kind_of(k) is None)
     assert not undeclared, f"{exercise} records under keys its KEYS does not declare: {undeclared}"
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
-def test_every_read_key_is_declared_and_recorded(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).package.KEYS
+@pytest.mark.parametrize("chapter, ex", EXERCISES, ids=IDS)
+def test_every_read_key_is_declared_and_recorded(keys_seen, chapter, ex):
+    keys, exercise = ex.package.KEYS, f"{chapter.id}/{ex.id}"
     seen = keys_seen[exercise]
     unknown = sorted(k for k in seen["read"] if not _core(k) and keys.kind_of(k) is None)
     assert not unknown, f"{exercise}'s checks read keys its KEYS does not declare: {unknown}"
@@ -87,9 +91,9 @@ def test_every_read_key_is_declared_and_recorded(keys_seen, exercise):
     assert not never, f"{exercise}'s checks read keys the probe never recorded for a correct submission: {never}"
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises])
-def test_every_declared_key_is_recorded_and_read(keys_seen, exercise):
-    keys = CHAPTER.exercise(exercise).package.KEYS
+@pytest.mark.parametrize("chapter, ex", EXERCISES, ids=IDS)
+def test_every_declared_key_is_recorded_and_read(keys_seen, chapter, ex):
+    keys, exercise = ex.package.KEYS, f"{chapter.id}/{ex.id}"
     seen = keys_seen[exercise]
     recorded = {keys.kind_of(k) for k in seen["recorded"]}
     read = {keys.kind_of(k) for k in seen["read"]}
@@ -97,11 +101,14 @@ def test_every_declared_key_is_recorded_and_read(keys_seen, exercise):
     assert not sorted(set(keys.keys) - read), f"{exercise}: recorded but never read by a check"
 
 
-@pytest.mark.parametrize("exercise", [ex.id for ex in CHAPTER.exercises if ex.package.KEYS.reference is not None])
-def test_the_reference_records_what_its_checks_read_from_it(keys_seen, exercise):
+WITH_REFERENCE_KEYS = [(c, ex) for c, ex in EXERCISES if ex.package.KEYS.reference is not None]
+
+
+@pytest.mark.parametrize("chapter, ex", WITH_REFERENCE_KEYS, ids=[f"{c.id}/{ex.id}" for c, ex in WITH_REFERENCE_KEYS])
+def test_the_reference_records_what_its_checks_read_from_it(keys_seen, chapter, ex):
     """``Keys(reference=...)``: the reference's job records those kinds only, and every one is read
     from it (a kind a check reads but the declaration leaves out would be an error in every report)."""
-    keys = CHAPTER.exercise(exercise).package.KEYS
+    keys, exercise = ex.package.KEYS, f"{chapter.id}/{ex.id}"
     seen = keys_seen[exercise]
     recorded = {keys.kind_of(k) for k in seen["reference_recorded"] if not _core(k)}
     read = {keys.kind_of(k) for k in seen["reference_read"] if not _core(k)}

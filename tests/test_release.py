@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SOLUTIONS, STUBS, VARIANTS, exercise, grade_to_dict, statuses
+from conftest import FULL, SOLUTIONS, STUBS, exercise, grade_to_dict, statuses, variant
 
 from grader.authoring.release import leaks, readme_command
 from grader.chapter import load_chapter
@@ -162,11 +162,11 @@ def test_readme_command_installs_and_grades_the_stubs_to_zero(installed, release
     _, stdout = installed
     out, _ = release
     graded = stdout[stdout.index(f"Preview (public seed {PUBLIC_SEED})"):]  # after what pip printed
-    assert graded.startswith(f"Preview (public seed {PUBLIC_SEED}): Chapter 4: JIT basics: 0 / 80 — graded "
+    assert graded.startswith(f"Preview (public seed {PUBLIC_SEED}): Chapter 4: JIT basics: 0 / {FULL:g} — graded "
                              f"exercises/ch4 (8 .py files)\n")  # the first line names what was graded
     report = json.loads((out / "exercises" / "ch4" / ".grade" / "report.json").read_text(encoding="utf-8"))
     assert report["preview"] is True and report["seed"] == PUBLIC_SEED
-    assert report["score"] == 0 and report["max_score"] == 80
+    assert report["score"] == 0 and report["max_score"] == FULL
     assert {e["status"] for e in report["exercises"]} == {"not_attempted"}
     md = (out / "exercises" / "ch4" / ".grade" / "report.md").read_text(encoding="utf-8")
     assert md.startswith(f"# Preview (public seed {PUBLIC_SEED})") and "reference records" in md
@@ -186,7 +186,7 @@ def test_the_solutions_get_full_marks_in_the_preview(with_solutions):
     problems = {e["id"]: {c["id"]: c["message"] for c in e["checks"] if c["status"] != "passed"}
                 for e in report["exercises"] if e["status"] != "passed"}
     assert not problems
-    assert report["score"] == report["max_score"] == 80 and report["preview"] is True
+    assert report["score"] == report["max_score"] == FULL and report["preview"] is True
     assert report["title"].startswith(f"Preview (public seed {PUBLIC_SEED}):")
     checked = {(e["id"], c["id"]): c["checked"] for e in report["exercises"] for c in e["checks"]}
     assert {k for k, v in checked.items() if v == "final"} == {("ex06_speedup", "fast_heavy.speedup"),
@@ -202,7 +202,7 @@ def test_the_same_files_get_full_marks_at_final_grading(with_solutions, release)
     problems = {e["id"]: {c["id"]: c["message"] for c in e["checks"] if c["status"] != "passed"}
                 for e in report["exercises"] if e["status"] != "passed"}
     assert not problems
-    assert report["score"] == 80 and report["preview"] is False and report["seed"] == FINAL_SEED
+    assert report["score"] == FULL and report["preview"] is False and report["seed"] == FINAL_SEED
     assert {c["checked"] for e in report["exercises"] for c in e["checks"]} == {"now"}
 
 
@@ -212,7 +212,7 @@ def _lookup_submission(records: ReferenceRecords, folder: Path) -> Path:
     inputs' bytes; ex06 with a host callback in its layer_norm; the rest stubs."""
     target = folder / "ch4"
     shutil.copytree(STUBS, target, ignore=shutil.ignore_patterns(".grade"))
-    shutil.copy(VARIANTS / "ex06_speedup" / "layer_norm_callback.py", target / "ex06_speedup.py")
+    (target / "ex06_speedup.py").write_text(variant("ex06_speedup", "layer_norm_callback"), encoding="utf-8")
     ex04, ex08 = CHAPTER.exercise("ex04_cache_keys"), CHAPTER.exercise("ex08_aot_debug")
     inputs4, inputs8 = ex04.inputs(records.seed), ex08.inputs(records.seed)
     obs4 = records.outcome(ex04.id, records.seed, inputs4).records

@@ -228,7 +228,7 @@ functions = ["f"]
 
 
 def exercise_module(*checks: tuple[str, tuple]) -> str:
-    """An exercise module declaring ``checks`` ((id, depends) pairs)."""
+    """An exercise package declaring ``checks`` ((id, depends) pairs)."""
     out = ["from grader.checks import check", "", "def inputs(rng):", "    return {}", "",
            "def probe(ctx):", "    pass", ""]
     for i, (cid, depends) in enumerate(checks):

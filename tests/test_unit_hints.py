@@ -1,5 +1,5 @@
-"""Hints and titles nudge, they never hand out the answer: no hint, hint layer or check
-title of chapter.toml holds a piece of a solution's code (a SOLUTION block) that the stub
+"""Hints and titles nudge, they never hand out the answer, in every chapter: no hint, hint layer or check
+title of an exercise.toml holds a piece of a solution's code (a SOLUTION block) that the stub
 does not already show; every check has its further layers (``grade ... --hint CHECK``) in
 both languages, none a copy of another, each naming a section of the course; and the
 sections are named alike in chapter.toml and the README."""
@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from conftest import all_chapters
 
 from grader.authoring.answers import code_pieces, normalised, solution_blocks
 from grader.chapter import load_chapter
@@ -26,7 +28,8 @@ def test_code_pieces_find_the_answer_of_ex02_in_its_old_hint():
     assert not any(piece in normalised("use jnp.where(condition, if_true, if_false)") for piece in pieces)
 
 
-EXERCISES = load_chapter("ch4").exercises
+CHAPTERS = all_chapters()
+EXERCISES = [(chapter, ex) for chapter in CHAPTERS for ex in chapter.exercises]
 
 
 def student_texts(check) -> dict:
@@ -35,10 +38,10 @@ def student_texts(check) -> dict:
             **{f"layer {i}": v for i, v in enumerate(check.hint_layers, start=2)}}
 
 
-@pytest.mark.parametrize("ex", EXERCISES, ids=[ex.id for ex in EXERCISES])
-def test_no_hint_layer_or_title_holds_solution_code(ex):
-    stub = normalised((STUBS / ex.filename).read_text(encoding="utf-8"))
-    pieces = set().union(*map(code_pieces, solution_blocks((SOLUTIONS / ex.filename).read_text("utf-8"))))
+@pytest.mark.parametrize("chapter, ex", EXERCISES, ids=[f"{c.id}/{ex.id}" for c, ex in EXERCISES])
+def test_no_hint_layer_or_title_holds_solution_code(chapter, ex):
+    stub = normalised((chapter.stubs / ex.filename).read_text(encoding="utf-8"))
+    pieces = set().union(*map(code_pieces, solution_blocks((chapter.solutions / ex.filename).read_text("utf-8"))))
     answers = {piece for piece in pieces if piece not in stub}  # what the stub shows is no secret
     assert answers, f"{ex.filename}: no solution code found"
     assert any(check.hint_layers for check in ex.checks), "the layers are read, so they are searched too"
@@ -56,11 +59,11 @@ LAYERS = 2
 #: a layer points at the course: "section 3 (三)" in English, "第三节" in Chinese
 SECTION_EN = re.compile(r"section ([1-9]) \(([一二三四五六七八九])\)")
 SECTION_ZH = re.compile(r"第([一二三四五六七八九])节")
-CHECKS = [(ex, check) for ex in EXERCISES for check in ex.checks]
+CHECKS = [(chapter, ex, check) for chapter, ex in EXERCISES for check in ex.checks]
 
 
-@pytest.mark.parametrize("ex, check", CHECKS, ids=[f"{ex.id}:{check.id}" for ex, check in CHECKS])
-def test_every_check_has_its_layers_in_both_languages(ex, check):
+@pytest.mark.parametrize("chapter, ex, check", CHECKS, ids=[f"{c.id}/{ex.id}:{check.id}" for c, ex, check in CHECKS])
+def test_every_check_has_its_layers_in_both_languages(chapter, ex, check):
     assert len(check.hint_layers) >= LAYERS, (f"{ex.id} {check.id}: {len(check.hint_layers)} layers, "
                                               f"at least {LAYERS} wanted")
     for i, layer in enumerate(check.hint_layers, start=2):
@@ -70,11 +73,12 @@ def test_every_check_has_its_layers_in_both_languages(ex, check):
             f"{ex.id} {check.id} layer {i}: the en text has Chinese"
 
 
-def test_no_layer_repeats_another_or_a_hint():
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_no_layer_repeats_another_or_a_hint(chapter):
     """A layer says something the nudge and the other layers do not, in either language."""
     for lang in ("en", "zh"):
         seen: dict[str, str] = {}
-        for ex, check in CHECKS:
+        for _, ex, check in (c for c in CHECKS if c[0] is chapter):
             for what, text in student_texts(check).items():
                 if what == "title":
                     continue
@@ -85,9 +89,9 @@ def test_no_layer_repeats_another_or_a_hint():
                 seen.setdefault(key, where)
 
 
-def test_every_layer_names_a_section_of_the_course():
-    chapter = load_chapter("ch4")
-    for ex, check in CHECKS:
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_every_layer_names_a_section_of_the_course(chapter):
+    for _, ex, check in (c for c in CHECKS if c[0] is chapter):
         for i, layer in enumerate(check.hint_layers, start=2):
             where = f"{ex.id} {check.id} layer {i}"
             named = SECTION_EN.findall(layer.en)

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import all_chapters
+
 from grader import integrity
 from grader.chapter import load_chapter
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "ch4"
+ALLOWED = load_chapter("ch4").allowed_imports
 
 
 def scan_source(tmp_path: Path, source: str, name: str = "ex01_jit_forms.py", siblings=()) -> list[dict]:
@@ -17,7 +20,7 @@ def scan_source(tmp_path: Path, source: str, name: str = "ex01_jit_forms.py", si
     files = [name, *siblings]
     for sibling in siblings:
         (tmp_path / sibling).write_text("x = 1\n", encoding="utf-8")
-    return integrity.scan(tmp_path, files)
+    return integrity.scan(tmp_path, files, ALLOWED)
 
 
 def codes(found: list[dict]) -> set[tuple[str, str]]:
@@ -132,16 +135,13 @@ def test_every_message_renders(tmp_path):
             assert words and not words.startswith("["), words
 
 
-def test_reference_solutions_are_clean():
-    files = sorted(p.name for p in SOLUTIONS.glob("*.py"))
-    assert len(files) >= 4
-    assert integrity.scan(SOLUTIONS, files) == []
-
-
-def test_stubs_are_clean():
-    stubs = SOLUTIONS.parent.parent / "exercises" / "ch4"
-    files = sorted(p.name for p in stubs.glob("*.py"))
-    assert integrity.scan(stubs, files) == []
+@pytest.mark.parametrize("chapter", all_chapters(), ids=lambda c: c.id)
+def test_reference_solutions_and_stubs_are_clean(chapter):
+    """Every chapter's solutions and stubs import only what its contract allows, and touch nothing."""
+    for folder in (chapter.solutions, chapter.stubs):
+        files = sorted(p.name for p in folder.glob("*.py"))
+        assert files and {ex.filename for ex in chapter.exercises} <= set(files), folder
+        assert integrity.scan(folder, files, chapter.allowed_imports) == [], folder
 
 
 def test_plain_import_of_jax_monitoring_is_flagged(tmp_path):
@@ -238,3 +238,12 @@ def test_a_graded_submission_tells_the_student_of_private_api_and_warns_nobody(t
         assert ex05["score"] == ex05["max_score"]
         assert any(words in note and "ex05_timing.py:" in note for note in ex05["notes"]), ex05["notes"]
         assert report["integrity"] == [], report["integrity"]
+
+
+def test_a_chapter_says_which_imports_it_allows(tmp_path):
+    """The allowed imports are the chapter's contract (chapter.toml's ``allowed_imports``), not the core's: a
+    chapter that allows ``scipy`` gets no warning for it, ch4 (which does not) does."""
+    (tmp_path / "ex01_jit_forms.py").write_text("import scipy.special\nimport numpy\n", encoding="utf-8")
+    assert codes(integrity.scan(tmp_path, ["ex01_jit_forms.py"], ALLOWED)) == {("import", "scipy.special")}
+    assert integrity.scan(tmp_path, ["ex01_jit_forms.py"], ALLOWED | {"scipy"}) == []
+    assert "numpy" in ALLOWED and "os" not in ALLOWED

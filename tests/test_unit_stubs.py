@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import all_chapters
+
 from grader.authoring.stubs import StubFormatError, StubsInTheWay, generate, make_stub
 from grader.chapter import load_chapter
 
@@ -14,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 SOLUTION_FILES = sorted(p.name for p in SOLUTIONS.glob("*.py"))
+#: every chapter's solution files (the structural tests follow every chapter)
+CHAPTERS = all_chapters()
+FILES = [(c, p.name) for c in CHAPTERS for p in sorted(c.solutions.glob("*.py"))]
+FILE_IDS = [f"{c.id}/{name}" for c, name in FILES]
 
 
 def test_every_exercise_of_the_chapter_has_a_solution_and_a_stub():
@@ -23,19 +29,20 @@ def test_every_exercise_of_the_chapter_has_a_solution_and_a_stub():
     assert {ex.filename for ex in chapter.exercises} <= set(SOLUTION_FILES)
 
 
-def test_stubs_are_up_to_date():
-    assert generate(SOLUTIONS, STUBS, write=False) == []
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.id for c in CHAPTERS])
+def test_stubs_are_up_to_date(chapter):
+    assert generate(chapter.solutions, chapter.stubs, write=False) == []
 
 
-@pytest.mark.parametrize("name", SOLUTION_FILES)
-def test_make_stub_reproduces_the_stub_file(name):
-    stub = make_stub((SOLUTIONS / name).read_text(encoding="utf-8"), filename=name)
-    assert stub == (STUBS / name).read_text(encoding="utf-8")
+@pytest.mark.parametrize("chapter, name", FILES, ids=FILE_IDS)
+def test_make_stub_reproduces_the_stub_file(chapter, name):
+    stub = make_stub((chapter.solutions / name).read_text(encoding="utf-8"), filename=name)
+    assert stub == (chapter.stubs / name).read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", SOLUTION_FILES)
-def test_stub_has_todo_and_chinese_and_raises(name):
-    stub = (STUBS / name).read_text(encoding="utf-8")
+@pytest.mark.parametrize("chapter, name", FILES, ids=FILE_IDS)
+def test_stub_has_todo_and_chinese_and_raises(chapter, name):
+    stub = (chapter.stubs / name).read_text(encoding="utf-8")
     assert "TODO" in stub
     assert re.search(r"[\u4e00-\u9fff]", stub)
     assert "NotImplementedError" in stub
@@ -60,12 +67,12 @@ def _solution_and_outside_lines(source: str) -> tuple[set[str], set[str]]:
     return inside, outside
 
 
-@pytest.mark.parametrize("name", SOLUTION_FILES)
-def test_stub_holds_no_solution_line(name):
-    source = (SOLUTIONS / name).read_text(encoding="utf-8")
+@pytest.mark.parametrize("chapter, name", FILES, ids=FILE_IDS)
+def test_stub_holds_no_solution_line(chapter, name):
+    source = (chapter.solutions / name).read_text(encoding="utf-8")
     inside, outside = _solution_and_outside_lines(source)
     assert inside, f"{name} has no SOLUTION block"
-    leaked = {line for line in (STUBS / name).read_text(encoding="utf-8").splitlines()
+    leaked = {line for line in (chapter.stubs / name).read_text(encoding="utf-8").splitlines()
               if line.strip() in inside - outside}
     assert leaked == set()
 

@@ -37,6 +37,9 @@ PACKAGE = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: never copied: caches, reports, backups of stubs
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".grade", "*.egg-info", "*.bak-*", ".*")
+#: the templates of a new chapter's answers (``grade dev new-chapter``): its solution and variants are a
+#: chapter's answers (a chapter made from them has them as its own), so no release or bundle holds them
+SCAFFOLD_ANSWERS = ("solution.py.tmpl", "variant-*.py.tmpl")
 #: files that hold compiled or serialised objects: no release may contain one
 BINARY_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".pickle", ".pkl", ".npy", ".npz", ".joblib", ".dill", ".dat")
 #: files searched for pieces of the answers (everything else is refused, see BINARY_SUFFIXES)
@@ -124,6 +127,9 @@ def copy_package(chapter: Chapter, root: Path) -> Path:
     its folder lives), and no caches; returns the copy's folder."""
     package = root / "grader"
     shutil.copytree(PACKAGE, package, ignore=IGNORED)
+    for pattern in SCAFFOLD_ANSWERS:
+        for template in (package / "authoring" / "templates").glob(pattern):
+            template.unlink()
     shutil.rmtree(package / "chapters")
     (package / "chapters").mkdir()
     shutil.copy2(PACKAGE / "chapters" / "__init__.py", package / "chapters" / "__init__.py")

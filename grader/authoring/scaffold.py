@@ -1,9 +1,11 @@
 """A new chapter from nothing: ``grade dev new-chapter ID`` (see ``docs/authoring.md``).
 
 It writes a chapter that grades end to end at once: its ``chapter.toml``, one exercise
-folder (its code, ``__init__.py``: hidden inputs, probe, two checks; its words,
-``exercise.toml``: title, checks, hints and messages), a reference solution with its
-SOLUTION/STUB blocks, and the stub generated from it. An author then renames and
+folder (its code, ``__init__.py``: hidden inputs, the regimes they cover, probe, two checks; its
+words, ``exercise.toml``: title, checks, hints, hint layers and messages), a reference solution with
+its SOLUTION/STUB blocks, the stub generated from it, and the variants the grader's tests grade it
+with (a mistake for each check, a correct answer written otherwise): the structural tests cover the
+new chapter at once, no test file edited. An author then renames and
 rewrites, and adds exercises by copying the folder; nothing in the grader's core
 changes. It never writes over a file that exists.
 """
@@ -36,6 +38,8 @@ class Scaffold:
     solutions: Path
     #: the folder of its stubs (what students get)
     stubs: Path
+    #: the folder of its variants (the wrong and the differently right answers the tests grade)
+    variants: Path
 
     @property
     def folder(self) -> Path:
@@ -51,6 +55,8 @@ class Scaffold:
                 chapter=self.chapter, exercise=self.exercise, tag=self.exercise[:4]),
             self.solutions / f"{self.exercise}.py": solution,
             self.stubs / f"{self.exercise}.py": make_stub(solution, filename=f"{self.exercise}.py"),
+            **{self.variants / self.exercise / f"{name}.py": _template(f"variant-{name}.py")
+               for name in VARIANTS},
         }
 
 
@@ -67,11 +73,17 @@ def plan(chapter: str, *, root: Path | None = None, exercise: str = "ex01_scale"
     if root is None:
         chapters = PACKAGE_ROOT / "grader" / "chapters"
         root = PACKAGE_ROOT
+        variants = PACKAGE_ROOT / "tests" / "variants" / chapter
     else:
         root = Path(root).resolve()
         chapters = root / "chapters"
-    made = Scaffold(chapter, exercise, chapters, root / "solutions" / chapter, root / "exercises" / chapter)
-    taken = [str(p) for p in (made.folder, made.solutions, made.stubs) if p.exists()]
+        variants = root / "variants" / chapter
+    made = Scaffold(chapter, exercise, chapters, root / "solutions" / chapter, root / "exercises" / chapter,
+                    variants)
+    if not (TEMPLATES / "solution.py.tmpl").is_file():
+        raise ScaffoldError("this copy of the grader has no chapter templates (a course release or a Gradescope "
+                            "bundle holds none): make a chapter with the grader's repository")
+    taken = [str(p) for p in (made.folder, made.solutions, made.stubs, made.variants) if p.exists()]
     if taken:
         raise ScaffoldError(f"chapter {chapter} already has {', '.join(taken)}: choose another id, or remove "
                             f"those first (nothing was written)")
@@ -97,7 +109,8 @@ def _relative(target: Path, start: Path) -> str:
 def _chapter_toml(made: Scaffold) -> str:
     return _template("chapter.toml").format(chapter=made.chapter, exercise=made.exercise,
                                 solutions=_relative(made.solutions, made.folder),
-                                stubs=_relative(made.stubs, made.folder))
+                                stubs=_relative(made.stubs, made.folder),
+                                variants=_relative(made.variants, made.folder))
 
 
 def _exercise_module(chapter: str, exercise: str) -> str:
@@ -109,6 +122,9 @@ def _solution(chapter: str, exercise: str) -> str:
 
 
 # ------------------------------------------------------------------ templates
+#: the first exercise's variants (``templates/variant-<name>.py``): a mistake for each check, the hint a
+#: mistake of shape gets, and a correct answer written otherwise (tests/test_variants.py grades them)
+VARIANTS = ("adds_factor", "static_factor", "sums_first", "alt_multiply")
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 

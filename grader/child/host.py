@@ -49,7 +49,7 @@ from grader.protocol import OP, FromHost, ToHost, message, word_of
 def _preload(modules: list[str], chapter_folders: list[str]) -> dict:
     """Import what every job needs, so that forking is cheap and jobs import nothing of ours.
 
-    ``modules``: the chapter's modules (exercise modules, provided code), found in
+    ``modules``: the chapter's modules (exercise packages, provided code), found in
     ``chapter_folders`` when the chapter is not one of the grader's own.
     """
     for name in ("math", "functools", "itertools", "collections", "statistics", "time", "typing",

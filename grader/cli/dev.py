@@ -20,7 +20,7 @@ def dev() -> None:
 
 
 @dev.command("stubs", short_help="Regenerate a chapter's stubs from its solutions.")
-@click.argument("chapter", required=False, default="ch4")
+@click.argument("chapter", required=False)
 @click.option("--check", "check_only", is_flag=True,
               help="Only list the stubs that differ from their solutions (exit 1 if any); write nothing.")
 @click.option("--force", is_flag=True,
@@ -69,7 +69,7 @@ def dev_stubs(chapter: str, check_only: bool, force: bool, lang: str | None) -> 
 
 
 @dev.command("validate", short_help="Validate a chapter end to end.")
-@click.argument("chapter", required=False, default="ch4")
+@click.argument("chapter", required=False)
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="Seed of the hidden inputs for both gradings (default: a fresh one, printed).")
 @lang_option
@@ -77,16 +77,17 @@ def dev_validate(chapter: str, seed: int | None, lang: str | None) -> None:
     """Validate a chapter: metadata, stubs, reference full marks, stubs zero."""
     from grader.authoring.validate import validate
 
-    problems = validate(_chapter(chapter), seed=seed, lang=lang or default_lang(), echo=click.echo)
+    spec = _chapter(chapter)
+    problems = validate(spec, seed=seed, lang=lang or default_lang(), echo=click.echo)
     if problems:
         for problem in problems:
             click.echo(f"✗ {problem}", err=True)
         sys.exit(EXIT_FAIL_UNDER)
-    click.echo(f"✓ {chapter}: valid")
+    click.echo(f"✓ {spec.id}: valid")
 
 
 @dev.command("build", short_help="Build the programs every grading compiles, before the first grading.")
-@click.argument("chapter", required=False, default="ch4")
+@click.argument("chapter", required=False)
 @click.option("--sandbox", type=click.Choice(["auto", "bwrap", "process"]), default="auto", show_default=True,
               help="The sandbox the building grading runs in (that of the gradings to come).")
 @lang_option
@@ -105,7 +106,16 @@ def dev_build(chapter: str, sandbox: str, lang: str | None) -> None:
         sys.exit(EXIT_FAIL_UNDER)
 
 
-def _chapter(chapter_id: str):
+def _chapter(chapter_id: str | None):
+    """The chapter named, or the one chapter the grader finds when none is (two or more: say which)."""
+    from grader.chapter import available_chapters
+
+    if chapter_id is None:
+        found = available_chapters()
+        if len(found) != 1:
+            raise UserError(f"which chapter? this grader has {', '.join(found) or 'none'}: name one, as in "
+                            f"grade dev validate {found[0] if found else 'ch4'}")
+        chapter_id = found[0]
     try:
         return load_chapter(chapter_id)
     except ChapterError as exc:
@@ -142,7 +152,7 @@ def dev_new_chapter(chapter: str, root: Path | None, exercise: str, lang: str | 
 
 
 @dev.command("release", short_help="Build a course release for students: exercises and grader, no answers.")
-@click.argument("chapter", required=False, default="ch4")
+@click.argument("chapter", required=False)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="A new (or empty) folder for the release.")
 @click.option("--seed", type=click.IntRange(1, 2**31 - 1), default=None,
@@ -176,7 +186,7 @@ def dev_release(chapter: str, out: Path, seed: int | None, lang: str | None) -> 
 
 
 @dev.command("gradescope", short_help="Build a Gradescope autograder (a zip): grader, chapter, reference solutions.")
-@click.argument("chapter", required=False, default="ch4")
+@click.argument("chapter", required=False)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="The zip to write (e.g. autograder.zip), to upload in Gradescope's Configure Autograder.")
 @click.option("--force", is_flag=True, help="Replace --out when it exists.")

@@ -17,7 +17,7 @@ class JobOutcome:
     end: str
     #: ``student`` or ``reference``: whose job it was
     side: str = ""
-    #: what the probe recorded, by key (the exercise module's ``KEYS``)
+    #: what the probe recorded, by key (the exercise package's ``KEYS``)
     records: dict[str, Any] = field(default_factory=dict)
     #: how each of the exercise's module-level names looked after the import
     names: dict[str, dict] = field(default_factory=dict)
