@@ -23,12 +23,9 @@ import re
 import string
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from grader.i18n import T, Text
-
-if TYPE_CHECKING:
-    from grader.chapter import ExerciseSpec
 
 
 # ----------------------------------------------------------------- check outcomes
@@ -286,12 +283,25 @@ ARRIVALS = "grader/arrivals"
 TIMING = "grader/timing"
 
 
+class ExerciseSettings(Protocol):
+    """What a check may read of its exercise (:class:`grader.exercise_folder.ExerciseSpec` is one: named here
+    as a Protocol, so that this layer names no chapter's module, not even for a type)."""
+
+    id: str
+    #: the share of the reference's gain a timed check asks of a student's speed-up
+    speedup_fraction: float
+    #: a course release's bars for the speed-ups, by function (its preview has no reference to time)
+    release_speedup_bar: dict[str, float]
+    #: the exercise's jobs dispatch synchronously on the CPU
+    sync_cpu_dispatch: bool
+
+
 @dataclass
 class CheckContext:
     """What a check may know besides the records: the exercise, the hidden inputs, the seed."""
 
-    #: the exercise's :class:`grader.chapter.ExerciseSpec` (its settings, e.g. ``speedup_fraction``)
-    exercise: ExerciseSpec
+    #: the exercise (its settings, e.g. ``speedup_fraction``): an :class:`~grader.exercise_folder.ExerciseSpec`
+    exercise: ExerciseSettings
     #: the hidden inputs both sides received
     inputs: dict
     #: the run's seed

@@ -162,7 +162,8 @@ class Grading:
         self._cpu_started: float | None = time.process_time()
         self.chapter = submissions.resolve_chapter(self.path, options.chapter)
         #: a preview's reference records (then no reference process runs), else ``None``
-        self.records = preview_records(self.chapter, options)
+        self.records = preview_records(self.chapter, preview=options.preview, reference_dir=options.reference_dir,
+                                       seed=options.seed)
         if self.records is not None:  # a preview: the records answer for their public seed only
             options = self.options = replace(options, seed=self.records.seed, preview=self.records)
         self.references = options.reference_cache or \

@@ -19,12 +19,19 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Sequence
+from typing import Callable, Collection, Protocol, Sequence
 
 from grader.i18n import T, Text
 
-if TYPE_CHECKING:
-    from grader.chapter import ExerciseSpec
+
+class GradedFile(Protocol):
+    """An exercise as the notes read it (:class:`grader.exercise_folder.ExerciseSpec` is one)."""
+
+    id: str
+    #: the student module's file name
+    filename: str
+    #: the functions it grades
+    functions: tuple[str, ...]
 
 #: JAX's private API: a note for the student, not a warning
 PRIVATE_JAX = "jax._src"
@@ -175,7 +182,7 @@ def private_jax_uses(tree: ast.AST) -> list[tuple[int, str, set[str]]]:
     return uses
 
 
-def student_notes(folder: Path, files: list[str], exercises: Sequence[ExerciseSpec],
+def student_notes(folder: Path, files: list[str], exercises: Sequence[GradedFile],
                   locate: Callable[[str], str | Text], *,
                   notebook: bool = False) -> dict[str, list[Text]]:
     """Notes for the student by exercise id: where the code uses JAX's private API.

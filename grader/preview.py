@@ -35,7 +35,6 @@ from grader.runner.job_sessions import JobOutcome
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter, ExerciseSpec
-    from grader.grading import GradeOptions
     from grader.results import ExerciseResult
     from grader.runner.host_handles import HostProcess
 
@@ -125,19 +124,20 @@ def release_records(chapter: Chapter) -> ReferenceRecords | None:
     return records
 
 
-def preview_records(chapter: Chapter, options: GradeOptions) -> ReferenceRecords | None:
-    """The records a grading with ``options`` (:class:`grader.grading.GradeOptions`) previews
-    with: ``options.preview``, or a course release's own; ``None``: grade with the reference.
-    Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
+def preview_records(chapter: Chapter, *, preview: ReferenceRecords | None, reference_dir: Path | None,
+                    seed: int | None) -> ReferenceRecords | None:
+    """The records a grading previews with (its options' ``preview``, ``reference_dir`` and ``seed``):
+    ``preview``, or a course release's own unless another reference is named; ``None``: grade with the
+    reference. Raises :class:`~grader.submission.SubmissionError` (one line) when they cannot be used."""
     from grader.i18n import T
     from grader.submission import SubmissionError
 
     try:
-        records = options.preview or (None if options.reference_dir else release_records(chapter))
+        records = preview or (None if reference_dir else release_records(chapter))
     except RecordsError as exc:
         raise SubmissionError(T("release.records_unusable", detail=str(exc))) from None
-    if records is not None and options.seed not in (None, records.seed):  # the records answer for it only
-        raise SubmissionError(T("release.seed_fixed", seed=options.seed, public=records.seed))
+    if records is not None and seed not in (None, records.seed):  # the records answer for it only
+        raise SubmissionError(T("release.seed_fixed", seed=seed, public=records.seed))
     return records
 
 

@@ -19,31 +19,29 @@ the student's job runs; the records stand for the reference's outcome.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from grader.checks import TIMING
+from grader.primitives.driving import Ended, Sides, TimedJob
 from grader.primitives.timing import READY
 from grader.protocol import FromJob, ToJob, message
 
-if TYPE_CHECKING:
-    from grader.runner.job_sessions import JobOutcome, JobSession
-    from grader.sides import Sides
 
 #: ``time_function(student, reference, cases, deadline)``: one function's figures (``reference`` is
 #: ``None`` in a preview), from the cases both sides prepared
-TimeFunction = Callable[["JobSession", "JobSession | None", list[str], float], dict]
+TimeFunction = Callable[["TimedJob", "TimedJob | None", list[str], float], dict]
 #: where the sides are timed in turn (a device that admits one process at a time): ``time_alone(session,
 #: cases, deadline, chosen)`` times each of ``cases`` in ``session`` alone, ``chosen`` being what the side
 #: timed first chose for each case (its batch sizes: the same for both), ``None`` for that side itself;
 #: it returns ``{case: figures}``. ``combine(student_by_case, reference_by_case)`` makes one function's
 #: figures of them, as ``time_function`` does (``reference_by_case`` is ``None`` in a preview).
-TimeAlone = Callable[["JobSession", list[str], float, "dict | None"], dict]
+TimeAlone = Callable[["TimedJob", list[str], float, "dict | None"], dict]
 Combine = Callable[[dict, "dict | None"], dict]
 
 
 def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[str, list[str]],
                      time_function: TimeFunction, *, in_turn: tuple[TimeAlone, Combine] | None = None
-                     ) -> tuple[JobOutcome, JobOutcome | None]:
+                     ) -> tuple[Ended, Ended | None]:
     """Both sides' outcomes of a timed exercise, the timings under ``grader/timing`` in the student's
     (see the module). ``functions``: each timed function's candidate cases (``name/size``). Where the
     device admits one process at a time (``sides.in_turn``: a TPU), the sides run one after the other,
@@ -95,7 +93,7 @@ def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[
     return student_out, (outcomes["reference"] if ready.get("reference") is not None else None)
 
 
-def await_record(session: JobSession, key: str, deadline: float) -> Any:
+def await_record(session: TimedJob, key: str, deadline: float) -> Any:
     """The value the job records under ``key``, once it has (``None`` if it ended first or ``deadline`` passed)."""
     while key not in session.outcome.records:
         if session.expect({FromJob.RECORD}, deadline=deadline) is None:
@@ -104,7 +102,7 @@ def await_record(session: JobSession, key: str, deadline: float) -> Any:
 
 
 def timed_in_turn(sides: Sides, inputs: dict, budget: float, functions: dict[str, list[str]],
-                  time_alone: TimeAlone, combine: Combine) -> tuple[JobOutcome, JobOutcome | None]:
+                  time_alone: TimeAlone, combine: Combine) -> tuple[Ended, Ended | None]:
     """A timed exercise where only one process at a time may hold the device (a TPU): the student's job
     runs first (its values recorded, then each function timed alone on every case it prepared: the
     batch sizes chosen there), and ends, letting the device go; then, only where the student attempted

@@ -12,16 +12,14 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
 from grader.trusted import TRUSTED
 from grader.protocol import FromJob, ToJob, message, word_of
 
-if TYPE_CHECKING:
-    from grader.child.probe import ProbeContext
-    from grader.runner.job_sessions import JobSession
+from grader.primitives.driving import Probe, TimedJob
 
 
 # =================================================================== child side
@@ -115,7 +113,7 @@ def prepares(inputs: dict, case: str) -> bool:
     return not isinstance(wanted, list) or case in wanted
 
 
-def serve_timing(ctx: ProbeContext, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
+def serve_timing(ctx: Probe, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
     ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
@@ -232,7 +230,7 @@ def expect_speedup_over(student: dict, *, bar: float, what: str) -> dict:
     return measured
 
 
-def request_times(session: JobSession, case: str, *, reps: int, batches: tuple[int, int], deadline: float,
+def request_times(session: TimedJob, case: str, *, reps: int, batches: tuple[int, int], deadline: float,
                   attempts: int = 3) -> dict:
     """One timing request to one child, checked against the grader's own clock.
 
@@ -248,7 +246,7 @@ def request_times(session: JobSession, case: str, *, reps: int, batches: tuple[i
     return got
 
 
-def _request_times_once(session: JobSession, case: str, *, reps: int, batches: tuple[int, int],
+def _request_times_once(session: TimedJob, case: str, *, reps: int, batches: tuple[int, int],
                         deadline: float) -> dict:
     start = time.monotonic()
     if not session.send(message(ToJob.TIME, case=case, reps=reps, batch_baseline=batches[0],
@@ -267,7 +265,7 @@ def _request_times_once(session: JobSession, case: str, *, reps: int, batches: t
     return {"baseline": base, "candidate": cand, "wall": wall}
 
 
-def alternate(student: JobSession, reference: JobSession | None, case: str, *, rounds: int, reps: int,
+def alternate(student: TimedJob, reference: TimedJob | None, case: str, *, rounds: int, reps: int,
               batches: tuple[int, int], deadline: float, decided: Callable[[dict, dict], bool] | None = None,
               min_rounds: int = 4) -> tuple[dict, dict | None]:
     """Time ``case`` in both processes, alternating rounds (the grader's driver).

@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING, Callable
 
 from grader.runner import devices, sandbox as sandboxes
 from grader.runner.devices import DevicePlan
-from grader.runner.job_sessions import JobSession, Limits
+from grader.runner.job_sessions import Compiles, JobSession, Limits
 from grader.protocol import OP, FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
-    from grader.runner.class_compiler import ClassCompiler
     from grader.runner.kept import KeptJobs
 
 log = logging.getLogger("grader")
@@ -147,7 +146,7 @@ class HostProcess:
         #: a batch worker's reference host keeps its timed exercises' jobs here (:mod:`grader.runner.kept`)
         self.kept: "KeptJobs | None" = None
         #: a batch's students: the class's compiler their jobs ask (:mod:`grader.runner.class_compiler`)
-        self.compiler: "ClassCompiler | None" = None
+        self.compiler: "Compiles | None" = None
         #: the group its jobs take besides their uid: the grading's, which alone may enter the grading's
         #: scratch folder (:attr:`grader.grading.Grading.group`); ``None``: no per-job uids
         self.group: int | None = None

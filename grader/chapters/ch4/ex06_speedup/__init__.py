@@ -14,32 +14,17 @@ process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENC
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from grader.chapters.ch4.common import F32
-from grader.checks import (
-    NAMES,
-    TIMING,
-    CheckContext,
-    Fail,
-    GraderError,
-    Keys,
-    Pass,
-    Records,
-    check,
-    exception_hint,
-    raised_text,
-)
+from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Pass, Records, check, exception_hint,
+                           raised_text)
 from grader.i18n import T
 from grader.primitives import comparison, compiles, numeric, structure, timing
+from grader.primitives.driving import Ended, Sides
 from grader.primitives.guards import attempted, returned
 from grader.primitives.placing import put
-
-if TYPE_CHECKING:
-    from grader.runner.job_sessions import JobOutcome
-    from grader.sides import Sides
 
 KEYS = Keys(
     value="{name}/values/{i}", eager_heavy="heavy/eager/{i}", student_heavy="heavy/student",
@@ -193,7 +178,7 @@ def _timing_case(ctx, name: str, candidate, baseline, arrays: list) -> tuple | d
 
 
 # =========================================================================== timing driver (grader)
-def drive(sides: Sides, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
+def drive(sides: Sides, inputs: dict, budget: float) -> tuple[Ended, Ended | None]:
     """Run the student's and the reference's jobs side by side and time them in turn
     (:func:`grader.primitives.comparison.timed_comparison` drives the jobs).
 
