@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FULL, ROOT, SOLUTIONS, VARIANTS
+from conftest import FULL, ROOT, SOLUTIONS, variant
 
 from grader.authoring.release import leaks
 from grader.chapter import load_chapter
@@ -430,15 +430,16 @@ def test_the_reference_solutions_get_full_marks(autograder):
 @pytest.mark.slow
 def test_a_mistake_costs_its_checks_and_names_them(autograder):
     """Submitted from GitHub: the chapter's files deep in a checkout."""
-    results, _ = _run(autograder, _solutions(ex02_where=VARIANTS / "ex02_where" / "python_if_piecewise.py"),
-                      under="jax-course/exercises/ch4")
+    mistake = variant("ex02_where", "python_if_piecewise")
+    line = next(n for n, text in enumerate(mistake.splitlines(), start=1) if text.strip() == "if x > 0:")
+    results, _ = _run(autograder, _solutions(ex02_where=mistake), under="jax-course/exercises/ch4")
     failed = {t["name"].split(":")[0]: t for t in results["tests"] if t["status"] == "failed"}
     assert set(failed) == {"ex02_where · piecewise.traceable", "ex02_where · piecewise.values",
                            "ex02_where · compiles"}
     assert all(t["score"] == 0 for t in failed.values())
     lost = sum(t["max_score"] for t in failed.values())
     assert results["score"] == pytest.approx(FULL - lost) and results["score"] < FULL
-    assert "ex02_where.py:10" in failed["ex02_where · piecewise.traceable"]["output"]
+    assert f"ex02_where.py:{line}" in failed["ex02_where · piecewise.traceable"]["output"]
     assert "Hint: " in failed["ex02_where · piecewise.traceable"]["output"]
 
 
