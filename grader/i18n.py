@@ -166,7 +166,7 @@ def grader_catalog() -> Catalog:
 
 
 # ------------------------------------------------------------------ TOML files, parsed once
-_tables: dict[tuple, dict] = {}
+_tables: dict[str, dict] = {}
 
 
 def read_toml(path: Path) -> dict:

@@ -108,9 +108,11 @@ def _scan_tree(tree: ast.AST, file: str, allowed: set[str]) -> list[dict]:
                                         T("integrity.attribute", name=f"{module}.{alias.name}")))
     module_names = set(aliases) | PATCHABLE
     for node in ast.walk(tree):
-        targets: list[ast.AST] = []
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
         for target in targets:
@@ -169,8 +171,8 @@ def private_jax_uses(tree: ast.AST) -> list[tuple[int, str, set[str]]]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _private(alias.name):
-                    bound = alias.asname or alias.name.split(".")[0]
-                    uses.append((line, alias.name, _users(tree, {bound}) if alias.asname else owners(line)))
+                    name = alias.asname or alias.name.split(".")[0]
+                    uses.append((line, alias.name, _users(tree, {name}) if alias.asname else owners(line)))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and _private(node.module or ""):
             names = [f"{node.module}.{alias.name}" for alias in node.names]
             bound = {alias.asname or alias.name for alias in node.names}

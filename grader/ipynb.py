@@ -243,7 +243,7 @@ def history_cells(runs: list[Run]) -> list[Cell]:
         failed = run.error or ("SyntaxError" if tree is None else None)
         why = (T("notebook.syntax_error") if failed == "SyntaxError" else T("notebook.raised", type=failed)) \
             if failed else None
-        if why is not None:
+        if why is not None or tree is None:
             cells.append(Cell(run.count, run.source, code, history=True, not_run=why))
             continue
         names = _bound(tree)
@@ -315,7 +315,7 @@ def _python(source: str, grader_names: set[str]) -> str:
 
 # ------------------------------------------------------------------ names
 def _grader_module(name: str | None) -> bool:
-    return bool(name) and (name == GRADER_PACKAGE or name.startswith(GRADER_PACKAGE + "."))
+    return name is not None and (name == GRADER_PACKAGE or name.startswith(GRADER_PACKAGE + "."))
 
 
 def _grader_names(sources) -> set[str]:
@@ -436,14 +436,15 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> CellNotes:
             continue
         for name, node in defined_in_cell(cell.source).items():
             # a cell saved with an error: what it defines from the statement that raised on never ran
-            lost = cell.raised_at is not None and (node is None or node.lineno >= cell.raised_at[0])
+            lost = cell.raised_at is not None and (node is None or getattr(node, "lineno", 0) >= cell.raised_at[0])
             (failed if cell.not_run is not None or lost else where).setdefault(name, []).append(cell)
             if cell.not_run is None and not lost and not cell.superseded and (name in functions
                                                                                or isinstance(node, ast.FunctionDef)):
                 final[name] = node
     used: dict[str, set[str]] = {}  # helper -> the exercises whose graded functions name it
     for name, exercise in functions.items():
-        for n in ast.walk(final[name]) if final.get(name) is not None else ():
+        body = final.get(name)
+        for n in ast.walk(body) if body is not None else ():
             if isinstance(n, ast.Name) and n.id != name:
                 used.setdefault(n.id, set()).add(exercise)
     for name, defining in where.items():
@@ -462,8 +463,8 @@ def cell_notes(cells: list[Cell], functions: dict[str, str]) -> CellNotes:
         cell = failing[-1]
         if last_good and last_good[-1].number > cell.number:
             continue
-        why = cell.not_run if cell.not_run is not None else \
-            T("notebook.raised_at", type=cell.raised_at[2], line=cell.raised_at[1])
+        raised = cell.raised_at or (0, 0, "")  # a cell in ``failed`` was not run or raised: one of the two is set
+        why = cell.not_run if cell.not_run is not None else T("notebook.raised_at", type=raised[2], line=raised[1])
         if last_good and name in functions:
             found.lost[name] = (cell.label, why)
         for exercise in [functions[name]] if name in functions else sorted(used.get(name, ())):

@@ -19,7 +19,7 @@ error too.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 #: the key under which a message carries its word
 OP = "op"
@@ -109,6 +109,162 @@ class FromJob(StrEnum):
     COMPILED = "compiled"  #: the class's compiler: the program is in the class's cache under ``key`` (or ``error``)
 
 
+# ------------------------------------------------------------------ what each word carries
+# A job's conversation, typed per word: the fields a message of each word carries (its ``op`` aside), as
+# TypedDicts. :func:`word_of` refuses a message that lacks a field its word requires (a ProtocolError naming
+# the word and the field, never a KeyError later), and tests/test_protocol.py reads every ``message(...)``
+# the code sends, so a sender that forgets a required field or adds an undeclared one fails there.
+
+
+class _CallRecordRequired(TypedDict):
+    #: ``ok`` (returned: ``value``), ``raised`` (``type``, ``message``, ``where``, ...), ``not_attempted`` (the
+    #: stub's ``NotImplementedError``), ``missing`` (the module does not define it)
+    status: str
+    #: the function's name as feedback says it
+    function: str
+
+
+class CallRecord(_CallRecordRequired, total=False):
+    """The record of one call of a student's function, the ``value`` of a ``FromJob.RECORD`` that a probe's
+    ``ctx.call`` made (:class:`grader.child.probe.Called`)."""
+
+    #: what it returned, described as plain data (:func:`grader.child.probe.describe`)
+    value: dict
+    #: what it raised: the exception's class name, its text, the kind of JAX misuse, the submission's line
+    type: str
+    message: str
+    kind_of_error: str | None
+    where: str | None
+    #: the built-in exception classes it is an instance of (a ``ValueError`` subclass is a ``ValueError``)
+    is_a: list[str]
+    #: where the function is defined, when it raised inside JAX rather than on a line of the submission
+    defined: str | None
+
+
+class _InputsFieldsRequired(TypedDict):
+    inputs: dict
+
+
+class InputsFields(_InputsFieldsRequired, total=False):
+    ahead: list[dict]
+    part: list[int]
+
+
+class TimeFields(TypedDict):
+    case: str
+    reps: int
+    batch_baseline: int
+    batch_candidate: int
+
+
+class CompileFields(TypedDict):
+    module: Any
+    options: Any
+
+
+class _CompiledFieldsRequired(TypedDict):
+    key: str | None
+
+
+class CompiledFields(_CompiledFieldsRequired, total=False):
+    error: str
+
+
+class _HelloFieldsRequired(TypedDict):
+    env: dict
+    memory: Any
+
+
+class HelloFields(_HelloFieldsRequired, total=False):
+    cpu_s: float
+
+
+class _NoBackendFieldsRequired(TypedDict):
+    error: str
+
+
+class NoBackendFields(_NoBackendFieldsRequired, total=False):
+    cpu_s: float
+
+
+class _ImportedFieldsRequired(TypedDict):
+    names: dict
+    skipped: list
+
+
+class ImportedFields(_ImportedFieldsRequired, total=False):
+    cpu_s: float
+
+
+class _ImportErrorFieldsRequired(TypedDict):
+    type: str
+    message: str
+
+
+class ImportErrorFields(_ImportErrorFieldsRequired, total=False):
+    where: str | None
+
+
+class _IntegrityFieldsRequired(TypedDict):
+    stage: str
+    changed: Any
+
+
+class IntegrityFields(_IntegrityFieldsRequired, total=False):
+    compiles_total: int
+
+
+class RecordFields(TypedDict):
+    key: str
+    value: Any
+
+
+class MarkFields(TypedDict):
+    key: str
+
+
+class CallingFields(TypedDict):
+    function: str
+
+
+class ProbeErrorFields(TypedDict):
+    type: str
+    traceback: str
+
+
+class AheadFields(TypedDict):
+    index: int
+    records: dict
+
+
+class DoneFields(TypedDict, total=False):
+    work: dict
+
+
+class TimedFields(TypedDict, total=False):
+    """A ``time`` request's figures (``baseline``, ``candidate``, ...), or its ``error``."""
+
+    error: str
+
+
+class Empty(TypedDict):
+    """A word that carries nothing but itself."""
+
+
+#: what each word of a job's conversation carries, by direction (a word's value may be another direction's
+#: too: ``compiled`` is said both ways)
+FIELDS: dict[type[StrEnum], dict[str, type]] = {
+    ToJob: {ToJob.INPUTS: InputsFields, ToJob.GO: Empty, ToJob.TIME: TimeFields, ToJob.PING: Empty,
+            ToJob.STOP: Empty, ToJob.COMPILE: CompileFields, ToJob.COMPILED: CompiledFields},
+    FromJob: {FromJob.HELLO: HelloFields, FromJob.NO_BACKEND: NoBackendFields, FromJob.IMPORTED: ImportedFields,
+              FromJob.IMPORT_ERROR: ImportErrorFields, FromJob.INTEGRITY: IntegrityFields,
+              FromJob.RECORD: RecordFields, FromJob.MARK: MarkFields, FromJob.CALLING: CallingFields,
+              FromJob.PROBE_ERROR: ProbeErrorFields, FromJob.AHEAD: AheadFields, FromJob.DONE: DoneFields,
+              FromJob.TIMED: TimedFields, FromJob.PONG: Empty, FromJob.COMPILE: CompileFields,
+              FromJob.COMPILED: CompiledFields},
+}
+
+
 Word = TypeVar("Word", bound=StrEnum)
 
 #: every boundary's words, in both directions
@@ -128,10 +284,16 @@ def word_of(received: dict, words: type[Word]) -> Word:
     """The word of a message received, one of ``words``; :class:`ProtocolError` names any other."""
     said = received.get(OP) if isinstance(received, dict) else None
     try:
-        return words(said)
+        word = words(str(said) if said is not None else "")
     except ValueError:
         known = ", ".join(w.value for w in words)
         raise ProtocolError(f"{words.__name__}: unknown word {said!r} (known: {known})") from None
+    declared = FIELDS.get(words, {}).get(word)
+    if declared is not None:
+        missing = sorted(set(getattr(declared, "__required_keys__", ())) - set(received))
+        if missing:
+            raise ProtocolError(f"{words.__name__}.{word.name} without {', '.join(missing)}")
+    return word
 
 
 def fields(received: dict) -> dict:

@@ -165,10 +165,11 @@ class Replay:
             if index not in kept:
                 for i in span:
                     lines[i] = ""
-            elif kept[index] is not None and len(kept[index]) < len(unit.aliases):
-                names = [alias for name, alias, _ in unit.aliases if name in kept[index]]
-                statement = ast.Import(names=names) if isinstance(unit.node, ast.Import) else \
-                    ast.ImportFrom(module=unit.node.module, names=names, level=unit.node.level)
+            elif (wanted := kept[index]) is not None and len(wanted) < len(unit.aliases):
+                names = [alias for name, alias, _ in unit.aliases if name in wanted]
+                node = unit.node
+                statement = ast.ImportFrom(module=node.module, names=names, level=node.level) \
+                    if isinstance(node, ast.ImportFrom) else ast.Import(names=names)
                 for i in span:
                     lines[i] = ""
                 lines[unit.first - 1] = ast.unparse(statement)

@@ -140,7 +140,8 @@ def timing_cases(chapter: str, exercise: str) -> dict | None:
 def keep_timing_cases(chapter: str, exercise: str, entry: dict | None) -> None:
     """Keep (``entry``) or forget (``None``) what :func:`timing_cases` gives."""
     kept = _kept(TIMING_CASES)
-    mine = kept.get(chapter) if isinstance(kept.get(chapter), dict) else {}
+    found = kept.get(chapter)
+    mine: dict = found if isinstance(found, dict) else {}
     if entry is None:
         mine.pop(exercise, None)
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from typing import Any
 from pathlib import Path, PurePosixPath
 
 _CENTRAL = b"PK\x01\x02"
@@ -70,13 +71,14 @@ def _lenient(path: Path) -> zipfile.ZipFile:
 def _bad_entries(handle) -> tuple[dict[int, bytes], dict[str, bytes]]:
     """Where to clear the UTF-8 flag (file offset: the two flag bytes) and each such member's raw name
     (by the name zipfile reads once the flag is cleared: the bytes as cp437)."""
-    end = zipfile._EndRecData(handle)  # noqa: SLF001 - the same reading of the end record zipfile makes
+    zf: Any = zipfile  # its private reading of the end record, which typeshed does not describe
+    end = zf._EndRecData(handle)  # noqa: SLF001 - the same reading of the end record zipfile makes
     if end is None:
         raise zipfile.BadZipFile("File is not a zip file")
-    size = end[zipfile._ECD_SIZE]  # noqa: SLF001
-    start = end[zipfile._ECD_LOCATION] - size  # noqa: SLF001
-    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # noqa: SLF001
-        start -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    size = end[zf._ECD_SIZE]  # noqa: SLF001
+    start = end[zf._ECD_LOCATION] - size  # noqa: SLF001
+    if end[zf._ECD_SIGNATURE] == zf.stringEndArchive64:  # noqa: SLF001
+        start -= zf.sizeEndCentDir64 + zf.sizeEndCentDir64Locator
     handle.seek(start)
     data = handle.read(size)
     patches: dict[int, bytes] = {}

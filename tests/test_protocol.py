@@ -157,3 +157,61 @@ def test_a_batch_worker_ends_at_once_on_a_line_it_does_not_know():
     assert worker.returncode != 0
     assert worker.stdout == ""
     assert "ToWorker: unknown word 'grde'" in worker.stderr
+
+
+def test_a_message_without_a_field_its_word_requires_fails_as_it_arrives():
+    """Typed per word (grader.protocol.FIELDS): a record without its value, a mark without its key, a time
+    request without its case are ProtocolErrors naming the word and the field, never a KeyError later."""
+    assert word_of({"op": "obs", "key": "k", "value": 1}, FromJob) is FromJob.RECORD
+    for said, missing in (({"op": "obs", "key": "k"}, "value"), ({"op": "mark"}, "key"),
+                          ({"op": "time", "reps": 3, "batch_baseline": 1, "batch_candidate": 2}, "case"),
+                          ({"op": "hello", "env": {}}, "memory")):
+        words = FromJob if said["op"] in {w.value for w in FromJob} else ToJob
+        with pytest.raises(ProtocolError, match=f"{words.__name__}\\.\\w+ without {missing}"):
+            word_of(said, words)
+    assert word_of({"op": "compiled", "key": None}, ToJob) is ToJob.COMPILED  # said both ways, declared both ways
+    assert word_of({"op": "compiled", "key": "k", "error": "x"}, FromJob) is FromJob.COMPILED
+
+
+def _sent_messages():
+    """Every ``message(ToJob.X | FromJob.X, field=...)`` the grader's code writes: (where, word, fields, spread)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "message" and node.args \
+                    and isinstance(node.args[0], ast.Attribute) and isinstance(node.args[0].value, ast.Name) \
+                    and node.args[0].value.id in ("ToJob", "FromJob"):
+                words = ToJob if node.args[0].value.id == "ToJob" else FromJob
+                named = {k.arg for k in node.keywords if k.arg is not None}
+                spread = any(k.arg is None for k in node.keywords)
+                found.append((f"{path.relative_to(ROOT)}:{node.lineno}", words[node.args[0].attr], named, spread))
+    return found
+
+
+def test_every_message_the_code_sends_carries_its_words_fields():
+    """What crosses a job's socket is typed per word, statically too: each ``message(...)`` of the code passes
+    only the fields its word declares, and every one its word requires (unless it spreads a dict in)."""
+    sent = _sent_messages()
+    assert len(sent) >= 25, sent  # the scan sees the code's messages
+    wrong = []
+    for where, word, named, spread in sent:
+        declared = protocol.FIELDS[type(word)][word]
+        allowed = declared.__required_keys__ | declared.__optional_keys__
+        if named - allowed and declared is not protocol.TimedFields:  # a time request's figures are open
+            wrong.append(f"{where}: {word.name} does not declare {sorted(named - allowed)}")
+        if not spread and declared.__required_keys__ - named:
+            wrong.append(f"{where}: {word.name} without {sorted(declared.__required_keys__ - named)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_scan_of_sent_messages_sees_a_missing_field(tmp_path, monkeypatch):
+    """The test above can fail: a record sent without its value is named."""
+    import grader.protocol as declared
+
+    monkeypatch.setitem(declared.FIELDS[FromJob], FromJob.MARK, declared.RecordFields)  # a mark now needs a value
+    wrong = [(where, word) for where, word, named, spread in _sent_messages()
+             if word is FromJob.MARK and not spread and declared.FIELDS[FromJob][word].__required_keys__ - named]
+    assert wrong and wrong[0][0].startswith("grader/child/probe.py"), wrong

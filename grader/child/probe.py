@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from grader.primitives.timing import READY
-from grader.protocol import OP, FromJob, ToJob, message, word_of
+from grader.protocol import OP, CallRecord, FromJob, ToJob, message, word_of
 from grader.trusted import classify, defined_at, raised_in_submission, safe_str, student_frame
 from grader.wire import SAFE_DTYPES, Channel
 
@@ -146,7 +146,7 @@ class Called:
 
     #: what the checks read: ``status`` (``ok``, ``raised``, ``not_attempted``, ``missing``), the function's
     #: name, and the described ``value`` or the error (type, message, where)
-    record: dict
+    record: CallRecord
     #: the raw value it returned; :data:`FAILED` when it did not return
     result: Any = FAILED
 
@@ -285,11 +285,12 @@ class ProbeContext:
             value = {"t": "object", "type": f"undescribable ({type(exc).__name__})"}
         return Called({"status": "ok", "function": name, "value": value}, result)
 
-    def _raised(self, fn: Any, name: str, exc: BaseException, where: Any) -> dict:
+    def _raised(self, fn: Any, name: str, exc: BaseException, where: Any) -> CallRecord:
         """The record of a call that raised ``exc``; ``where``: the submission's line it raised at, if any (else
         where the function is defined: it raised inside JAX before or after any line of it ran)."""
-        raised = {"status": "raised", "function": name, "type": type(exc).__name__, "message": safe_str(exc),
-                  "kind_of_error": classify(exc), "where": where, "is_a": builtin_kinds(type(exc))}
+        raised: CallRecord = {"status": "raised", "function": name, "type": type(exc).__name__,
+                              "message": safe_str(exc), "kind_of_error": classify(exc), "where": where,
+                              "is_a": builtin_kinds(type(exc))}
         if where is None:
             raised["defined"] = defined_at(fn, self.student_dir)
         return raised
@@ -376,4 +377,4 @@ def _echo(raw: bytes, size: int) -> None:
 
 
 def module_dir(module: ModuleType) -> str:
-    return str(Path(module.__file__).resolve().parent)
+    return str(Path(module.__file__ or ".").resolve().parent)

@@ -73,7 +73,7 @@ def timed_comparison(sides: Sides, inputs: dict, budget: float, functions: dict[
             with sides.alone(list(sessions.values())):  # the rounds on a core of their own
                 phases["rounds_from_s"] = round(time.monotonic() - t0, 3)
                 for function, cases in functions.items():
-                    both = [case for case in cases if all(case in ready[n] for n in sessions)]
+                    both = [case for case in cases if all(case in (ready[n] or ()) for n in sessions)]
                     if both:
                         results[function] = time_function(student, reference, both, deadline)
                         phases[f"{function}_timed_s"] = round(time.monotonic() - t0, 3)

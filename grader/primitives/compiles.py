@@ -78,9 +78,10 @@ class CompileCounter:
         jax.monitoring.register_event_duration_secs_listener(self.on_event)
         self.installed = True
 
-    def on_event(self, name: str, _duration: float, **kwargs: object) -> None:
-        """JAX's event listener: a backend compile counts in every open window."""
-        if name != BACKEND_COMPILE_EVENT:
+    def on_event(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
+        """JAX's event listener (``jax.monitoring``'s, called with the event's name and duration): a backend
+        compile counts in every open window."""
+        if event != BACKEND_COMPILE_EVENT:
             return
         label = str(kwargs.get("fun_name", "?"))
         with self._lock:
@@ -142,7 +143,7 @@ def _explaining(counter: CompileCounter) -> Iterator[None]:
 
     logger = logging.getLogger(MISS_LOGGER)
     handler = _MissHandler(counter)
-    saved = (logger.level, logger.propagate, jax.config.jax_explain_cache_misses)
+    saved = (logger.level, logger.propagate, getattr(jax.config, "jax_explain_cache_misses"))  # no stub names it
     quiet = _NotAboutThePersistentCache()
     for name in PERSISTENT_CACHE_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
@@ -168,8 +169,11 @@ def _parameters(fn: Callable | None) -> list[str]:
     """The parameter names of the Python function under a jit, for explanations that give positions."""
     import inspect
 
+    target = getattr(fn, "__wrapped__", fn)
+    if not callable(target):
+        return []
     try:
-        return list(inspect.signature(getattr(fn, "__wrapped__", fn)).parameters)[:32]
+        return list(inspect.signature(target).parameters)[:32]
     except (TypeError, ValueError):
         return []
 

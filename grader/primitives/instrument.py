@@ -100,6 +100,12 @@ class Instrument:
     """
 
     __slots__ = ("_schedule", "_expected", "_done", "_waited", "_origin", "_state")
+    _schedule: Schedule
+    _expected: tuple
+    _done: Callable[[int, dict], None]
+    _waited: Callable[[int, dict], None] | None
+    _origin: float
+    _state: list  # calls made so far; when the queue of asynchronous work empties
 
     def __init__(self, schedule: Schedule, *, start: Callable[[], None], done: Callable[[int, dict], None],
                  waited: Callable[[int, dict], None] | None = None, expected_args: tuple = ()):
@@ -121,7 +127,7 @@ class Instrument:
         index = state[0]
         state[0] = index + 1
         expected = self._expected
-        record = {"args_ok": len(args) == len(expected) and all(a is b for a, b in zip(args, expected))
+        record: dict[str, Any] = {"args_ok": len(args) == len(expected) and all(a is b for a, b in zip(args, expected))
                   and not kwargs}
         cost = self._schedule.cost(index)
         if self._schedule.asynchronous:  # queued like a device's work: each call's after the previous one's
@@ -129,11 +135,13 @@ class Instrument:
             ready = max(TRUSTED.perf_counter(), state[1]) + cost
             state[1] = ready
             waited, origin = self._waited, self._origin
+            if waited is None:
+                return Pending(ready, None)
 
-            def tell(woke: float) -> None:
+            def tell(woke: float, waited: Callable[[int, dict], None] = waited) -> None:
                 waited(index, {"ready_s": ready - origin, "woke_s": woke - origin})
 
-            return Pending(ready, tell if waited is not None else None)
+            return Pending(ready, tell)
         clock = TRUSTED.perf_counter
         began = clock()
         TRUSTED.sleep(cost)
@@ -177,10 +185,11 @@ def observed_calls(s: Records, start: Key, done: Key, run: str, schedule: Schedu
         record = record if isinstance(record, dict) else {}
         args_ok = record.get("args_ok") is True
         if schedule.asynchronous:  # its wait, if the harness waited on it
-            key = waited(run=run, i=len(calls)) if waited is not None else None
-            if key is None or key not in s.data:
+            wait_key = waited(run=run, i=len(calls)) if waited is not None else None
+            if wait_key is None or wait_key not in s.data:
                 calls.append(Call(args_ok))
                 continue
+            key = wait_key
             record = s.value(key)
             record = record if isinstance(record, dict) else {}
             names = ("ready_s", "woke_s")
@@ -212,14 +221,14 @@ def expect_trustworthy(calls: list[Call], schedule: Schedule, *, what: str) -> N
         if schedule.asynchronous:
             if call.began is None and call.ended is None and call.read is None:
                 continue  # not waited on
-            if call.work is None or call.read is None or call.began < -CLOCK_SLACK_S \
-                    or call.work < -CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
+            if call.began is None or call.ended is None or call.read is None or call.began < -CLOCK_SLACK_S \
+                    or call.ended - call.began < -CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
                 raise Fail(T("harness.untrusted_call", what=what, call=i + 1, began=call.began or 0.0,
                              ended=call.ended or 0.0, read=call.read or 0.0, cost=cost),
                            {"call": i + 1, "ready_s": call.began, "woke_s": call.ended, "read_s": call.read})
             continue
-        if call.work is None or call.read is None or call.began < previous_end - CLOCK_SLACK_S \
-                or call.work < cost - CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
+        if call.began is None or call.ended is None or call.read is None or call.began < previous_end - CLOCK_SLACK_S \
+                or call.ended - call.began < cost - CLOCK_SLACK_S or call.ended > call.read + CLOCK_SLACK_S:
             raise Fail(T("harness.untrusted_call", what=what, call=i + 1, began=call.began or 0.0,
                          ended=call.ended or 0.0, read=call.read or 0.0, cost=cost),
                        {"call": i + 1, "began_s": call.began, "ended_s": call.ended, "read_s": call.read,

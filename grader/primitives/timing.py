@@ -113,7 +113,11 @@ def prepares(inputs: dict, case: str) -> bool:
     return not isinstance(wanted, list) or case in wanted
 
 
-def serve_timing(ctx: Probe, cases: dict[str, tuple[Callable, Callable, tuple]]) -> None:
+#: a timed case: (baseline, candidate, args) or (baseline, candidate, args, fresh)
+TimedCase = tuple[Callable, Callable, tuple] | tuple[Callable, Callable, tuple, Callable | None]
+
+
+def serve_timing(ctx: Probe, cases: dict[str, TimedCase]) -> None:
     """Answer the grader's timing requests until it says stop (the child's timing loop).
 
     ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
@@ -122,11 +126,13 @@ def serve_timing(ctx: Probe, cases: dict[str, tuple[Callable, Callable, tuple]])
     """
     import jax
 
-    cases = {name: (*case, None)[:4] for name, case in cases.items()}
+    full: dict[str, tuple[Callable, Callable, tuple, Callable | None]] = {
+        name: (case[0], case[1], case[2], case[3] if len(case) > 3 else None)  # type: ignore[misc]
+        for name, case in cases.items()}
     cpu = pin_to_one_cpu() if jax.default_backend() == "cpu" else None
-    for baseline, candidate, args, fresh in cases.values():  # warm up again on the new CPU
+    for baseline, candidate, args, fresh in full.values():  # warm up again on the new CPU
         time_batches(baseline, candidate, args, reps=1, batch_baseline=1, batch_candidate=3, fresh=fresh)
-    ctx.record(READY, {"cases": sorted(cases), "cpu": cpu})
+    ctx.record(READY, {"cases": sorted(full), "cpu": cpu})
     while True:
         request = ctx.request()
         word = word_of(request, ToJob)
@@ -135,10 +141,10 @@ def serve_timing(ctx: Probe, cases: dict[str, tuple[Callable, Callable, tuple]])
         if word == ToJob.PING:
             ctx.reply(message(FromJob.PONG))
             continue
-        if word != ToJob.TIME or request.get("case") not in cases:
+        if word != ToJob.TIME or request.get("case") not in full:
             ctx.reply(message(FromJob.TIMED, error="bad request"))
             continue
-        baseline, candidate, args, fresh = cases[request["case"]]
+        baseline, candidate, args, fresh = full[request["case"]]
         try:
             result = time_batches(baseline, candidate, args, reps=int(request["reps"]),
                                   batch_baseline=int(request["batch_baseline"]),
