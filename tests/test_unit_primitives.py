@@ -532,3 +532,16 @@ def test_compare_calls_with_expected_reads_the_student_first():
     with pytest.raises(NotAttempted):
         numeric.compare_calls(stub, Records("reference", {}), [("f/0", "a")],
                               expected=lambda key: pytest.fail("the expected value was read first"))
+
+
+def test_a_ratio_is_upside_down_only_where_no_statistic_the_right_way_up_explains_it():
+    """grader.primitives.instrument.upside_down: eager calls of 4 ms over jitted calls of 2 ms, one of them
+    preempted to 42 ms. The jitted median over the eager one (0.5) is upside down; the slowest eager call over
+    the slowest jitted one (about 0.1) is a statistic of its own, however poor; and so is the true 2."""
+    from grader.primitives.instrument import upside_down
+
+    eager, jitted = [0.004] * 9, [0.002] * 8 + [0.042]
+    assert upside_down(0.5, eager, jitted)
+    assert not upside_down(0.004 / 0.042, eager, jitted)
+    assert not upside_down(2.0, eager, jitted)
+    assert not upside_down(0.5, [], jitted)

@@ -25,6 +25,7 @@ from grader.authoring import variants
 from grader.chapter import available_chapters, load_chapter
 
 CHAPTERS = [load_chapter(c) for c in available_chapters()]
+BY_ID = {c.id: c for c in CHAPTERS}
 VARIANT_LIST = [v for chapter in CHAPTERS for v in variants.load(chapter)]
 #: the chapters whose variants are graded here
 GRADED = [c for c in CHAPTERS if any(v.chapter == c.id for v in VARIANT_LIST)]
@@ -124,12 +125,12 @@ def test_a_variant_is_a_module_of_its_exercise(variant):
 
     source = variant.source
     tree = ast.parse(source)
-    assert variant.exercise in {ex.id for ex in load_chapter(variant.chapter).exercises}, variant.path
+    assert variant.exercise in {ex.id for ex in BY_ID[variant.chapter].exercises}, variant.path
     if variants.is_patch(variant.path.read_text(encoding="utf-8")):
         solution = (variant.solutions / f"{variant.exercise}.py").read_text(encoding="utf-8")
         assert ast.dump(tree) != ast.dump(ast.parse(solution)), f"{variant.path}: the patch changes nothing"
         defined = set().union(*(variants.defined_names(n) for n in tree.body))
-        graded = set(load_chapter(variant.chapter).exercise(variant.exercise).functions)
+        graded = set(BY_ID[variant.chapter].exercise(variant.exercise).functions)
         assert graded <= defined, f"{variant.path}: {sorted(graded - defined)} missing"
 
 
@@ -146,7 +147,7 @@ def test_variant_verdict(variant, verdicts):
     assert failed == variant.failed, f"{variant.why}: {detail}"
     # a check skipped because a check it depends on failed (or was skipped) follows from the declared mistake: a
     # check added later that depends on one this variant fails is skipped here with no header to edit
-    depends = {c.id: set(c.depends) for c in load_chapter(variant.chapter).exercise(variant.exercise).checks}
+    depends = {c.id: set(c.depends) for c in BY_ID[variant.chapter].exercise(variant.exercise).checks}
     unexplained = {c for c in skipped - variant.skipped if not depends.get(c, set()) & (failed | skipped)}
     assert variant.skipped <= skipped and not unexplained, f"{variant.why}: {detail}"
     if not variant.failed:

@@ -318,3 +318,18 @@ def nearest_statistic(value: float, values: list[float], spans: list[float] | No
 
     name = min(found, key=distance)
     return name, found[name]
+
+
+def upside_down(ratio: float, top: list[float], bottom: list[float]) -> bool:
+    """Whether ``ratio``, a harness's figure of ``top`` over ``bottom``, is nearer a statistic of ``bottom`` over
+    ``top`` than any statistic of ``top`` over ``bottom`` (the statistics of :func:`statistics_of`, each taken of
+    both sides alike; nearness as the ratio of the two figures, either way): the ratio turned upside down, not a
+    statistic of its own, however poor (the slowest over the slowest is under 1 when one ``bottom`` call was
+    preempted)."""
+    if ratio <= 0 or not top or not bottom:
+        return False
+    above, below = statistics_of(top), statistics_of(bottom)
+    shared = [name for name in above if name in below and above[name] > 0 and below[name] > 0]
+    right = min((abs(math.log(ratio * below[name] / above[name])) for name in shared), default=math.inf)
+    upside = min((abs(math.log(ratio * above[name] / below[name])) for name in shared), default=math.inf)
+    return upside < right

@@ -415,22 +415,6 @@ def time_call_jax_async(s: Records, r: Records, ctx: CheckContext) -> dict:
     raise Fail(T("harness.jax", what=what, returned=returned, truth=grader, ratio=ratio), measured)
 
 
-#: the statistics a harness may take of its calls (any is the speed-up's own business; time_call.median judges it)
-STATISTICS = {"median": np.median, "max": np.max, "min": np.min, "mean": np.mean}
-
-
-def _upside_down(returned: float, eager: list[float], jitted: list[float]) -> bool:
-    """Whether ``returned`` is nearer a statistic of the jitted calls over the eager ones than any statistic of
-    the eager calls over the jitted ones (each call as long as its span on the harness's clock; nearness as the
-    ratio of the two figures, either way)."""
-    def distance(a: float, b: float) -> float:
-        return abs(float(np.log(a / b))) if a > 0 and b > 0 else float("inf")
-
-    right = min(distance(returned, f(eager) / f(jitted)) for f in STATISTICS.values())
-    upside = min(distance(returned, f(jitted) / f(eager)) for f in STATISTICS.values())
-    return upside < right
-
-
 #: how many times as long as each jitted call every eager call is scheduled to work (by the inputs, at least
 #: 2.5) for a speed-up under 1 to read as upside down
 INVERTED_FACTOR = 2.0
@@ -465,7 +449,7 @@ def speedup_value(s: Records, r: Records, ctx: CheckContext) -> dict:
     # is under 1 when one jitted call was preempted (a harness that takes the maximum is wrong in
     # time_call.median, not here)
     inverted = returned < 1 and runs["eager"].default >= INVERTED_FACTOR * runs["jit"].default \
-        and real >= MEDIANS_AGREE and _upside_down(returned, eager_spans, jitted_spans)
+        and real >= MEDIANS_AGREE and instrument.upside_down(returned, eager_spans, jitted_spans)
     measured["upside_down"] = inverted
     if inverted or not (0.6 * lowest <= returned <= 1.6 * highest):
         raise Fail(T("harness.speedup", what=what, returned=returned, truth=real), measured)
