@@ -5,7 +5,7 @@ its other exercises), every thread of a process moved (:func:`pin`), how busy a 
 A timed job pins every thread of its own to the machine's last core when it is ready to be timed
 (:func:`grader.primitives.timing.pin_to_one_cpu`); while it is timed beside the grading's other
 exercises, a host moves itself and its other jobs off that core (``ToHost.CORES``, :func:`set_cores`)
-and everything else of the grading runs on the other cores (:meth:`grader.sides.BothSides.alone`).
+and everything else of the grading runs on the other cores (:meth:`grader.scheduling.Schedule.alone`).
 A thread's mask is its own (``sched_setaffinity`` of a process's id sets its main thread's only), so
 each of ``/proc/<pid>/task`` is set; a thread started later takes the mask of the thread that starts it.
 """

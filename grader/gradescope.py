@@ -201,7 +201,7 @@ def unreadable(text: Text, folder: Path, chapter) -> Text:
 def grade_submission(root: Path, config: Config, started: float) -> dict:
     """Grade ``root/submission`` and return its ``results.json``; prints the report's table."""
     from grader.chapter import load_chapter
-    from grader.grading import Interrupted, grade
+    from grader.grading import Interrupted, Machinery, grade
     from grader.report.render import render_terminal
     from grader.submission import SubmissionError
 
@@ -212,11 +212,11 @@ def grade_submission(root: Path, config: Config, started: float) -> dict:
     say = chapter.catalog.render
     print(say(T("gradescope.grading", version=__version__, python=sys.executable, chapter=chapter.id),
               config.instructor_lang), flush=True)
-    options = config.limits.grade_options(chapter=chapter.id, reference_dir=reference, at_once=cpus_allowed() + 1)
+    options = config.limits.grade_options(chapter=chapter.id, reference_dir=reference)
     folder = root / "submission"
     note = None
     try:
-        report = grade(submission_path(folder), options)
+        report = grade(submission_path(folder), options, Machinery(at_once=cpus_allowed() + 1))
     except SubmissionError as exc:
         text = unreadable(exc.text, folder, chapter)
         print(say(text, config.instructor_lang))

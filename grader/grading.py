@@ -4,7 +4,7 @@
 it never raises for anything the student's code does. A :class:`Grading` reads the
 submission, starts two hosts (the student's, sandboxed, and the trusted reference's; or
 takes a batch worker's warm ones), has each exercise graded on both sides
-(:class:`grader.sides.BothSides`) in the order :func:`grader.scheduling.run_all` gives,
+(:class:`grader.sides.BothSides`) in the order its :class:`grader.scheduling.Schedule` gives,
 and gathers the verdicts into the report. Batch grading, a cluster worker, watch mode
 and a notebook front end call this same function.
 """
@@ -34,7 +34,7 @@ from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import Limits
 from grader.runner.reference_host import reference_host
 from grader.runner.warm import WarmHosts
-from grader.scheduling import run_all
+from grader.scheduling import Schedule
 from grader.sides import BothSides
 from grader.verdicts import unrunnable, untouched as untouched_result
 
@@ -43,7 +43,10 @@ log = logging.getLogger("grader")
 
 @dataclass
 class GradeOptions:
-    """How to grade one submission; every field has a default a student never needs to change."""
+    """What the user says of how to grade one submission (the command line's options, a Gradescope
+    autograder's settings, a notebook's ``check()``); every field has a default a student never needs to
+    change. What a front end brings besides (warm hosts, shared reference outcomes, a display) is
+    :class:`Machinery`, handed to :func:`grade` apart."""
 
     #: the chapter's id; ``None``: told from the submission (its name, then its contents)
     chapter: str | None = None
@@ -68,19 +71,28 @@ class GradeOptions:
     submission_timeout_s: float = 900.0
     #: caps every exercise's own time limit (seconds); ``None``: the chapter's limits
     exercise_timeout_s: float | None = None
-    #: exercises graded at once (untimed ones); ``None``: one more than the CPUs (an exercise that
-    #: mostly waits, like a timing harness's, leaves its CPU to the others)
-    at_once: int | None = None
     #: the reference solutions; ``None``: the chapter's ``solutions`` folder
     reference_dir: Path | None = None
+    #: load what earlier runs compiled from JAX's persistent cache, and keep what a grading learns of this
+    #: machine (:mod:`grader.store`); ``False``: a grading that starts from nothing
+    compile_cache: bool = True
+
+
+@dataclass
+class Machinery:
+    """What a front end hands a grading besides the user's options (:class:`GradeOptions`): what it
+    keeps from one grading to the next, how it shows progress, how it shares the machine. Nothing a
+    student or an instructor sets."""
+
+    #: exercises graded at once (untimed ones); ``None``: one more than the CPUs (an exercise that
+    #: mostly waits, like a timing harness's, leaves its CPU to the others); a batch's slot: its cores
+    at_once: int | None = None
     #: where scratch folders go; ``None``: the system's temporary folder
     scratch_root: Path | None = None
     #: reference outcomes shared between gradings with one seed (a batch); ``None``: this run's own
     reference_cache: "ReferenceCache | None" = None
     #: told what the run is doing, for a live display (called from grading threads)
     on_progress: Callable[["Progress"], None] | None = None
-    #: load what earlier runs compiled from JAX's persistent cache (:mod:`grader.store`)
-    compile_cache: bool = True
     #: the reference's records for a public seed (:class:`grader.preview.ReferenceRecords`): grade a
     #: preview with them instead of running the reference; ``None``: those of a course
     #: release's chapter when it has no solutions (:func:`release_records`), else none
@@ -134,15 +146,15 @@ def _code_notes(sub: submissions.Submission, chapter) -> dict:
     return integrity.student_notes(sub.module_dir, files, chapter.exercises, sub.locate, notebook=notebook)
 
 
-def grade(path: Path, options: GradeOptions | None = None) -> Report:
-    """Grade the submission at ``path``.
+def grade(path: Path, options: GradeOptions | None = None, machinery: Machinery | None = None) -> Report:
+    """Grade the submission at ``path`` as ``options`` say, with a front end's ``machinery``.
 
     Raises :class:`~grader.submission.SubmissionError` when nothing can be graded, and
     :class:`Interrupted` (holding the report of what was graded) on Ctrl-C, after
     every process it started has been stopped.
     """
     options = options or GradeOptions()
-    with Grading(path, options) as grading:
+    with Grading(path, options, machinery) as grading:
         return grading.run(options.exercises)
 
 
@@ -155,22 +167,23 @@ class Grading:
     process it started and removes its scratch folder.
     """
 
-    def __init__(self, path: Path, options: GradeOptions):
+    def __init__(self, path: Path, options: GradeOptions, machinery: Machinery | None = None):
         self.path = Path(path)
         self.options = options
+        run = self.machinery = machinery or Machinery()
         self._started: float | None = time.monotonic()  # the first run's duration counts from here
         self._cpu_started: float | None = time.process_time()
         self.chapter = submissions.resolve_chapter(self.path, options.chapter)
         #: a preview's reference records (then no reference process runs), else ``None``
-        self.records = preview_records(self.chapter, preview=options.preview, reference_dir=options.reference_dir,
+        self.records = preview_records(self.chapter, preview=run.preview, reference_dir=options.reference_dir,
                                        seed=options.seed)
         if self.records is not None:  # a preview: the records answer for their public seed only
-            options = self.options = replace(options, seed=self.records.seed, preview=self.records)
-        self.references = options.reference_cache or \
+            options = self.options = replace(options, seed=self.records.seed)
+        self.references = run.reference_cache or \
             ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
         taken, self.ahead = None, []
-        if options.ahead and self.records is None and self.references.folder is not None:
-            taken, self.ahead = ahead.draw(self.chapter.id, options.ahead, take=options.seed is None)
+        if run.ahead and self.records is None and self.references.folder is not None:
+            taken, self.ahead = ahead.draw(self.chapter.id, run.ahead, take=options.seed is None)
         self.seed = options.seed if options.seed is not None else taken or new_seed()
         unsupported = devices.unsupported_system()
         if unsupported is not None:
@@ -180,7 +193,7 @@ class Grading:
         if refused is not None:  # a student's code as root: never without the user saying so
             raise submissions.SubmissionError(refused)
         try:  # before any process starts: a TPU admits one at a time (a batch worker's: the batch's plan)
-            self.device = devices.default_plan() if options.hosts is not None else devices.plan(options.device)
+            self.device = devices.default_plan() if run.hosts is not None else devices.plan(options.device)
         except devices.DeviceError as exc:
             raise submissions.SubmissionError(exc.text) from None
         self.uids = sandboxes.UidPool() if self.plan.uid_isolation else None
@@ -188,11 +201,11 @@ class Grading:
         if self.records is None and not self.reference_dir.is_dir():
             raise submissions.SubmissionError(T("error.no_reference", chapter=self.chapter.id,
                                                 path=str(self.reference_dir)))
-        self.warm = options.hosts
+        self.warm = run.hosts
         if self.warm is None and self.plan.uid_isolation:  # a grading killed before it cleaned up
-            sandboxes.sweep_stale_scratch(Path(options.scratch_root or tempfile.gettempdir()))
+            sandboxes.sweep_stale_scratch(Path(run.scratch_root or tempfile.gettempdir()))
         self.scratch = self.warm.grading_scratch() if self.warm is not None else \
-            Path(tempfile.mkdtemp(prefix="grade-", dir=options.scratch_root))
+            Path(tempfile.mkdtemp(prefix="grade-", dir=run.scratch_root))
         #: the group its jobs take besides their uids (per-job uids): it alone may enter the scratch folder,
         #: so no other local user (a classmate's job included) reads a grading in progress
         self.group = self.uids.acquire() if self.uids is not None else None
@@ -224,15 +237,17 @@ class Grading:
         for file in sub.module_dir.iterdir():
             os.chmod(file, 0o644)
         hosts = self._start_hosts()
-        tally = _Tally(selected, self.options.on_progress)
+        tally = _Tally(selected, self.machinery.on_progress)
         # a timed exercise is timed beside the others on a core of its own where the grading has two or
-        # more (a batch's grading has one: its slot), else after them
-        beside = self.warm is None and len(cores.available()) >= 2
+        # more (a batch's grading has one: its slot), else after them; the longest untimed ones first
+        schedule = Schedule(at_once=self.machinery.at_once, beside=self.warm is None and len(cores.available()) >= 2,
+                            expected=store.durations(chapter.id) if self.options.compile_cache else {})
         both = BothSides(chapter, sub, self.seed, hosts, self.references,
                          submission_timeout_s=self.options.submission_timeout_s,
                          exercise_timeout_s=self.options.exercise_timeout_s, records=self.records,
                          started=lambda ex_id: tally.event(Progress(ex_id, "running")),
-                         keep_timing=self.options.compile_cache, ahead=self.ahead, beside=beside, device=self.device)
+                         keep_timing=self.options.compile_cache, ahead=self.ahead, schedule=schedule,
+                         device=self.device)
 
         code_notes = _code_notes(sub, chapter)
 
@@ -257,7 +272,7 @@ class Grading:
             for host in filter(None, hosts):
                 if not host.alive():
                     host.start()
-            expected = store.durations(chapter.id) if self.options.compile_cache else {}
+
             def cancel() -> None:  # Ctrl-C: every process ends now; what the exercises in flight say is moot
                 log.setLevel(logging.CRITICAL)
                 for host in hosts:
@@ -266,8 +281,7 @@ class Grading:
 
             level = log.level
             try:
-                run_all(runnable, both.grade, done, at_once=self.options.at_once, cancel=cancel, prepare=both.prestart,
-                        expected=expected, beside=beside, untimed_over=both.untimed_done.set)
+                schedule.run(runnable, both, done, cancel)
                 if self.options.compile_cache:  # the order of the next grading's exercises
                     store.keep_durations(chapter.id, {ex_id: t["student_s"] for ex_id, t in both.timings.items()
                                                       if isinstance(t, dict) and ex_id in tally.results
@@ -280,6 +294,8 @@ class Grading:
                 interrupted = True
             finally:
                 log.setLevel(level)
+                if schedule.timed_beside:
+                    both.timings["timed_beside"] = dict(schedule.timed_beside)
         report = Report(chapter=chapter.id, chapter_title=chapter.title, seed=self.seed, started_at=started_at,
                         duration_s=time.monotonic() - started, submission=sub.describe(),
                         environment=both.environment(), exercises=tally.finished(),

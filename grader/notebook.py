@@ -319,7 +319,7 @@ def main(argv: list[str]) -> int:
 
 def _grade_order(order: dict) -> Checked:
     from grader.chapter import available_chapters, load_chapter
-    from grader.grading import Interrupted, grade
+    from grader.grading import Interrupted, Machinery, grade
     from grader import ahead
     from grader.options import LimitOptions
     from grader.report.render import render_terminal, write_reports
@@ -334,11 +334,10 @@ def _grade_order(order: dict) -> Checked:
     if chapter is None and notebook and Path(notebook).stem in available_chapters():
         chapter = Path(notebook).stem
     limits = LimitOptions(timeout_s=float(order.get("timeout_s") or LimitOptions.timeout_s))
-    options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"),
-                                   on_progress=_progress, ahead=ahead.count())
+    options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"))
     interrupted = None
     try:
-        report = grade(session, options)
+        report = grade(session, options, Machinery(on_progress=_progress, ahead=ahead.count()))
     except SubmissionError as exc:
         return Checked(error=grader_catalog().render(exc.text, lang))
     except Interrupted as stop:

@@ -17,12 +17,10 @@ import os
 import platform
 import threading
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader import store
-from grader.checks import TIMING, GraderError
-from grader import affinity as cores
+from grader.checks import TIMING
 from grader.i18n import T
 from grader.outcomes import ReferenceCache
 from grader.results import ExerciseResult
@@ -33,6 +31,8 @@ from grader.primitives import timing
 from grader.runner.job_sessions import JobOutcome, JobSession, run_job
 from grader.runner.kept import EarlyStart
 from grader.runner.outcome import combined
+from grader.reference_source import reference_source
+from grader.scheduling import Schedule
 from grader.verdicts import judge, unrunnable
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ if TYPE_CHECKING:
     from grader.submission import Submission
 
 log = logging.getLogger("grader")
-
-#: the core left to a timed exercise's rounds is taken to be busy with others' work when, once the
-#: grading's processes left it, it was busier than this over 50 ms (:func:`grader.affinity.busy`)
-BUSY_ELSEWHERE = 0.3
 
 
 class DeviceTaken(Exception):
@@ -70,7 +66,7 @@ class Sides:
         #: each timed alone (:func:`grader.primitives.comparison.timed_comparison`), never side by side
         self.in_turn = both.device.on_device(ex.device)
         #: a preview's recorded reference outcome (then there is no reference process), else ``None``
-        self.recorded: JobOutcome | None = both.records and both.records.recorded(ex.id, both.seed, inputs)
+        self.recorded: JobOutcome | None = both.source.recorded(ex, inputs)
         #: the jobs started while the other exercises were graded (:meth:`BothSides.prestart`)
         self._early = early.take() if early is not None else None
 
@@ -90,7 +86,7 @@ class Sides:
         if self._early is not None and self._early.reference is not None:
             self._early.reference.renew(timeout_s)
             return self._early.reference
-        return self._both.reference_session(self.exercise, timeout_s)
+        return self._both.source.session(self.exercise, timeout_s)
 
 
 class BothSides:
@@ -103,25 +99,19 @@ class BothSides:
     def __init__(self, chapter: Chapter, sub: Submission, seed: int, hosts: tuple[HostProcess, HostProcess | None],
                  references: ReferenceCache, *, submission_timeout_s: float, exercise_timeout_s: float | None,
                  records: ReferenceRecords | None = None, started: Callable[[str], None] | None = None,
-                 keep_timing: bool = False, ahead: list[int] | None = None, beside: bool = False,
+                 keep_timing: bool = False, ahead: list[int] | None = None, schedule: Schedule | None = None,
                  device: DevicePlan | None = None):
         self.chapter = chapter
         #: where the jobs run (:mod:`grader.runner.devices`): the device's exercises on it, one job at a
         #: time where it admits one process at a time, the others on the CPU
         self.device = device or devices.default_plan()
-        #: a timed exercise is timed while the untimed ones run, on a core of its own (:meth:`alone`)
-        self.beside = beside
-        #: set once every untimed exercise of the run has its result (``run_all`` is told to set it)
-        self.untimed_done = threading.Event()
-        #: seeds drawn ahead (:mod:`grader.ahead`): a reference job that runs computes their outcomes too
-        self.ahead = [s for s in ahead or () if s != seed]
+        #: when each exercise runs and on which cores (:class:`grader.scheduling.Schedule`)
+        self.schedule = schedule or Schedule()
         #: a timed exercise prepares only the cases chosen when all were last timed here (:meth:`_sent`)
         self.keep_timing = keep_timing
         self.sub = sub
         self.seed = seed
         self.student, self.reference = hosts
-        self.references = references
-        self.records = records
         self.submission_timeout_s = submission_timeout_s
         self.exercise_timeout_s = exercise_timeout_s
         self.begun = time.monotonic()
@@ -133,21 +123,17 @@ class BothSides:
         self.envs: list[dict] = []
         #: integrity findings of the runs themselves (an instrument changed, compiles hidden)
         self.runtime_findings: list[dict] = []
-        #: exercises whose reference outcome was known already (cached or shipped): no reference ran
-        self.known: set[str] = set()
         #: timed exercises' jobs started early (:meth:`prestart`), until their driver takes them
         self._early: dict[str, EarlyStart] = {}
         self._lock = threading.Lock()
+        #: where the reference's outcomes come from, chosen once (:mod:`grader.reference_source`)
+        self.source = reference_source(chapter, self.reference, references, seed, records=records,
+                                       ahead=list(ahead or ()), device=self.device, note=self._note_environment,
+                                       on_ahead=self._computed_ahead)
 
-    def reference_session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
-        """A timed exercise's reference job: a new one, or a batch worker's kept one (:mod:`grader.runner.kept`)."""
-        host = self.reference
-        if host is None:  # a driver must use ``recorded`` in a preview
-            raise GraderError(f"{ex.id}: a preview runs no reference process")
-        if host.kept is not None:
-            return host.kept.session(ex.id, (self.seed, str(host.module_dir)), timeout_s,
-                                     lambda: host.exercise_session(ex, timeout_s))
-        return host.exercise_session(ex, timeout_s)
+    def _computed_ahead(self, exercise_id: str, seeds: int) -> None:
+        with self._lock:
+            self.timings.setdefault("reference_ahead", {})[exercise_id] = seeds
 
     def prestart(self, ex: ExerciseSpec) -> None:
         """Start a timed exercise's jobs now, while the other exercises are graded: they prepare and
@@ -156,50 +142,17 @@ class BothSides:
         budget = self._budget(ex)
         if ex.driver is None or budget <= 1 or self.device.on_device(ex.device):  # a device's turn comes later
             return
-        reference = (None if self.records is not None
-                     else (lambda: self.reference_session(ex, max(budget, ex.timeout_s))))
+        reference = self.source.early(ex, max(budget, ex.timeout_s))
         self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
                                         reference, timing.READY)
 
-    @contextlib.contextmanager
-    def alone(self, ex: ExerciseSpec, sessions: list[JobSession]) -> Iterator[None]:
-        """A timed exercise's rounds (``sessions``: its jobs, each pinned to the last CPU once ready:
-        :func:`grader.primitives.timing.pin_to_one_cpu`), alone on that core. Where the run times it
-        beside the untimed exercises (``beside``), everything else of the grading leaves that core for the
-        rounds: both hosts and their other jobs (:meth:`HostProcess.set_cores`; a job forked meanwhile
-        starts there too), and this process's threads but the one driving the rounds; then it comes back.
-        Where a process could not be moved, or the core is busy with work not the grading's (a loaded
-        machine: its other cores, the grading's, leave it nowhere else), the rounds wait for the untimed
-        exercises to end."""
-        if not self.beside or self.untimed_done.is_set():
-            yield
-            return
-        cpus = cores.available()
-        names = [session.name for session in sessions]
+    def alone(self, ex: ExerciseSpec, sessions: list[JobSession]) -> contextlib.AbstractContextManager:
+        """A timed exercise's rounds (``sessions``: its jobs) alone on a core: :meth:`grader.scheduling.Schedule.alone`,
+        the hosts moved off it; they wait for the untimed exercises at most until the submission's deadline, and
+        never on a device of one process at a time."""
         hosts = [host for host in (self.student, self.reference) if host is not None]
-        moved = [host.set_cores(cpus[:-1], names) for host in hosts]
-        moved.append(cores.pin(os.getpid(), cpus[:-1]))
-        cores.pin_thread(threading.get_native_id(), cpus[-1:])
-        # the core left to the rounds is idle now but for someone else's work (a busy machine's): then
-        # they would share it with that, and not the whole machine as after the untimed exercises
-        moved.append(all(moved) and cores.busy(cpus[-1]) < BUSY_ELSEWHERE)
-        with self._lock:
-            self.timings.setdefault("timed_beside", {})[ex.id] = all(moved)
-        try:
-            if not all(moved):  # back, and alone after the untimed exercises
-                self._spread(hosts, names, cpus)
-                if not self.device.on_device(ex.device):  # on a device of one process at a time, an untimed
-                    # exercise of the device may wait for this one's turn to end: never wait for it
-                    self.untimed_done.wait(max(0.0, self.deadline - time.monotonic()))
-            yield
-        finally:
-            self._spread(hosts, names, cpus)
-
-    @staticmethod
-    def _spread(hosts: list[HostProcess], apart: list[str], cpus: list[int]) -> None:
-        for host in hosts:
-            host.set_cores(cpus, apart)  # the timed jobs keep the core they pinned themselves to
-        cores.pin(os.getpid(), cpus)
+        return self.schedule.alone(ex.id, hosts, [session.name for session in sessions],
+                                   wait_until=None if self.device.on_device(ex.device) else self.deadline)
 
     # ------------------------------------------------------------------ one exercise
     def grade(self, ex: ExerciseSpec) -> ExerciseResult:
@@ -261,7 +214,7 @@ class BothSides:
             if outcome is not None and outcome.end == "no_backend":
                 raise DeviceTaken(str(outcome.detail.get("error") or ""))
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
-                                 locate=self.sub.locate, preview=self.records is not None,
+                                 locate=self.sub.locate, preview=self.source.preview,
                                  missing="not_attempted" if self.sub.cells is not None else "failed")
         result.duration_s = time.monotonic() - t0
         ran = student_out.env or (reference_out.env if reference_out is not None else None) or {}
@@ -275,7 +228,7 @@ class BothSides:
                                    "reference_s": round(reference_out.duration_s, 3) if reference_out else None,
                                    "student_work": student_out.work,
                                    "reference_work": reference_out.work
-                                   if reference_out and self.records is None and ex.id not in self.known else None}
+                                   if reference_out and self.source.ran(ex.id) else None}
         return result
 
     # ------------------------------------------------------------------ a timed exercise's cases
@@ -346,64 +299,11 @@ class BothSides:
                 self.envs.append({"side": outcome.side, **outcome.env})
 
     def _both_jobs(self, ex: ExerciseSpec, inputs: dict, budget: float) -> tuple[JobOutcome, JobOutcome | None]:
-        """The student's job and the reference's, side by side (unless the reference's outcome is known).
-
-        The reference's starts as soon as the student's shows it attempted something (a
-        call got past ``NotImplementedError``): a stub costs no reference run.
-        """
+        """The student's job and the reference's outcome (:meth:`grader.reference_source.ReferenceSource.beside`),
+        or the student's alone where the exercise needs no reference."""
         if not ex.needs_reference:
             return self._shared(ex, inputs, budget), None
-        if self.records is not None:  # a preview: the records stand for the reference's run
-            student_out = self._job(self.student, ex, inputs, budget)
-            return student_out, self.records.recorded(ex.id, self.seed, inputs) if student_out.attempted() else None
-        key = ReferenceCache.key(self.chapter, ex, self.seed, self.reference.module_dir,
-                                 platform=self.device.platform_for(ex.device))
-        cached = self.references.get(key)
-        if cached is not None:
-            self.known.add(ex.id)
-            return self._job(self.student, ex, inputs, budget), cached
-        student = self.student.exercise_session(ex, budget)
-        box: dict[str, JobOutcome] = {}
-        ahead = [s for s in self.ahead if not self.references.has(ReferenceCache.for_seed(key, s))]
-        computed: dict[int, dict] = {}
-
-        def reference_when_attempted() -> None:
-            while not student.attempted.wait(0.05):
-                if box.get("student") is not None:
-                    return  # the student's job ended having attempted nothing
-            session = self.reference.exercise_session(ex, ex.timeout_s * 2)
-            box["reference"] = run_job(session, inputs, ahead=[ex.inputs(s) for s in ahead])
-            computed.update(session.ahead)
-
-        thread = threading.Thread(target=reference_when_attempted, daemon=True, name=f"reference-{ex.id}")
-        thread.start()
-        box["student"] = student_out = run_job(student, inputs)
-        self._note_environment(student_out)
-        thread.join()
-        outcome = box.get("reference")
-        if outcome is None or not student_out.attempted():
-            return student_out, None
-        self._note_environment(outcome)
-        if outcome.end not in ("done", "cancelled") and not self.reference.closed:
-            # the reference is trusted: a failure is transient or a bug (not a grading stopped with Ctrl-C)
-            log.warning("reference run of %s ended with %s; retrying once", ex.id, outcome.end)
-            computed.clear()
-            outcome = self._job(self.reference, ex, inputs, ex.timeout_s * 2)
-        if outcome.end == "done":
-            self.references.put(key, outcome)
-            self._keep_ahead(ex, key, outcome, {ahead[i]: records for i, records in computed.items()
-                                                if 0 <= i < len(ahead)})
-        return student_out, outcome
-
-    def _keep_ahead(self, ex: ExerciseSpec, key: tuple, outcome: JobOutcome, computed: dict[int, dict]) -> None:
-        """Keep the reference's outcome for each seed drawn ahead that its job computed (:mod:`grader.ahead`):
-        the same run's, with that seed's records."""
-        for seed, records in computed.items():
-            self.references.put(ReferenceCache.for_seed(key, seed),
-                                replace(outcome, records=records, arrivals={}, work={}, duration_s=0.0))
-        if computed:
-            with self._lock:
-                self.timings.setdefault("reference_ahead", {})[ex.id] = len(computed)
+        return self.source.beside(ex, inputs, self.student.exercise_session(ex, budget))
 
     # ------------------------------------------------------------------ where it ran
     def environment(self) -> dict:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, TextIO
 
-from grader.grading import GradeOptions, Grading, Interrupted
+from grader.grading import GradeOptions, Grading, Interrupted, Machinery
 from grader.i18n import Catalog, T
 from grader.report.render import render_terminal, write_reports
 from grader.report.common import ICONS, file_to_open, next_exercise, num, pasteable
@@ -37,9 +37,10 @@ class Watcher:
     """Grades a submission, then again on every save of one of its exercise files."""
 
     def __init__(self, path: Path, options: GradeOptions, catalog: Catalog, lang: str, *, out: TextIO,
-                 report_dir: Path, screen: bool, color: bool):
+                 report_dir: Path, screen: bool, color: bool, machinery: Machinery | None = None):
         self.path = Path(path)
         self.options = options
+        self.machinery = machinery
         self.catalog = catalog
         self.lang = lang
         self.out = out
@@ -58,7 +59,7 @@ class Watcher:
 
         The files are watched from before the first grading: a save made while it runs, or just
         after the screen says it is watching, is graded too."""
-        with Grading(self.path, self.options) as grading:
+        with Grading(self.path, self.options, self.machinery) as grading:
             # what to do about a problem: save the file again (it is graded at once), not "run grade again"
             self.catalog = grading.chapter.catalog.with_words_of({key: f"watch.{key}" for key in WATCH_TODOS})
             self.selected = grading.chapter.select(self.options.exercises)

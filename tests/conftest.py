@@ -78,13 +78,14 @@ _REFERENCES: list = []
 def grade_report(path: Path, **options):
     """Grade in this process (the :class:`grader.results.Report`, its sentences still
     unrendered); the reference's runs are shared by every grading of the test session."""
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, Machinery, grade
     from grader.outcomes import ReferenceCache
 
     if not _REFERENCES:
         _REFERENCES.append(ReferenceCache())
-    options.setdefault("reference_cache", _REFERENCES[0])
-    return grade(path, GradeOptions(**options))
+    machinery = {name: options.pop(name) for name in Machinery.__dataclass_fields__ if name in options}
+    machinery.setdefault("reference_cache", _REFERENCES[0])
+    return grade(path, GradeOptions(**options), Machinery(**machinery))
 
 
 def rendered(report, lang: str = "en") -> dict:

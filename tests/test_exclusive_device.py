@@ -195,18 +195,19 @@ def test_a_preview_with_another_jax_than_the_records_says_so(tmp_path):
     from dataclasses import replace
 
     from grader.chapter import load_chapter
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, Machinery, grade
     from grader.i18n import grader_catalog
     from grader.preview import record_reference
 
     chapter = load_chapter("ch4")
     records = record_reference(chapter, 5, scratch_root=tmp_path)
     here = records.environment["jax"]
-    same = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",), preview=records, scratch_root=tmp_path))
+    same = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",)),
+                 Machinery(preview=records, scratch_root=tmp_path))
     assert "version_note" not in same.device and same.score == 10
-    other = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",), scratch_root=tmp_path,
-                                          preview=replace(records,
-                                                          environment={**records.environment, "jax": "0.4.30"})))
+    other = grade(SOLUTIONS, GradeOptions(chapter="ch4", exercises=("ex02",)),
+                  Machinery(scratch_root=tmp_path,
+                            preview=replace(records, environment={**records.environment, "jax": "0.4.30"})))
     line = grader_catalog().render(other.device["version_note"], "en")
     assert line.startswith(f"JAX {here} here, while the reference records were made with JAX 0.4.30")
     assert other.score == 10

@@ -10,7 +10,7 @@ import pytest
 from conftest import SOLUTIONS, VARIANTS, make_submission, variant
 
 from grader.chapter import load_chapter
-from grader.grading import GradeOptions, grade
+from grader.grading import GradeOptions, Machinery, grade
 from grader.runner.job_sessions import JobOutcome
 from grader.runner.kept import KeptJobs
 from grader.runner.warm import WarmHosts
@@ -100,7 +100,7 @@ def test_a_workers_second_student_is_timed_against_the_kept_reference_with_the_v
     warm = WarmHosts(chapter, scratch_root=tmp_path)
     seed = 424242
     try:
-        graded = {name: grade(path, GradeOptions(exercises=("ex06",), seed=seed, hosts=warm))
+        graded = {name: grade(path, GradeOptions(exercises=("ex06",), seed=seed), Machinery(hosts=warm))
                   for name, path in students.items()}
     finally:
         warm.close()

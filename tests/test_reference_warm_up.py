@@ -15,7 +15,7 @@ from pathlib import Path
 from grader import store
 from grader.batch.reference import reference_outcomes
 from grader.chapter import load_chapter
-from grader.grading import GradeOptions
+from grader.grading import GradeOptions, Machinery
 from grader.outcomes import ReferenceCache
 
 
@@ -32,12 +32,12 @@ def test_the_class_reference_returns_without_waiting_for_the_warm_up(tmp_path, m
     # ex02's programs compiled once first (another seed, outcomes kept elsewhere): its reference job then
     # loads them and ends well before ex05's warm-up, which sleeps about a second, on a loaded machine too
     # (compiling them in the same run took 2.8 s once under the whole suite's load, past the warm-up's end)
-    reference_outcomes(chapter, 4, GradeOptions(chapter="ch4", exercises=("ex02",), seed=4, scratch_root=scratch,
-                                                reference_cache=ReferenceCache()))
-    options = GradeOptions(chapter="ch4", exercises=("ex02", "ex05"), seed=3, scratch_root=scratch,
-                           reference_cache=ReferenceCache())
+    reference_outcomes(chapter, 4, GradeOptions(chapter="ch4", exercises=("ex02",), seed=4),
+                       Machinery(scratch_root=scratch, reference_cache=ReferenceCache()))
+    options = GradeOptions(chapter="ch4", exercises=("ex02", "ex05"), seed=3)
+    machinery = Machinery(scratch_root=scratch, reference_cache=ReferenceCache())
     began = time.monotonic()
-    outcomes = reference_outcomes(chapter, 3, options)
+    outcomes = reference_outcomes(chapter, 3, options, machinery)
     returned = time.monotonic() - began
     warming = _warm_ups()
     assert set(outcomes) == {"ex02_where"}  # ex05's outcome is not kept: it is graded without one

@@ -32,8 +32,9 @@ def handed(monkeypatch):
     """The options ``grade PATH`` hands the grading (which then finds nothing to grade)."""
     seen = []
 
-    def grade(path, options):
+    def grade(path, options, machinery=None):
         seen.append(options)
+        seen.append(machinery)
         raise SubmissionError(grading.T("error.no_reference", chapter="ch4", path=str(path)))
 
     monkeypatch.setattr(grading, "grade", grade)
@@ -44,8 +45,9 @@ def test_grade_path_hands_every_option_to_the_grading(handed, tmp_path, capsys):
     (tmp_path / "ch4").mkdir()
     code = main([str(tmp_path / "ch4"), "--chapter", "ch4", "-k", "2", "--seed", "11", "--sandbox", "process",
                  "--timeout", "30", "--exercise-timeout", "7", "--memory-limit", "512", "--inside", "x.ipynb"])
-    assert code == 2 and len(handed) == 1
-    options = handed[0]
+    assert code == 2 and len(handed) == 2
+    options, machinery = handed
+    assert machinery.hosts is None and machinery.reference_cache is None  # a student's own grading: its own
     assert (options.chapter, options.exercises, options.seed, options.inside) == ("ch4", ("2",), 11, "x.ipynb")
     assert (options.sandbox, options.submission_timeout_s, options.exercise_timeout_s) == ("process", 30.0, 7.0)
     assert options.limits.memory_bytes == 512 << 20

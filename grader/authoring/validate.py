@@ -22,7 +22,7 @@ from grader.i18n import Catalog, placeholders
 
 def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
              echo: Callable[[str], None] = print) -> list[str]:
-    from grader.grading import grade
+    from grader.grading import Machinery, grade
     from grader.options import LimitOptions
     from grader.outcomes import ReferenceCache
 
@@ -45,8 +45,8 @@ def validate(chapter: Chapter, *, seed: int | None = None, lang: str = "en",
     cache = ReferenceCache()
     for label, folder, want_full in (("reference", chapter.solutions, True), ("stubs", chapter.stubs, False)):
         echo(f"grading the {label} ({folder}) …")
-        report = grade(folder, LimitOptions().grade_options(chapter=chapter.id, seed=seed, reference_cache=cache,
-                                                              allow_weak_sandbox=True))  # the author's own code
+        report = grade(folder, LimitOptions().grade_options(chapter=chapter.id, seed=seed, allow_weak_sandbox=True),
+                       Machinery(reference_cache=cache))  # the author's own code
         echo(f"  {report.score:g} / {report.max_score:g} in {report.duration_s:.1f} s (seed {report.seed})")
         for ex in report.exercises:
             if want_full and ex.score < ex.max_score:

@@ -19,7 +19,7 @@ from pathlib import Path
 from grader import store, wire
 from grader.outcomes import ReferenceCache, folder_digest, grader_digest, machine
 from grader.chapter import Chapter
-from grader.grading import GradeOptions
+from grader.grading import GradeOptions, Machinery
 from grader.runner.job_sessions import JobOutcome, run_job
 from grader.runner.reference_host import reference_jobs
 from grader.scheduling import at_once_default, longest_first
@@ -33,15 +33,16 @@ def outcomes_digest(chapter: Chapter, reference_dir: Path | None = None) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None = None) -> dict[str, JobOutcome]:
+def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None = None,
+                       machinery: Machinery | None = None) -> dict[str, JobOutcome]:
     """The reference's outcome of every selected exercise that a cache can hold, by exercise id.
 
-    Outcomes already in ``options.reference_cache`` (else the on-disk cache) are not
+    Outcomes already in ``machinery.reference_cache`` (else the on-disk cache) are not
     computed again. Timed exercises are left out, and so is an exercise whose reference
     run failed (each grading then runs it itself).
     """
-    options = options or GradeOptions()
-    references = options.reference_cache or ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
+    options, machinery = options or GradeOptions(), machinery or Machinery()
+    references = machinery.reference_cache or ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
     reference_dir = Path(options.reference_dir or chapter.solutions)
     selected = chapter.select(options.exercises)
     wanted = [ex for ex in selected if ex.needs_reference and not ex.timed]
@@ -58,8 +59,8 @@ def reference_outcomes(chapter: Chapter, seed: int, options: GradeOptions | None
         # waiting with the cores idle (about 0.7 s of a batch's start here) after the other jobs ended
         ran = reference_jobs(chapter, longest_first(missing, store.durations(chapter.id)),
                              lambda host, ex: run_job(host.exercise_session(ex, ex.timeout_s * 2), ex.inputs(seed)),
-                             reference_dir=reference_dir, at_once=options.at_once or at_once_default(),
-                             scratch_root=options.scratch_root, limits=options.limits,
+                             reference_dir=reference_dir, at_once=machinery.at_once or at_once_default(),
+                             scratch_root=machinery.scratch_root, limits=options.limits,
                              compile_cache=store.reference_dir() if options.compile_cache else None, warm_up=warm)
         for ex in missing:
             if ran[ex.id].end == "done":

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from grader import store
 from grader.chapter import Chapter
-from grader.grading import GradeOptions, Interrupted, grade
+from grader.grading import GradeOptions, Interrupted, Machinery, grade
 from grader.runner import devices
 
 #: the seed of the building grading (any seed gives the same programs but ex08's drawn shapes)
@@ -57,10 +57,10 @@ def build(chapter: Chapter, *, reference_dir: Path | None = None, sandbox: str =
             # grading compiles there is the CPU's (the device's exercises compile at their first grading)
             found = devices.accelerator()
             # the course's own solutions: trusted code, graded in any sandbox the gradings to come will use
-            report = grade(copy, GradeOptions(chapter=chapter.id, seed=SEED, sandbox=sandbox, ahead=ahead,
-                                              allow_weak_sandbox=True,
+            report = grade(copy, GradeOptions(chapter=chapter.id, seed=SEED, sandbox=sandbox, allow_weak_sandbox=True,
                                               reference_dir=reference_dir,
-                                              device="cpu" if found is not None and found.exclusive else "auto"))
+                                              device="cpu" if found is not None and found.exclusive else "auto"),
+                           Machinery(ahead=ahead))
             added = _adopt(own, target) if own is not None else 0
         finally:
             if own is not None:

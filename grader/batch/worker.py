@@ -115,7 +115,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
     """Grade the packed submission of ``payload``; the result object the batch reads."""
     from grader.batch import roster
     from grader.batch.reference import seed_cache
-    from grader.grading import GradeOptions, grade
+    from grader.grading import GradeOptions, Machinery, grade
     from grader.i18n import T
     from grader.report.render import write_reports
     from grader.runner import sandbox as sandboxes
@@ -143,13 +143,13 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
                            sandbox=settings["sandbox"], allow_weak_sandbox=bool(settings.get("allow_weak_sandbox")),
                            submission_timeout_s=settings["timeout_s"],
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
-                           limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20), reference_cache=cache,
-                           at_once=len(slot.cores) + 1 if slot is not None else None, hosts=state.hosts,
-                           scratch_root=state.scratch)
+                           limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20))
+    machinery = Machinery(reference_cache=cache, at_once=len(slot.cores) + 1 if slot is not None else None,
+                          hosts=state.hosts, scratch_root=state.scratch)
     with tempfile.TemporaryDirectory(prefix="grade-batch-", dir=state.scratch) as tmp:
         path = roster.unpack(payload["submission"], payload["name"], Path(tmp) / "in")
         try:
-            report = grade(path, options)
+            report = grade(path, options, machinery)
         except SubmissionError as exc:
             return failure("unreadable", words(exc.text).replace(str(path), payload["display"]))
         report.submission = {**report.submission, "path": payload["display"]}

@@ -6,7 +6,7 @@ import math
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from grader.report.common import pasteable
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter
-    from grader.grading import GradeOptions
+    from grader.grading import GradeOptions, Machinery
     from grader.results import Report
 
 
@@ -145,7 +145,7 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     catalog = grader_catalog()
     if unsupported_system() is not None and hint is None:  # before anything that needs Linux (fcntl, /proc)
         raise UserError(catalog.render(unsupported_system(), lang))
-    from grader.grading import Interrupted, grade
+    from grader.grading import Interrupted, Machinery, grade
     from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
@@ -159,16 +159,16 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     path, exercises = _one_exercise_file(path, what.chapter, what.exercises, catalog, lang)
     try:
         options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed,
-                                       ahead=ahead.count(),  # a student's own gradings: seeds drawn ahead
                                        allow_weak_sandbox=allow_weak_sandbox)
+        machinery = Machinery(ahead=ahead.count())  # a student's own gradings: seeds drawn ahead
         _build_once(path, what.chapter, limits.sandbox, catalog, lang)
         if watch:
-            _watch(path, options, report_dir or _default_report_dir(path), lang)
+            _watch(path, options, machinery, report_dir or _default_report_dir(path), lang)
             return
         live = sys.stderr.isatty() and not output.as_json
         if live:
             click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown
-        report = _grade_live(path, options, catalog, lang) if live else grade(path, options)
+        report = _grade_live(path, options, machinery, catalog, lang) if live else grade(path, options, machinery)
     except SubmissionError as exc:
         raise UserError(catalog.render(exc.text, lang)) from None
     except Interrupted as stop:  # Ctrl-C: every process is gone; keep what was graded
@@ -255,7 +255,7 @@ def _build_once(path: Path, chapter: str | None, sandbox: str, catalog: Catalog,
                ahead=ahead.count())
 
 
-def _watch(path: Path, options: GradeOptions, report_dir: Path, lang: str) -> None:
+def _watch(path: Path, options: GradeOptions, machinery: Machinery, report_dir: Path, lang: str) -> None:
     """``grade PATH --watch``: grade, then grade again on every save, until Ctrl-C."""
     catalog = grader_catalog()
     try:
@@ -265,7 +265,7 @@ def _watch(path: Path, options: GradeOptions, report_dir: Path, lang: str) -> No
     from grader.watch import Watcher
 
     watcher = Watcher(path, options, catalog, lang, out=sys.stdout, report_dir=report_dir,
-                      screen=sys.stdout.isatty(), color=sys.stdout.isatty())
+                      screen=sys.stdout.isatty(), color=sys.stdout.isatty(), machinery=machinery)
     try:
         watcher.run()
     except KeyboardInterrupt:
@@ -311,15 +311,14 @@ def _chapter_of(report: Report) -> Chapter:
     return load_chapter(report.chapter)
 
 
-def _grade_live(path: Path, options: GradeOptions, catalog: Catalog, lang: str) -> Report:
+def _grade_live(path: Path, options: GradeOptions, machinery: Machinery, catalog: Catalog, lang: str) -> Report:
     """Grade with a status line on the terminal saying what is graded now."""
     from grader.grading import grade
     from grader.report.live import LiveStatus
 
     width = min(shutil.get_terminal_size((100, 24)).columns, 160) - 1
     with LiveStatus(sys.stderr, catalog, lang, width=width) as status:
-        options.on_progress = status
-        return grade(path, options)
+        return grade(path, options, replace(machinery, on_progress=status))
 
 
 @cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
