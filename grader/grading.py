@@ -181,7 +181,8 @@ class Grading:
             options = self.options = replace(options, seed=self.records.seed)
         self.references = run.reference_cache or \
             ReferenceCache(store.outcomes_dir() if options.compile_cache else None)
-        taken, self.ahead = None, []
+        taken: int | None = None
+        self.ahead: list[int] = []
         if run.ahead and self.records is None and self.references.folder is not None:
             taken, self.ahead = ahead.draw(self.chapter.id, run.ahead, take=options.seed is None)
         self.seed = options.seed if options.seed is not None else taken or new_seed()

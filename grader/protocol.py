@@ -110,7 +110,8 @@ class FromJob(StrEnum):
 
 
 # ------------------------------------------------------------------ what each word carries
-# A job's conversation, typed per word: the fields a message of each word carries (its ``op`` aside), as
+# Every boundary's conversation, typed per word (a job's first, then the hosts', the template's, a batch
+# worker's): the fields a message of each word carries (its ``op`` aside), as
 # TypedDicts. :func:`word_of` refuses a message that lacks a field its word requires (a ProtocolError naming
 # the word and the field, never a KeyError later), and tests/test_protocol.py reads every ``message(...)``
 # the code sends, so a sender that forgets a required field or adds an undeclared one fails there.
@@ -251,9 +252,168 @@ class Empty(TypedDict):
     """A word that carries nothing but itself."""
 
 
-#: what each word of a job's conversation carries, by direction (a word's value may be another direction's
-#: too: ``compiled`` is said both ways)
+# ------------------------------------------------------------------ the hosts', the template's and a worker's words
+class _ForkFieldsRequired(TypedDict):
+    #: the job's name, its exercise, the exercise's package and the modules a job imports
+    job: str
+    exercise: str
+    package: str
+    chapter_modules: list[str]
+    student_module: str
+    module_dir: str
+    #: the student's functions the probe calls
+    functions: list[str]
+    #: the job's own folder, its limits (``grader.runner.job_sessions.Limits.for_job``), its exercise's options
+    workdir: str
+    limits: dict
+    options: dict
+    #: ``student`` or ``reference``
+    side: str
+
+
+class ForkFields(_ForkFieldsRequired, total=False):
+    """``ToHost.FORK``: a job to fork (its socket and output file travel with the message)."""
+
+    #: a job's own uid and group, and the grading's group (per-job uids)
+    uid: int
+    gid: int
+    groups: list[int]
+
+
+class JobNamed(TypedDict):
+    """A word about one job: ``ToHost.DUMP``, ``ToHost.KILL``."""
+
+    job: str
+
+
+class _CoresFieldsRequired(TypedDict):
+    cores: list[int]
+
+
+class CoresFields(_CoresFieldsRequired, total=False):
+    """``ToHost.CORES``: the CPUs the host and its jobs run on; the jobs ``apart`` keep theirs."""
+
+    apart: list[str]
+
+
+class _ReadyFieldsRequired(TypedDict):
+    #: the versions the host imported (JAX, jaxlib, Python) and its pid
+    versions: dict
+    pid: int
+
+
+class ReadyFields(_ReadyFieldsRequired, total=False):
+    """``FromHost.READY``, ``FromTemplate.READY``: imported and listening."""
+
+    #: said by the template that forks hosts
+    template: bool
+
+
+class FailedFields(TypedDict):
+    """``FromHost.FAILED``: a forked host could not be isolated."""
+
+    error: str
+
+
+class StartedFields(TypedDict):
+    """``FromHost.STARTED``: the job is forked."""
+
+    job: str
+    pid: int
+
+
+class _ExitedFieldsRequired(TypedDict):
+    job: str
+    #: its peak memory and the CPU seconds it used
+    peak_rss_kb: int
+    cpu_s: float
+
+
+class ExitedFields(_ExitedFieldsRequired, total=False):
+    """``FromHost.EXITED``: the job has ended, by a ``signal`` or with an exit ``code``."""
+
+    signal: int
+    code: int
+
+
+class MovedFields(TypedDict):
+    """``FromHost.CORES``: the answer to ``cores`` (``job`` is ``cores``), ``ok`` when every thread moved."""
+
+    job: str
+    ok: bool
+
+
+class HostNamed(TypedDict):
+    """A word about one host the template forks: ``ToTemplate.SPAWN``, ``ToTemplate.KILL``,
+    ``FromTemplate.HOST_EXITED``."""
+
+    host: str
+
+
+class SpawnedFields(TypedDict):
+    """``FromTemplate.SPAWNED``: the host is forked."""
+
+    host: str
+    pid: int
+
+
+class ReferenceFields(TypedDict):
+    """``ToWorker.REFERENCE``: the class's reference outcomes (``grader.batch.reference.compute``)."""
+
+    reference: dict
+
+
+class _WarmFieldsRequired(TypedDict):
+    chapter: str
+    #: the batch's settings (``grader.batch.run._settings``): the sandbox, the limits
+    options: dict
+
+
+class WarmFields(_WarmFieldsRequired, total=False):
+    """``ToWorker.WARM``: start the hosts for this chapter and sandbox now (a student's payload, less the
+    submission)."""
+
+    name: str
+    display: str
+    exercises: list[str]
+    seed: int
+    lang: str
+    #: the CPUs of the batch worker's slot, asked of the machine's (:mod:`grader.batch.cpus`)
+    slots: int | None
+    reference: dict
+
+
+class _GradeFieldsRequired(TypedDict):
+    #: the student's key and the name the class summary shows
+    name: str
+    display: str
+    #: the packed submission (:func:`grader.batch.roster.pack`)
+    submission: dict
+    chapter: str
+    exercises: list[str]
+    seed: int
+    lang: str
+    options: dict
+
+
+class GradeFields(_GradeFieldsRequired, total=False):
+    """``ToWorker.GRADE``: grade one packed student."""
+
+    slots: int | None
+    reference: dict
+
+
+#: what each word of each boundary carries, by direction (a word's value may be another direction's too:
+#: ``compiled`` is said both ways, ``ready`` by a host and by the template)
 FIELDS: dict[type[StrEnum], dict[str, type]] = {
+    ToWorker: {ToWorker.REFERENCE: ReferenceFields, ToWorker.WARM: WarmFields, ToWorker.GRADE: GradeFields},
+    ToTemplate: {ToTemplate.SPAWN: HostNamed, ToTemplate.KILL: HostNamed, ToTemplate.EXIT: Empty},
+    FromTemplate: {FromTemplate.READY: ReadyFields, FromTemplate.SPAWNED: SpawnedFields,
+                   FromTemplate.HOST_EXITED: HostNamed},
+    ToHost: {ToHost.FORK: ForkFields, ToHost.DUMP: JobNamed, ToHost.KILL: JobNamed, ToHost.CORES: CoresFields,
+             ToHost.EXIT: Empty},
+    FromHost: {FromHost.READY: ReadyFields, FromHost.FAILED: FailedFields, FromHost.STARTED: StartedFields,
+               FromHost.EXITED: ExitedFields, FromHost.CORES: MovedFields},
     ToJob: {ToJob.INPUTS: InputsFields, ToJob.GO: Empty, ToJob.TIME: TimeFields, ToJob.PING: Empty,
             ToJob.STOP: Empty, ToJob.COMPILE: CompileFields, ToJob.COMPILED: CompiledFields},
     FromJob: {FromJob.HELLO: HelloFields, FromJob.NO_BACKEND: NoBackendFields, FromJob.IMPORTED: ImportedFields,

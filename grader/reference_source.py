@@ -36,6 +36,7 @@ from grader.outcomes import ReferenceCache
 from grader.runner.devices import DevicePlan
 from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import JobOutcome, JobSession, run_job
+from grader.runner.kept import KeptSession
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter, ExerciseSpec
@@ -64,10 +65,10 @@ class ReferenceSource(ABC):
         records), or ``None`` where a reference job runs (:meth:`session`)."""
 
     @abstractmethod
-    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
+    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession | KeptSession:
         """For a timed exercise's driver: the reference's job, not started."""
 
-    def early(self, ex: ExerciseSpec, timeout_s: float) -> Callable[[], JobSession] | None:
+    def early(self, ex: ExerciseSpec, timeout_s: float) -> Callable[[], JobSession | KeptSession] | None:
         """How a timed exercise's reference job is made when it starts early (:meth:`grader.sides.BothSides.prestart`),
         or ``None`` where none runs."""
         return None
@@ -95,7 +96,7 @@ class RecordedReference(ReferenceSource):
     def recorded(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome | None:
         return self.records.recorded(ex.id, self.seed, inputs)
 
-    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
+    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession | KeptSession:
         raise GraderError(f"{ex.id}: a preview runs no reference process")  # a driver uses ``recorded``
 
 
@@ -123,7 +124,7 @@ class LiveReference(ReferenceSource):
     def recorded(self, ex: ExerciseSpec, inputs: dict) -> JobOutcome | None:
         return None
 
-    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession:
+    def session(self, ex: ExerciseSpec, timeout_s: float) -> JobSession | KeptSession:
         """A new job, or a batch worker's kept one (:mod:`grader.runner.kept`)."""
         host = self.host
         if host.kept is not None:
@@ -131,7 +132,7 @@ class LiveReference(ReferenceSource):
                                      lambda: host.exercise_session(ex, timeout_s))
         return host.exercise_session(ex, timeout_s)
 
-    def early(self, ex: ExerciseSpec, timeout_s: float) -> Callable[[], JobSession] | None:
+    def early(self, ex: ExerciseSpec, timeout_s: float) -> Callable[[], JobSession | KeptSession] | None:
         return lambda: self.session(ex, timeout_s)
 
     def beside(self, ex: ExerciseSpec, inputs: dict, student: JobSession) -> tuple[JobOutcome, JobOutcome | None]:

@@ -55,7 +55,7 @@ class Movable(Protocol):
     """A process of the grading's that can leave a core to a timed exercise's rounds
     (:meth:`grader.runner.host_handles.HostProcess.set_cores`)."""
 
-    def set_cores(self, cpus: list[int], apart: list[str] | None = None) -> bool: ...
+    def set_cores(self, cores: list[int], apart: list[str], /) -> bool: ...
 
 
 class Schedule:
@@ -139,8 +139,9 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         timed = [ex for ex in exercises if ex.timed]
         running = {pool.submit(grade, ex): ex for ex in plain}
         untimed = set(running)
-        for ex in timed if prepare is not None else ():
-            prepare(ex)
+        if prepare is not None:
+            for ex in timed:
+                prepare(ex)
         if beside:
             running.update({aside.submit(grade, ex): ex for ex in timed})
             timed = []

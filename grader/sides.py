@@ -28,7 +28,8 @@ from grader.runner import devices
 from grader.runner.devices import DevicePlan
 from grader.runner.host_handles import HostProcess
 from grader.primitives import timing
-from grader.runner.job_sessions import JobOutcome, JobSession, run_job
+from grader.primitives.driving import TimedJob
+from grader.runner.job_sessions import JobOutcome, run_job
 from grader.runner.kept import EarlyStart
 from grader.runner.outcome import combined
 from grader.reference_source import reference_source
@@ -70,17 +71,17 @@ class Sides:
         #: the jobs started while the other exercises were graded (:meth:`BothSides.prestart`)
         self._early = early.take() if early is not None else None
 
-    def student(self, timeout_s: float) -> JobSession:
+    def student(self, timeout_s: float) -> TimedJob:
         if self._early is not None:
             self._early.student.renew(timeout_s)
             return self._early.student
         return self._both.student.exercise_session(self.exercise, timeout_s)
 
-    def alone(self, sessions: list[JobSession]) -> contextlib.AbstractContextManager:
+    def alone(self, sessions: list[TimedJob]) -> contextlib.AbstractContextManager:
         """Around a timed exercise's rounds (``sessions``: its jobs): see :meth:`BothSides.alone`."""
         return self._both.alone(self.exercise, sessions)
 
-    def reference(self, timeout_s: float) -> JobSession:
+    def reference(self, timeout_s: float) -> TimedJob:
         """The reference's job: one started early, a new one, or on a batch worker the one kept for this
         exercise and seed (:mod:`grader.runner.kept`)."""
         if self._early is not None and self._early.reference is not None:
@@ -146,7 +147,7 @@ class BothSides:
         self._early[ex.id] = EarlyStart(self.student.exercise_session(ex, budget), self._sent(ex, ex.inputs(self.seed)),
                                         reference, timing.READY)
 
-    def alone(self, ex: ExerciseSpec, sessions: list[JobSession]) -> contextlib.AbstractContextManager:
+    def alone(self, ex: ExerciseSpec, sessions: list[TimedJob]) -> contextlib.AbstractContextManager:
         """A timed exercise's rounds (``sessions``: its jobs) alone on a core: :meth:`grader.scheduling.Schedule.alone`,
         the hosts moved off it; they wait for the untimed exercises at most until the submission's deadline, and
         never on a device of one process at a time."""

@@ -16,6 +16,8 @@ from grader import protocol, wire
 from grader.protocol import FromJob, ProtocolError, ToJob, message, word_of
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the boundaries' words by the names the code spells them with
+BOUNDARY_NAMES = {words.__name__: words for words in protocol.BOUNDARIES}
 
 
 def test_a_message_is_built_from_a_declared_word_only():
@@ -183,19 +185,28 @@ def _sent_messages():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "message" and node.args \
                     and isinstance(node.args[0], ast.Attribute) and isinstance(node.args[0].value, ast.Name) \
-                    and node.args[0].value.id in ("ToJob", "FromJob"):
-                words = ToJob if node.args[0].value.id == "ToJob" else FromJob
+                    and node.args[0].value.id in BOUNDARY_NAMES:
+                words = BOUNDARY_NAMES[node.args[0].value.id]
                 named = {k.arg for k in node.keywords if k.arg is not None}
                 spread = any(k.arg is None for k in node.keywords)
                 found.append((f"{path.relative_to(ROOT)}:{node.lineno}", words[node.args[0].attr], named, spread))
     return found
 
 
+def test_every_word_of_every_boundary_declares_what_it_carries():
+    """Typed per word on every boundary, not a job's alone: the hosts', the template's, a batch worker's."""
+    undeclared = [f"{words.__name__}.{word.name}" for words in protocol.BOUNDARIES for word in words
+                  if word not in protocol.FIELDS.get(words, {})]
+    assert not undeclared, undeclared
+
+
 def test_every_message_the_code_sends_carries_its_words_fields():
-    """What crosses a job's socket is typed per word, statically too: each ``message(...)`` of the code passes
+    """What crosses a process boundary is typed per word, statically too: each ``message(...)`` of the code passes
     only the fields its word declares, and every one its word requires (unless it spreads a dict in)."""
     sent = _sent_messages()
-    assert len(sent) >= 25, sent  # the scan sees the code's messages
+    assert len(sent) >= 40, sent  # the scan sees the code's messages
+    assert {type(word) for _, word, _, _ in sent} >= {ToJob, FromJob, protocol.ToHost, protocol.FromHost,
+                                                     protocol.ToTemplate, protocol.FromTemplate, protocol.ToWorker}
     wrong = []
     for where, word, named, spread in sent:
         declared = protocol.FIELDS[type(word)][word]

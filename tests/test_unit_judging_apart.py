@@ -101,7 +101,7 @@ class _Movable:
         self.moves = moves
         self.told: list[list[int]] = []
 
-    def set_cores(self, cpus, apart=None):
+    def set_cores(self, cpus, apart, /):
         self.told.append(list(cpus))
         return self.moves
 

@@ -34,12 +34,15 @@ class TimedJob(Protocol):
 
     #: the job's name (``ex06_speedup-student``): what is kept apart from the core the rounds run on
     name: str
-    #: how it is going, then how it ended
-    outcome: Ended
+
+    @property
+    def outcome(self) -> Ended:
+        """How it is going, then how it ended."""
+        ...
 
     def start(self) -> bool: ...
 
-    def send_inputs(self, inputs: dict, ahead: list[dict] | None = None, part: tuple[int, int] = (0, 1)) -> bool: ...
+    def send_inputs(self, inputs: dict, /) -> bool: ...
 
     def send(self, message: dict) -> bool: ...
 
