@@ -24,8 +24,10 @@ from grader.chapter import Chapter, ChapterError, available_chapters, load_chapt
 from grader.child.job import NOTEBOOK_MODULES
 from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, described, link_target, locate,
                            renamed_files, top_links)
-from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, notebook_source,  # noqa: F401
-                          read_cells)
+from grader.cell_map import CellMap
+from grader.cell_names import defined_names
+from grader.cell_notes import cell_notes
+from grader.ipynb import NotebookError, read_cells
 from grader.replay import NotebookModules, name_cells, notebook_modules
 from grader.results import ExerciseResult
 from grader.i18n import T, Text, TextError
@@ -62,7 +64,7 @@ class Submission:
     #: defined in two cells, a cell that failed when it ran), by exercise id
     notes: dict[str, list[Text]] = field(default_factory=dict)
     #: a notebook's graded function whose last definition is in a cell not graded, while an earlier
-    #: one is: name -> (that cell, why) (:class:`~grader.ipynb.CellNotes`)
+    #: one is: name -> (that cell, why) (:class:`~grader.cell_notes.CellNotes`)
     lost: dict[str, tuple[Text, Text]] = field(default_factory=dict)
     #: where inside the submission its chapter's files were found (``jit-course/exercises/ch4``);
     #: ``""``: at its top

@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.authoring"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
     ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [
-        "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.replay"]),
+        "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.cell_names", "grader.cell_map",
+        "grader.cell_notes", "grader.replay"]),
     ("instruments: what the probes measure with and the checks judge with", ["grader.primitives.*"]),
     ("the child: what runs in the sandbox", ["grader.child.*"]),
     ("chapters: exercises, their probes and checks, and the chapter that holds them", [
