@@ -280,7 +280,7 @@ def test_a_hosts_failure_is_its_last_error():
 
 
 def test_the_users_tasks_are_counted_as_rlimit_nproc_counts_them():
-    from grader.child.host import tasks_of_user
+    from grader.child.job_start import tasks_of_user
 
     stop = threading.Event()
     extra = [threading.Thread(target=stop.wait) for _ in range(20)]

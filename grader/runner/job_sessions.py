@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from grader.child.host import XLA_DUMP
+from grader.child.job_start import XLA_DUMP
 from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
 from grader.runner.devices import DevicePlan, DeviceLease
@@ -48,7 +48,7 @@ class Limits:
     #: address space on top of what JAX's start-up took (CPU backend only)
     memory_bytes: int = 4 << 30
     #: processes and threads of the job's uid (its own under per-job uids); where jobs have the user's
-    #: uid, this many beyond what the user runs as the job starts (:func:`grader.child.host.tasks_of_user`),
+    #: uid, this many beyond what the user runs as the job starts (:func:`grader.child.job_start.tasks_of_user`),
     #: and none for the reference's jobs (trusted)
     nproc: int = 256
     #: the largest file the job may write (its output included)
