@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from grader.runner import devices, sandbox as sandboxes
 from grader.runner.devices import DevicePlan
 from grader.runner.host_environment import scrubbed_environment
-from grader.runner.job_sessions import Compiles, JobSession, Limits
+from grader.runner.job_host import Compiles
+from grader.runner.job_sessions import JobSession, Limits
 from grader.protocol import OP, FromHost, FromTemplate, ToHost, message, word_of
 from grader.wire import Channel, ProtocolError
 
