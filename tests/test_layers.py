@@ -40,7 +40,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("processes: the grader's handles on hosts and jobs, the outcomes they give, the seeds drawn ahead for them", [
         "grader.runner.*", "grader.outcomes", "grader.ahead"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [
-        "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
+        "grader.copies", "grader.submission", "grader.submission_limits", "grader.unzipping", "grader.chapter_contents",
+        "grader.verdicts", "grader.preview", "grader.sides", "grader.scheduling",
         "grader.grading", "grader.options"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
         "grader.report.*", "grader.hint_layers", "grader.watch", "grader.notebook"]),
