@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from grader.chapter import Chapter
 from grader.i18n import T, TextError
-from grader.ipynb import defined_names
+from grader.cell_names import defined_names
 from grader.magics import parse, without_magics
 
 REPORT_DIR_NAME = ".grade"

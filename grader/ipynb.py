@@ -1,6 +1,6 @@
-"""Reading a notebook for grading: its code cells as one module, the map from that
-module's lines back to the cells (so that every message names the cell, not a line of
-a generated module), and what the report should tell about the cells.
+"""Reading a notebook for grading: its code cells, and those to grade as one module with the
+map of its lines back to the cells (so that every message names the cell, not a line of
+a generated module).
 
 Two kinds of ``.ipynb`` are read:
 
@@ -22,22 +22,23 @@ Python) not replayed. Which of the rest each exercise replays is :mod:`grader.re
 
 IPython's magics are not the student's code: :mod:`grader.magics` makes them plain
 Python, line for line. The grader's own statements (``from grader.notebook import check``, ``check("ex02")``)
-are commented out. Every change keeps the cell's lines where they were.
+are commented out (:mod:`grader.cell_names` tells them). Every change keeps the cell's lines where they were.
+The module's lines lead back to the cells through :class:`grader.cell_map.CellMap`; what the report tells about
+the cells is :mod:`grader.cell_notes`'.
 """
 from __future__ import annotations
 
 import ast
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.cell_map import CellMap, cell_label
+from grader.cell_names import bound_again, bound_names, is_grader_statement, names_of_grader, source_text, used_names
 from grader.i18n import T, Text
 from grader.magics import commented, parse, without_magics
-
-#: the module the in-notebook API lives in; statements that use it are the grader's, not the student's
-GRADER_PACKAGE = "grader"
 
 
 class NotebookError(Exception):
@@ -81,11 +82,6 @@ class Cell:
         return cell_label(self.number, self.history)
 
 
-def cell_label(number: int, history: bool) -> Text:
-    """``notebook cell 5`` (a saved notebook's fifth cell) or ``cell In [12]`` (a kernel's twelfth run)."""
-    return T("notebook.run", count=number) if history else T("notebook.cell", number=number)
-
-
 # ------------------------------------------------------------------ reading
 def read_cells(path: Path) -> tuple[list[Cell], bool]:
     """The cells of the notebook at ``path`` to grade, in order (see the module's docstring),
@@ -124,11 +120,11 @@ def saved_cells(nb: Any) -> list[Cell]:
     run, in the order they last ran (a cell never run, or whose output is an error, is not graded);
     never run at all (Restart and Clear), in their order on the page."""
     code = [(number, cell) for number, cell in enumerate(nb.cells, start=1) if cell.get("cell_type") == "code"]
-    grader_names = _grader_names(_text(cell.get("source", "")) for _, cell in code)
+    grader_names = names_of_grader(source_text(cell.get("source", "")) for _, cell in code)
     ran = any(isinstance(cell.get("execution_count"), int) for _, cell in code)
     cells = []
     for number, cell in code:
-        source = _text(cell.get("source", ""))
+        source = source_text(cell.get("source", ""))
         made = Cell(number, source, _python(source, grader_names))
         failed = next((o.get("ename") or "Exception" for o in cell.get("outputs") or []
                        if o.get("output_type") == "error"), None)
@@ -215,7 +211,7 @@ def _run_of(cell: Any) -> Run:
     meta = (cell.get("metadata") or {}).get("grader") or {}
     count = meta.get("run")
     cell_id, error = meta.get("cell_id"), meta.get("error")
-    return Run(count if isinstance(count, int) else 0, _text(cell.get("source", "")),
+    return Run(count if isinstance(count, int) else 0, source_text(cell.get("source", "")),
                cell_id if isinstance(cell_id, str) else None, error if isinstance(error, str) else None)
 
 
@@ -230,7 +226,7 @@ def history_cells(runs: list[Run]) -> list[Cell]:
     name it defines is missing.
     """
     latest = {run.cell_id: run for run in runs if run.cell_id}
-    grader_names = _grader_names(run.source for run in runs)
+    grader_names = names_of_grader(run.source for run in runs)
     dropped = [Cell(run.count, run.source, _python(run.source, grader_names), history=True,
                     rerun_as=latest[run.cell_id].count) for run in runs
                if run.cell_id and latest[run.cell_id] is not run and latest[run.cell_id].source != run.source]
@@ -246,34 +242,13 @@ def history_cells(runs: list[Run]) -> list[Cell]:
         if why is not None or tree is None:
             cells.append(Cell(run.count, run.source, code, history=True, not_run=why))
             continue
-        names = _bound(tree)
-        if names and not all(_bound_again(name, replayed) for name in names):
+        names = bound_names(tree)
+        if names and not all(bound_again(name, replayed) for name in names):
             cells.append(Cell(run.count, run.source, code, history=True))
-            replayed.insert(0, (names, _used(tree)))
+            replayed.insert(0, (names, used_names(tree)))
         elif names and run.cell_id:
             cells.append(Cell(run.count, run.source, code, history=True, superseded=True))
     return sorted(cells + dropped, key=lambda cell: cell.number)
-
-
-def _bound_again(name: str, later: list[tuple[set[str], set[str]]]) -> bool:
-    """Whether a later run binds ``name`` again before any run uses it."""
-    for binds, uses in later:
-        if name in uses:
-            return False
-        if name in binds:
-            return True
-    return False
-
-
-def _used(tree: ast.Module) -> set[str]:
-    """Every name a run reads (anywhere in it, function bodies included: a conservative guess)."""
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
-    return used | {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign)
-                   and isinstance(n.target, ast.Name)}
-
-
-def _text(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else str(source)
 
 
 # ------------------------------------------------------------------ one module
@@ -284,7 +259,7 @@ def notebook_source(path: Path) -> tuple[str, list[tuple[int, int]]]:
     return source, cell_map.lines
 
 
-def module_of(cells: list[Cell], name: str, *, history: bool = False) -> tuple[str, "CellMap"]:
+def module_of(cells: list[Cell], name: str, *, history: bool = False) -> tuple[str, CellMap]:
     """The graded cells' code as one module (magics and the grader's statements commented
     out, line for line) and the map of its lines back to the cells; ``name`` is the
     notebook's file name, ``history`` whether the cells are a kernel's runs."""
@@ -307,232 +282,9 @@ def _python(source: str, grader_names: set[str]) -> str:
     tree = parse("\n".join(kept))
     if tree is not None:
         for node in tree.body:
-            if _is_grader_statement(node, grader_names):
+            if is_grader_statement(node, grader_names):
                 for i in range(node.lineno - 1, node.end_lineno or node.lineno):
                     kept[i] = commented(kept[i])
     return "\n".join(kept)
 
 
-# ------------------------------------------------------------------ names
-def _grader_module(name: str | None) -> bool:
-    return name is not None and (name == GRADER_PACKAGE or name.startswith(GRADER_PACKAGE + "."))
-
-
-def _grader_names(sources) -> set[str]:
-    """The names the cells import from the grader (``check``, ``grader``, an alias), and the
-    names bound from those (``result = check("ex02")``)."""
-    trees = [tree for tree in (parse(without_magics(source)) for source in sources) if tree is not None]
-    names: set[str] = set()
-    while True:
-        found = set(names)
-        for node in (node for tree in trees for node in tree.body):
-            if isinstance(node, ast.ImportFrom) and _grader_module(node.module):
-                found |= {alias.asname or alias.name for alias in node.names}
-            elif isinstance(node, ast.Import):
-                found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names
-                          if _grader_module(alias.name)}
-            elif _is_grader_statement(node, found):
-                found |= _bound(ast.Module(body=[node], type_ignores=[]))
-        if found == names:
-            return names
-        names = found
-
-
-def _is_grader_statement(node: ast.stmt, grader_names: set[str]) -> bool:
-    """An import of the grader, or a statement that uses what was imported from it."""
-    if isinstance(node, ast.ImportFrom):
-        return _grader_module(node.module)
-    if isinstance(node, ast.Import):
-        return any(_grader_module(alias.name) for alias in node.names)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return False
-    return any(isinstance(n, ast.Name) and n.id in grader_names for n in ast.walk(node))
-
-
-def _bound(tree: ast.Module) -> set[str]:
-    """The names a module's top level binds (inside ``if``/``try``/``with``/loops too)."""
-    names: set[str] = set()
-
-    def targets(node: ast.AST) -> None:
-        names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-                continue
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-            elif isinstance(node, ast.Assign):
-                for target in node.targets:
-                    targets(target)
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
-                targets(node.target)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    if item.optional_vars is not None:
-                        targets(item.optional_vars)
-            for key in ("body", "orelse", "finalbody"):
-                visit(getattr(node, key, None) or [])
-            for handler in getattr(node, "handlers", None) or []:
-                visit(handler.body)
-
-    visit(tree.body)
-    return names
-
-
-_DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)|^(\w+)\s*(?::[^=]*)?=(?!=)", re.M)
-
-
-def defined_in_cell(source: str) -> dict[str, ast.AST | None]:
-    """The names a cell defines at its top level, each with its definition (``None`` when
-    the cell does not parse and the name is read off its lines)."""
-    tree = parse(without_magics(source))
-    if tree is None:
-        return {m.group(1) or m.group(2): None for m in _DEFINES.finditer(source)}
-    found: dict[str, ast.AST | None] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node
-    return found
-
-
-@dataclass
-class CellNotes:
-    """What the report tells about a notebook's cells (:func:`cell_notes`)."""
-
-    #: by exercise id: the notes on it
-    by_exercise: dict[str, list[Text]] = field(default_factory=dict)
-    #: a graded function whose last definition is in a cell not graded (a syntax error, an error
-    #: before it, never run) while an earlier cell's definition is graded: name -> (that cell, why)
-    lost: dict[str, tuple[Text, Text]] = field(default_factory=dict)
-
-
-def cell_notes(cells: list[Cell], functions: dict[str, str]) -> CellNotes:
-    """What the report tells about the cells; ``functions`` gives the exercise of each function
-    the chapter grades.
-
-    A graded function (or a helper it uses) defined in more than one cell: the last
-    definition is the one graded, as in the kernel. A cell that defines a graded
-    function but failed when it ran: that definition is not graded (one note per cell and
-    reason, naming every such function). A run of a cell that defined a graded function,
-    dropped because the same cell ran again with other code.
-    """
-    where: dict[str, list[Cell]] = {}
-    failed: dict[str, list[Cell]] = {}
-    final: dict[str, ast.AST | None] = {}
-    found = CellNotes()
-    notes = found.by_exercise
-    for cell in cells:
-        if cell.rerun_as is not None:
-            for name in defined_in_cell(cell.source):
-                if name in functions:
-                    notes.setdefault(functions[name], []).append(
-                        T("notebook.rerun", name=name, dropped=cell.label, last=cell_label(cell.rerun_as, True)))
-            continue
-        for name, node in defined_in_cell(cell.source).items():
-            # a cell saved with an error: what it defines from the statement that raised on never ran
-            lost = cell.raised_at is not None and (node is None or getattr(node, "lineno", 0) >= cell.raised_at[0])
-            (failed if cell.not_run is not None or lost else where).setdefault(name, []).append(cell)
-            if cell.not_run is None and not lost and not cell.superseded and (name in functions
-                                                                               or isinstance(node, ast.FunctionDef)):
-                final[name] = node
-    used: dict[str, set[str]] = {}  # helper -> the exercises whose graded functions name it
-    for name, exercise in functions.items():
-        body = final.get(name)
-        for n in ast.walk(body) if body is not None else ():
-            if isinstance(n, ast.Name) and n.id != name:
-                used.setdefault(n.id, set()).add(exercise)
-    for name, defining in where.items():
-        labels: list[Text] = []
-        for cell in defining:
-            if cell.label not in labels:
-                labels.append(cell.label)
-        exercises = {functions[name]} if name in functions else used.get(name, set())
-        if len(labels) > 1 and name in final:
-            for exercise in exercises:
-                notes.setdefault(exercise, []).append(
-                    T("notebook.redefined", name=name, earlier=labels[:-1], last=labels[-1]))
-    grouped: dict[tuple[str, int], tuple[Cell, Text, list[str]]] = {}  # (exercise, cell) -> why, its names
-    for name, failing in failed.items():
-        last_good = where.get(name, [])
-        cell = failing[-1]
-        if last_good and last_good[-1].number > cell.number:
-            continue
-        raised = cell.raised_at or (0, 0, "")  # a cell in ``failed`` was not run or raised: one of the two is set
-        why = cell.not_run if cell.not_run is not None else T("notebook.raised_at", type=raised[2], line=raised[1])
-        if last_good and name in functions:
-            found.lost[name] = (cell.label, why)
-        for exercise in [functions[name]] if name in functions else sorted(used.get(name, ())):
-            grouped.setdefault((exercise, cell.number), (cell, why, []))[2].append(name)
-    for (exercise, _), (cell, why, names) in grouped.items():
-        notes.setdefault(exercise, []).append(
-            T("notebook.not_graded", name=names[0], cell=cell.label, why=why) if len(names) == 1 else
-            T("notebook.not_graded_names", names=", ".join(names), cell=cell.label, why=why))
-    return found
-
-
-def defined_names(notebook: bytes) -> set[str]:
-    """The top-level names (functions, classes, assignments) a notebook's code cells define;
-    a cell that does not parse is skipped."""
-    try:
-        cells = json.loads(notebook.decode("utf-8")).get("cells", [])
-    except (UnicodeDecodeError, ValueError, AttributeError):
-        return set()
-    names: set[str] = set()
-    for cell in cells if isinstance(cells, list) else []:
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            names |= {name for name, node in defined_in_cell(_text(cell.get("source", ""))).items() if node is not None}
-    return names
-
-
-# ------------------------------------------------------------------ back to the cells
-class CellMap:
-    """Lines of the module made from a notebook, back to (cell number, line in the cell)."""
-
-    def __init__(self, notebook: str, lines: list[tuple[int, int]], *, history: bool = False):
-        #: the notebook's file name
-        self.notebook = notebook
-        self.lines = lines
-        #: whether the cells are a kernel's runs (``In [12]``) rather than a saved notebook's
-        self.history = history
-
-    @property
-    def name(self) -> Any:
-        """How messages name the whole: the notebook's file name, or the cells a kernel ran."""
-        return T("notebook.session") if self.history else self.notebook
-
-    def cell_of(self, line: int) -> tuple[int, int] | None:
-        if not self.lines or line < 1:
-            return None
-        return self.lines[min(line, len(self.lines)) - 1]
-
-    def label(self, number: int) -> Text:
-        """How the student knows cell ``number``."""
-        return cell_label(number, self.history)
-
-    def plain(self, number: int) -> str:
-        """Cell ``number`` in a few language-free characters: ``cell 5``, ``In [12]``."""
-        return f"In [{number}]" if self.history else f"cell {number}"
-
-    def at(self, line: int) -> Text | None:
-        """Line ``line`` of the module as ``notebook cell 5, line 3`` (``cell In [12], line 3``)."""
-        place = self.cell_of(line)
-        return None if place is None else T("notebook.at", cell=self.label(place[0]), line=place[1])
-
-    def locate(self, where: str | None) -> Any:
-        """``ex02_where.py:12`` (a line of the generated module) as the cell and its line;
-        ``ex02_where.py`` (the module itself) as the notebook."""
-        if not where:
-            return "?"
-        if where.endswith(".py"):
-            return self.name
-        try:
-            line = int(where.rsplit(":", 1)[1])
-        except (ValueError, IndexError):
-            return where
-        return self.at(line) or where

@@ -38,7 +38,7 @@ class ToWorker(StrEnum):
 
 
 class ToTemplate(StrEnum):
-    """The grader to a host template (:class:`grader.runner.host_handles.HostTemplate`), on its control socket."""
+    """The grader to a host template (:class:`grader.runner.host_template.HostTemplate`), on its control socket."""
 
     SPAWN = "spawn"  #: fork a host named ``host``, whose control socket travels with the message
     KILL = "kill"  #: kill the host ``host`` and its jobs

@@ -23,7 +23,7 @@ finds live code, backwards from the end (a *slice* of the program):
 
 Every exercise's module keeps the notebook's line layout (the statements not kept
 are blank lines), so a line number still names the student's cell and line
-(:class:`grader.ipynb.CellMap`). The child runs such a module statement by statement
+(:class:`grader.cell_map.CellMap`). The child runs such a module statement by statement
 (:func:`grader.child.job.import_notebook`): a statement that raises there, though it
 ran in the kernel, is skipped and said, and costs nothing else.
 """
@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.i18n import T, Text, Words
-from grader.ipynb import Cell, CellMap, defined_in_cell, module_of
+from grader.cell_map import CellMap
+from grader.cell_names import defined_in_cell
+from grader.ipynb import Cell, module_of
 
 if TYPE_CHECKING:
     from grader.results import ExerciseResult

@@ -10,30 +10,25 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import shlex
 import shutil
-import stat
-import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from grader import safetext, ziptools
 from grader.chapter import Chapter, ChapterError, available_chapters, load_chapter
+from grader.chapter_contents import chapters_in
 from grader.child.job import NOTEBOOK_MODULES
-from grader.copies import (REPORT_DIR_NAME, SKIPPED_FOLDERS, LocateError, described, link_target, locate,
+from grader.copies import (REPORT_DIR_NAME, LocateError, described, link_target, locate,
                            renamed_files, top_links)
-from grader.ipynb import (CellMap, NotebookError, cell_notes, defined_names, notebook_source,  # noqa: F401
-                          read_cells)
+from grader.cell_map import CellMap
+from grader.cell_notes import cell_notes
+from grader.ipynb import NotebookError, read_cells
 from grader.replay import NotebookModules, name_cells, notebook_modules
 from grader.results import ExerciseResult
 from grader.i18n import T, Text, TextError
 from grader.module_bytes import answers_in, not_utf8_at
-
-MAX_FILE_BYTES = 2 << 20
-MAX_TOTAL_BYTES = 32 << 20
-MAX_FILES = 500
+from grader.submission_limits import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES
+from grader.unzipping import ZipError, single_folder, unzip
 
 
 class SubmissionError(TextError):
@@ -62,7 +57,7 @@ class Submission:
     #: defined in two cells, a cell that failed when it ran), by exercise id
     notes: dict[str, list[Text]] = field(default_factory=dict)
     #: a notebook's graded function whose last definition is in a cell not graded, while an earlier
-    #: one is: name -> (that cell, why) (:class:`~grader.ipynb.CellNotes`)
+    #: one is: name -> (that cell, why) (:class:`~grader.cell_notes.CellNotes`)
     lost: dict[str, tuple[Text, Text]] = field(default_factory=dict)
     #: where inside the submission its chapter's files were found (``jit-course/exercises/ch4``);
     #: ``""``: at its top
@@ -192,49 +187,6 @@ def resolve_chapter(path: Path, requested: str | None) -> Chapter:
     raise SubmissionError(T(key, name=path.name, known=", ".join(available_chapters())))
 
 
-def chapters_in(path: Path, chapters: list[Chapter]) -> list[Chapter]:
-    """The chapters whose exercises ``path`` holds, told from its contents alone.
-
-    A folder or a zip is told by its exercise file names (``ex01_jit_forms.py``), or
-    else by its single notebook; a notebook by the chapter's function names its code
-    cells define. The chapters that match best are returned (several on a tie, none
-    when nothing matches).
-    """
-    names, notebook = _contents(path)
-    scores = {c.id: sum(ex.filename in names for ex in c.exercises) for c in chapters}
-    if not any(scores.values()) and notebook is not None:
-        defined = defined_names(notebook)
-        scores = {c.id: len(defined & {f for ex in c.exercises for f in ex.functions}) for c in chapters}
-    best = max(scores.values(), default=0)
-    return [c for c in chapters if best and scores[c.id] == best]
-
-
-def _contents(path: Path) -> tuple[set[str], bytes | None]:
-    """The file names ``path`` holds and the text of its single notebook, if it has one."""
-    try:
-        if path.is_dir():
-            files = [p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")]
-            notebooks = [p for p in files if p.suffix == ".ipynb"]
-            one = notebooks[0].read_bytes() if len(notebooks) == 1 and notebooks[0].stat().st_size <= MAX_TOTAL_BYTES \
-                else None
-            return {p.name for p in files}, one
-        if path.suffix.lower() == ".ipynb":
-            return set(), path.read_bytes() if path.stat().st_size <= MAX_TOTAL_BYTES else None
-        if path.suffix.lower() == ".zip":
-            with ziptools.open_zip(path) as archive:
-                members = [m for m in archive.infolist() if not m.is_dir() and "__MACOSX" not in m.filename
-                           and m.filename not in archive.bad_names]
-                notebooks = [m for m in members if m.filename.endswith(".ipynb")]
-                one = None
-                if len(notebooks) == 1:
-                    with archive.open(notebooks[0]) as member:
-                        one = member.read(MAX_TOTAL_BYTES)
-                return {PurePosixPath(m.filename).name for m in members}, one
-    except (OSError, zipfile.BadZipFile, RuntimeError):
-        pass  # unreadable: load() says so in its own words
-    return set(), None
-
-
 # ------------------------------------------------------------------ loading
 def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = None) -> Submission:
     """Copy what ``path`` holds of ``chapter`` into ``scratch`` and read it. ``inside``: the copy to
@@ -246,8 +198,11 @@ def load(path: Path, chapter: Chapter, scratch: Path, *, inside: str | None = No
     if path.is_file() and path.suffix.lower() == ".zip":
         unpacked = scratch / "unzipped"
         shutil.rmtree(unpacked, ignore_errors=True)  # a zip graded again: nothing of the last one stays
-        links, unheld = _unzip(path, unpacked)
-        inner = unpacked if inside else _single_folder(unpacked)
+        try:
+            links, unheld = unzip(path, unpacked)
+        except ZipError as exc:
+            raise SubmissionError(exc.text) from None
+        inner = unpacked if inside else single_folder(unpacked)
         for name, link in links.items():  # as links where the zip had them, so that they are told as such
             place = unpacked.joinpath(*PurePosixPath(name).parts)
             place.parent.mkdir(parents=True, exist_ok=True)
@@ -359,8 +314,6 @@ def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | Non
     return problems
 
 
-
-
 def _load_notebook(path: Path, chapter: Chapter, target: Path, *, display: Path) -> Submission:
     if path.stat().st_size > MAX_TOTAL_BYTES:
         raise SubmissionError(T("error.file_too_large", path=str(path), limit=MAX_TOTAL_BYTES))
@@ -402,66 +355,6 @@ def _empty(folder: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-
-
-# ------------------------------------------------------------------ zips
-def _unzip(path: Path, target: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Unpack the zip's modules and notebooks into ``target``; its links (never made) and the files whose
-    names cannot be held here (never written: name -> why)."""
-    try:
-        archive = ziptools.open_zip(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise SubmissionError(T("error.bad_zip", path=str(path), detail=str(exc))) from None
-    with archive:
-        members = [m for m in archive.infolist() if not m.is_dir()]
-        wanted = [m for m in members if PurePosixPath(m.filename).suffix in (".py", ".ipynb")
-                  and not any(part in SKIPPED_FOLDERS for part in PurePosixPath(m.filename).parts)]
-        unheld = {safetext.decoded(m.filename): why for m in wanted
-                  if (why := ziptools.name_problem(m.filename)) is not None}
-        wanted = [m for m in wanted if ziptools.name_problem(m.filename) is None]
-        links = {m.filename: archive.read(m)[:300].decode("utf-8", errors="replace") for m in wanted
-                 if stat.S_ISLNK(m.external_attr >> 16)}  # a link in the zip: never made, never followed
-        wanted = [m for m in wanted if m.filename not in links]
-        if len(wanted) > MAX_FILES:
-            raise SubmissionError(T("error.too_many_files", path=str(path), n=len(wanted), limit=MAX_FILES))
-        if sum(m.file_size for m in wanted) > MAX_TOTAL_BYTES:
-            raise SubmissionError(T("error.too_large", path=str(path), limit=MAX_TOTAL_BYTES))
-        for member in wanted:
-            name = PurePosixPath(member.filename)
-            if name.is_absolute() or ".." in name.parts:
-                raise SubmissionError(T("error.zip_path", path=str(path), name=member.filename))
-            destination = target.joinpath(*name.parts)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source:
-                data = source.read(MAX_FILE_BYTES + 1)  # never trust the declared size
-            if len(data) > MAX_FILE_BYTES:
-                raise SubmissionError(T("error.file_too_large", path=f"{path}:{member.filename}", limit=MAX_FILE_BYTES))
-            destination.write_bytes(data)
-            _keep_time(destination, member)
-    if not target.exists() and not links:
-        raise SubmissionError(T("error.empty_zip", path=str(path)))
-    target.mkdir(parents=True, exist_ok=True)
-    return links, unheld
-
-
-def _keep_time(file: Path, member: zipfile.ZipInfo) -> None:
-    """Give an unzipped file the time the zip recorded for it (which copy was saved last tells
-    which one a student worked in, :mod:`grader.copies`)."""
-    try:
-        when = time.mktime((*member.date_time, 0, 0, -1))
-        os.utime(file, (when, when))
-    except (OverflowError, ValueError, OSError):
-        pass
-
-
-def _single_folder(folder: Path) -> Path:
-    """Descend through folders that hold nothing but one folder."""
-    while True:
-        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
-        if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
-            folder = entries[0]
-            continue
-        return folder
 
 
 def _sha256_file(path: Path) -> str:

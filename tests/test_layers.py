@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.authoring"]),
     ("words: messages in two languages, and the TOML they are kept in", ["grader.i18n"]),
     ("what a grading's results are made of: checks' vocabulary, the report's data, a notebook's cells", [
-        "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.replay"]),
+        "grader.checks", "grader.results", "grader.integrity", "grader.ipynb", "grader.cell_names", "grader.cell_map",
+        "grader.cell_notes", "grader.replay"]),
     ("instruments: what the probes measure with and the checks judge with", ["grader.primitives.*"]),
     ("the child: what runs in the sandbox", ["grader.child.*"]),
     ("chapters: exercises, their probes and checks, and the chapter that holds them", [
@@ -39,8 +40,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("processes: the grader's handles on hosts and jobs, the outcomes they give, the seeds drawn ahead for them", [
         "grader.runner.*", "grader.outcomes", "grader.ahead"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [
-        "grader.copies", "grader.submission", "grader.verdicts", "grader.preview", "grader.reference_source",
-        "grader.sides", "grader.scheduling", "grader.grading", "grader.options"]),
+        "grader.copies", "grader.submission", "grader.submission_limits", "grader.unzipping", "grader.chapter_contents",
+        "grader.verdicts", "grader.preview", "grader.reference_source", "grader.sides", "grader.scheduling",
+        "grader.grading", "grader.options"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
         "grader.report.*", "grader.hint_layers", "grader.watch", "grader.notebook"]),
     ("many gradings and releases: a class, Gradescope, course authoring", [

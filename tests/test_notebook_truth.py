@@ -71,7 +71,8 @@ def test_the_statements_before_the_one_that_raised_are_graded(ran):
 
 def test_what_the_kernel_never_ran_is_still_not_graded(tmp_path):
     """A function defined after the statement that raised never existed in the kernel: not graded, and said."""
-    from grader.ipynb import cell_notes, saved_cells
+    from grader.cell_notes import cell_notes
+    from grader.ipynb import saved_cells
 
     traceback = ["\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
                  "\x1b[0;31mZeroDivisionError\x1b[0m                         Traceback (most recent call last)",

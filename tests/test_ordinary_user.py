@@ -4,7 +4,7 @@ Where the grader is not root, jobs have no uid of their own and ``RLIMIT_NPROC``
 and thread of the user: a limit of 256 per job failed every job of a user who ran 300 threads already
 (measured 2026-12-05: the solutions scored 73 / 65 / 29.5 of 80 beside 300 / 800 / 1500 idle threads;
 0 of 80 on a 13-core machine, where one JAX job alone had 61 threads). Jobs now count their limit
-from what the user runs as they start (:func:`grader.child.host.tasks_of_user`), and start XLA's
+from what the user runs as they start (:func:`grader.child.job_start.tasks_of_user`), and start XLA's
 thread pools for one CPU (:func:`grader.child.job.pools_for_one_cpu`).
 
 Run as root (the suite's usual case), each test drops to a uid of its own with ``setpriv``, the way a

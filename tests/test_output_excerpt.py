@@ -8,7 +8,7 @@ import re
 
 from conftest import SOLUTIONS, exercise, grade_to_dict, make_submission
 
-from grader.runner.job_sessions import OUTPUT_HEAD, OUTPUT_TAIL
+from grader.runner.job_output import OUTPUT_HEAD, OUTPUT_TAIL
 
 FLOOD = '''
 print("FIRST LINE OF OUTPUT", flush=True)

@@ -74,7 +74,7 @@ def test_a_channel_that_expects_no_words_in_particular_takes_any():
 
 # ------------------------------------------------------------------ each end of each boundary
 class _PlayedHost:
-    """A host as a job session sees it (:class:`grader.runner.job_sessions.JobHost`), whose job is played
+    """A host as a job session sees it (:class:`grader.runner.job_host.JobHost`), whose job is played
     here: the job's end of the socket says ``said`` as soon as the job is forked."""
 
     side, closed, listener, compile_cache, uids, modules = "student", False, None, None, None, []

@@ -222,7 +222,7 @@ def test_a_batch_runs_on_the_cpu_beside_an_exclusive_device(monkeypatch):
 
 # ------------------------------------------------------------------ what a host gets
 def test_the_host_keeps_the_devices_variables_and_nothing_else(monkeypatch, tmp_path):
-    from grader.runner.host_handles import scrubbed_environment
+    from grader.runner.host_environment import scrubbed_environment
 
     kept = {"TPU_SKIP_MDS_QUERY": "true", "TPU_ACCELERATOR_TYPE": "v5litepod-4", "TPU_CHIPS_PER_HOST_BOUNDS": "2,2,1",
             "LIBTPU_INIT_ARGS": "--xla_tpu_use_enhanced_launch_barrier=true", "TPU_LIBRARY_PATH": "/x/libtpu.so",
@@ -280,7 +280,7 @@ def test_a_hosts_failure_is_its_last_error():
 
 
 def test_the_users_tasks_are_counted_as_rlimit_nproc_counts_them():
-    from grader.child.host import tasks_of_user
+    from grader.child.job_start import tasks_of_user
 
     stop = threading.Event()
     extra = [threading.Thread(target=stop.wait) for _ in range(20)]

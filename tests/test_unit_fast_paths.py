@@ -257,8 +257,8 @@ def test_one_mlir_context_lowers_the_same_programs():
 def test_a_host_makes_its_jobs_first_mlir_context_before_forking_and_stays_one_thread():
     done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os
-        from grader.child import host, jax_setup
-        host.preload_frozen([], [])
+        from grader.child import jax_setup, preloading
+        preloading.preload_frozen([], [])
         threads = len(os.listdir("/proc/self/task"))  # forking with a second thread would be unsafe
         made = list(jax_setup._PREMADE)
         assert len(made) == 1, made
@@ -279,7 +279,7 @@ def test_a_host_hears_at_once_that_a_job_ended():
     the grader's orders (every 50 ms): each grading's jobs end one after another."""
     done = _child("""
         import os, socket, statistics, threading, time
-        from grader.child import host
+        from grader.child import orders
         from grader.wire import Channel
 
         ours, theirs = socket.socketpair()
@@ -304,7 +304,7 @@ def test_a_host_hears_at_once_that_a_job_ended():
 
         listener = threading.Thread(target=fork_and_listen)
         listener.start()
-        host.take_orders(control, 2, lambda m, f: None, children,
+        orders.take_orders(control, 2, lambda m, f: None, children,
                          lambda name, *_: control.send({"op": "exited", "job": name}))
         listener.join()
         print(round(statistics.mean(heard) * 1000, 1))
@@ -316,8 +316,8 @@ def test_a_host_hears_at_once_that_a_job_ended():
 def test_a_host_freezes_what_it_imported_before_forking():
     done = _child("""
         import gc
-        from grader.child import host
-        host.preload_frozen([], [])
+        from grader.child import preloading
+        preloading.preload_frozen([], [])
         assert gc.isenabled()
         print(gc.get_freeze_count())
     """)
@@ -633,8 +633,8 @@ def test_a_host_looks_for_jax_plugins_once_so_that_no_job_does():
     preload, and the backend still starts."""
     script = textwrap.dedent("""
         import importlib.metadata, jax
-        from grader.child import host
-        host._preload([], [])
+        from grader.child import preloading
+        preloading._preload([], [])
         def no_scan(*args, **kwargs):
             raise AssertionError("a job scanned the entry points for plugins")
         importlib.metadata.entry_points = no_scan
@@ -664,8 +664,8 @@ def test_a_host_has_jaxs_traceback_filter_remember_each_file_and_tracebacks_stay
             except NotImplementedError as exc:
                 return [(f.filename, f.name) for f in traceback.extract_tb(exc.__traceback__)]
         before = frames()
-        from grader.child import host
-        host._preload([], [])
+        from grader.child import preloading
+        preloading._preload([], [])
         assert getattr(t.include_filename, "remembers", False), "not remembered"
         names = [t.__file__, jax.__file__, os.__file__, "/tmp/ex02_where.py",
                  __file__ if "__file__" in dir() else "x.py"]

@@ -9,9 +9,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.cell_map import CellMap
+from grader.cell_notes import cell_notes
 from grader.chapter import load_chapter
 from grader.i18n import T, grader_catalog
-from grader.ipynb import Cell, CellMap, Run, cell_notes, history_cells, module_of, read_cells
+from grader.ipynb import Cell, Run, history_cells, module_of, read_cells
 from grader.replay import notebook_modules
 from grader.report.render import render_markdown, render_terminal
 from grader.report.inline import SCOPE, render_inline

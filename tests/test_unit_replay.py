@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import ast
 
-from grader.ipynb import Cell, CellMap
+from grader.cell_map import CellMap
+from grader.ipynb import Cell
 from grader.replay import Replay, name_cells, notebook_modules
 from grader.i18n import T, grader_catalog
 
@@ -112,7 +113,7 @@ def test_a_later_definition_in_a_cell_not_graded_is_named_with_the_one_graded_an
     """A cell with a syntax error after a cell that defined the function plainly (issue "grading truth,
     third round"): the kernel still has the earlier function, so the grading checks it; before, the check
     read "not jitted: put @jax.jit ..." with no word of the cell the student last wrote."""
-    from grader.ipynb import cell_notes
+    from grader.cell_notes import cell_notes
     from grader.results import CheckResult, ExerciseResult
 
     broken = ("def softmax_raw(x):\n    return x\nsoftmax = jax.jit(softmax_raw)\n"

@@ -11,7 +11,8 @@ import pytest
 
 from grader.chapter import load_chapter
 from grader.i18n import grader_catalog
-from grader.submission import SubmissionError, load, notebook_source, resolve_chapter
+from grader.ipynb import notebook_source
+from grader.submission import SubmissionError, load, resolve_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions" / "ch4"

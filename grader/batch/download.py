@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from grader import ziptools
 from grader.i18n import T, TextError
-from grader.submission import SKIPPED_FOLDERS
+from grader.copies import SKIPPED_FOLDERS
 
 #: the most files a download may list (a class of 1000 students with 100 files each)
 MAX_DOWNLOAD_FILES = 100_000

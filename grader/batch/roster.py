@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from grader import safetext
 from grader.batch.download import DownloadError
 from grader.i18n import T, Text, TextError
-from grader.submission import MAX_FILES, MAX_TOTAL_BYTES
+from grader.submission_limits import MAX_FILES, MAX_TOTAL_BYTES
 
 if TYPE_CHECKING:
     from grader.batch.download import Download

@@ -2,7 +2,7 @@
 
 Started by the grader (inside bubblewrap, keeping ``CAP_SYS_ADMIN``, ``CAP_DAC_OVERRIDE``
 and ``CAP_FOWNER`` besides those a host keeps) as ``python -m grader.child.template CONTROL_FD CONFIG``. It imports what
-a host imports (:func:`grader.child.host.preload_frozen`) and runs no job itself. On
+a host imports (:func:`grader.child.preloading.preload_frozen`) and runs no job itself. On
 ``spawn`` (with the new host's control socket) it forks a host that first starts clean
 (:func:`isolate`: an IPC namespace of its own, and nothing in ``/tmp`` that a job made)
 and then serves its grader exactly as a host started on its own does
@@ -23,8 +23,10 @@ import signal
 import socket
 import sys
 
-from grader.child.host import (become_subreaper, begin, flush_output, forget_wakeup, serve, signal_named,
-                               take_orders)
+from grader.child.host import begin, serve
+from grader.child.job_start import flush_output
+from grader.child.leftovers import become_subreaper
+from grader.child.orders import forget_wakeup, signal_named, take_orders
 from grader.protocol import FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
 
 CLONE_NEWIPC = 0x08000000

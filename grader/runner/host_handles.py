@@ -1,5 +1,6 @@
-"""The grader's handle on a host process: :class:`HostProcess`, and on a template of hosts:
-:class:`HostTemplate`.
+"""The grader's handle on a host process: :class:`HostProcess` (on a template of hosts:
+:class:`grader.runner.host_template.HostTemplate`; the environment it gets:
+:mod:`grader.runner.host_environment`).
 
 A host is one long-lived child (inside the sandbox for a student) that has imported
 JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
@@ -9,7 +10,7 @@ JAX and the chapter's modules once (:mod:`grader.child.host` is its code).
 a closed one never is.
 
 A host is started as a process of its own (its sandbox around it), or forked by a
-:class:`HostTemplate` (:mod:`grader.child.template`) that has imported JAX already and
+:class:`~grader.runner.host_template.HostTemplate` (:mod:`grader.child.template`) that has imported JAX already and
 gives each host a fresh ``/tmp`` and IPC namespace of its own: a batch worker's
 students each get a host that way, in a few milliseconds.
 """
@@ -26,12 +27,14 @@ import threading
 import time
 from pathlib import Path
 from enum import StrEnum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from grader.runner import devices, sandbox as sandboxes
 from grader.runner.devices import DevicePlan
-from grader.runner.job_sessions import Compiles, JobSession, Limits
-from grader.protocol import OP, FromHost, FromTemplate, ToHost, ToTemplate, message, word_of
+from grader.runner.host_environment import scrubbed_environment
+from grader.runner.job_host import Compiles
+from grader.runner.job_sessions import JobSession, Limits
+from grader.protocol import OP, FromHost, FromTemplate, ToHost, message, word_of
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
@@ -43,41 +46,12 @@ log = logging.getLogger("grader")
 GRADER_PACKAGE = Path(__file__).resolve().parent.parent
 
 
-#: what of the user's environment a host keeps, by name: the device's settings (JAX's platforms, which
-#: GPUs, how much of their memory) and the system's library path
-KEPT_VARIABLES = ("JAX_PLATFORMS", "JAX_FORCE_TPU_INIT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-                  "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "LD_LIBRARY_PATH",
-                  "ALLOW_MULTIPLE_LIBTPU_LOAD")
-#: ... and by prefix: a TPU VM's topology and libtpu's own settings (``TPU_SKIP_MDS_QUERY``,
-#: ``TPU_ACCELERATOR_TYPE``, ``TPU_CHIPS_PER_HOST_BOUNDS``, ``TPU_LIBRARY_PATH``, ``LIBTPU_INIT_ARGS``, ...).
-#: Without them libtpu asks the cloud's metadata server for the topology, and where there is none
-#: (a TPU VM's sandbox, a container) each job waited 90 s for it before failing.
-KEPT_PREFIXES = ("TPU_", "LIBTPU_")
+class Template(Protocol):
+    """What a host that a template forks needs of it (:class:`grader.runner.host_template.HostTemplate`)."""
 
-
-def scrubbed_environment(home: Path, pylib: Path) -> dict[str, str]:
-    """The only environment a host (and its jobs) gets: its own, and what the device needs of the user's
-    (:data:`KEPT_VARIABLES`, :data:`KEPT_PREFIXES`). ``PYTHONPATH`` is the host's own folder (``pylib``):
-    the grader's package and JAX's, linked there (:func:`grader.runner.sandbox.jax_stack`), never the
-    rest of the user's."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "HOME": str(home),
-        "TMPDIR": str(home),
-        "PYTHONPATH": str(pylib),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "PYTHONNOUSERSITE": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "TF_CPP_MIN_LOG_LEVEL": "1",
-    }
-    for key, value in os.environ.items():
-        if key in KEPT_VARIABLES or key.startswith(KEPT_PREFIXES):
-            env[key] = value
-    return env
+    def spawn(self, sock: socket.socket) -> subprocess.Popen:
+        """Fork a host whose control socket is ``sock``, seen as :class:`subprocess.Popen` sees a process."""
+        ...
 
 
 def failure_line(log: str) -> str | None:
@@ -105,7 +79,7 @@ class HostProcess:
                  limits: Limits, modules: list[str], chapter_folders: list[Path] | None = None,
                  uids: sandboxes.UidPool | None = None, start_timeout_s: float = 120.0,
                  compile_cache: Path | None = None, read_caches: list[Path] | None = None,
-                 template: "HostTemplate | None" = None, entry: str = "grader.child.host",
+                 template: Template | None = None, entry: str = "grader.child.host",
                  caps: tuple[str, ...] = (), config: dict | None = None,
                  words: tuple[type[StrEnum], type[StrEnum]] = (ToHost, FromHost), device: DevicePlan | None = None):
         self.side = side
@@ -388,99 +362,3 @@ class HostProcess:
                                      "class_compiler": self.compiler is not None},
                             import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None,
                             measures_device=ex.device)
-
-
-# ------------------------------------------------------------------ a template of hosts
-class HostTemplate:
-    """The grader's handle on a template (:mod:`grader.child.template`): a sandboxed process with
-    JAX imported that forks a host on :meth:`spawn`, each starting clean (an IPC namespace of
-    its own, nothing a job made left in ``/tmp``).
-
-    Its sandbox is every forked host's: it binds ``stage`` (read-only: where each student's
-    modules are put, one student at a time) and the ``read_caches``, and its scratch
-    folder's ``jobs`` and ``home``. It keeps the capabilities to start each host clean; the
-    hosts' jobs drop every capability with their uid.
-    """
-
-    def __init__(self, *, stage: Path, scratch: Path, plan: sandboxes.SandboxPlan, limits: Limits,
-                 modules: list[str], chapter_folders: list[Path] | None = None, read_caches: list[Path] | None = None):
-        self.process = HostProcess(side="template", module_dir=stage, scratch=scratch, plan=plan, limits=limits,
-                                   modules=modules, chapter_folders=chapter_folders, read_caches=read_caches,
-                                   entry="grader.child.template",
-                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"),
-                                   words=(ToTemplate, FromTemplate))
-        self._counter = 0
-        self._lock = threading.Lock()
-        #: hosts seen to end (their events are let go)
-        self._gone: set[str] = set()
-
-    def start(self) -> None:
-        self.process.start()
-
-    def works(self) -> bool:
-        """Whether a host it forks comes up isolated (a sandbox without the capability cannot)."""
-        probe = HostProcess(side="student", module_dir=self.process.module_dir, scratch=self.process.scratch,
-                            plan=self.process.plan, limits=self.process.limits, modules=self.process.modules,
-                            template=self)
-        try:
-            probe.start()
-            return probe.wait_ready(60)
-        finally:
-            probe.stop(grace_s=5)
-
-    def spawn(self, sock: socket.socket) -> "_Forked":
-        """Fork a host whose control socket is ``sock`` (the other end is the grader's)."""
-        if not self.process.ensure():
-            raise OSError(f"the host template is not running: {self.process.log_tail()[-300:]}")
-        with self._lock:
-            self._counter += 1
-            name = f"host-{self._counter}"
-        self.process.send(message(ToTemplate.SPAWN, host=name), [sock.fileno()])
-        if self.process.next_event(name, {FromTemplate.SPAWNED}, time.monotonic() + 60) is None:
-            raise OSError("the host template did not fork a host")
-        return _Forked(self, name)
-
-    def ended(self, name: str) -> bool:
-        """Whether the host ``name`` has ended (or the template, and with it every host)."""
-        return self.wait_ended(name, 0)
-
-    def wait_ended(self, name: str, timeout: float | None) -> bool:
-        """Wait up to ``timeout`` seconds for the host ``name`` to end; whether it has."""
-        if name in self._gone:
-            return True
-        deadline = time.monotonic() + (timeout if timeout is not None else 3600)
-        if self.process.next_event(name, {FromTemplate.HOST_EXITED}, deadline) is None and not self.process.failed:
-            return False
-        self._gone.add(name)
-        self.process.forget(name)
-        return True
-
-    def kill(self, name: str) -> None:
-        try:
-            self.process.send(message(ToTemplate.KILL, host=name))
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        """Stop the template and every host it forked."""
-        self.process.close()
-
-
-class _Forked:
-    """A host the template forked, seen as :class:`subprocess.Popen` sees a process (``poll``,
-    ``wait``, ``kill``); its pid is the template's to know."""
-
-    def __init__(self, template: HostTemplate, name: str):
-        self.template = template
-        self.name = name
-
-    def poll(self) -> int | None:
-        return 0 if self.template.ended(self.name) else None
-
-    def wait(self, timeout: float | None = None) -> int:
-        if not self.template.wait_ended(self.name, timeout):
-            raise subprocess.TimeoutExpired(self.name, timeout or 0)
-        return 0
-
-    def kill(self) -> None:
-        self.template.kill(self.name)

@@ -8,6 +8,9 @@ and always ends with a :class:`JobOutcome`: what was recorded, and how the job e
 Every failure mode ends in an outcome, never an exception: an import error, an exit,
 a crash, a hang (killed at the deadline, after asking the job where it was), a
 protocol violation, the disk budget, cancellation, or the host itself dying.
+
+What the session needs of its host and of the class's compiler is named in :mod:`grader.runner.job_host`;
+what it keeps of the job's output, in :mod:`grader.runner.job_output`.
 """
 from __future__ import annotations
 
@@ -20,21 +23,21 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any
 
-from grader.child.host import XLA_DUMP
+from grader.child.job_start import XLA_DUMP
 from grader.child.job import STACK_FILE
 from grader.runner import sandbox as sandboxes
-from grader.runner.devices import DevicePlan, DeviceLease
+from grader.runner.devices import DeviceLease
+from grader.runner.job_host import JobHost
+from grader.runner.job_output import output_excerpt
 from grader.runner.outcome import JobOutcome
-from grader.runner.traces import count_xla_modules, disk_usage, student_line
+from grader.runner.traces import count_xla_modules, disk_usage, dumped_line
 from grader.protocol import FromHost, FromJob, ToHost, ToJob, fields, message, word_of
 from grader.wire import Channel, ProtocolError
 
 log = logging.getLogger("grader")
 
-OUTPUT_HEAD = 6000
-OUTPUT_TAIL = 3000
 #: the least time a message to a job may take to go (a large one, to a job busy on a loaded machine)
 SEND_S = 5.0
 
@@ -48,7 +51,7 @@ class Limits:
     #: address space on top of what JAX's start-up took (CPU backend only)
     memory_bytes: int = 4 << 30
     #: processes and threads of the job's uid (its own under per-job uids); where jobs have the user's
-    #: uid, this many beyond what the user runs as the job starts (:func:`grader.child.host.tasks_of_user`),
+    #: uid, this many beyond what the user runs as the job starts (:func:`grader.child.job_start.tasks_of_user`),
     #: and none for the reference's jobs (trusted)
     nproc: int = 256
     #: the largest file the job may write (its output included)
@@ -62,54 +65,6 @@ class Limits:
     def for_job(self, timeout_s: float) -> dict:
         return {"cpu_s": int(max(self.cpu_s, timeout_s * 2) + 1), "memory_bytes": self.memory_bytes,
                 "nproc": self.nproc, "fsize_bytes": self.fsize_bytes, "nofile": self.nofile, "core": 0}
-
-
-class Compiles(Protocol):
-    """The class's compiler, as a job's session uses it (:class:`grader.runner.class_compiler.ClassCompiler`)."""
-
-    def compile(self, module: str, options: str, deadline: float) -> tuple[str | None, float]:
-        """``(key, cpu_s)``: where the program is (``None``: not there) and what compiling it cost."""
-        ...
-
-
-class JobHost(Protocol):
-    """What a job needs of the host that forks it (:class:`grader.runner.host_handles.HostProcess`)."""
-
-    #: ``student`` or ``reference``
-    side: str
-    #: the folder the job imports the student's (or the reference's) modules from
-    module_dir: Path
-    #: the host's scratch folder: ``jobs/`` (each job's folder), ``output/`` (what jobs print)
-    scratch: Path
-    #: the side's compilation cache that its jobs write, if any (its growth counts against a job's disk)
-    compile_cache: Path | None
-    limits: "Limits"
-    plan: sandboxes.SandboxPlan
-    uids: sandboxes.UidPool | None
-    #: the group its jobs take besides their uid (the grading's), if any
-    group: int | None
-    #: closed for good: grading was cancelled
-    closed: bool
-    #: told of every job's progress
-    listener: Callable[["JobSession"], None] | None
-    #: a batch's students: what compiles the programs their jobs ask for (``compile(module, options, deadline)``)
-    compiler: "Compiles | None"
-
-    def ensure(self) -> bool: ...
-
-    def alive(self) -> bool: ...
-
-    def log_tail(self) -> str: ...
-
-    def send(self, message: dict, fds: list[int] | None = None) -> None: ...
-
-    def next_event(self, job: str, ops: set[FromHost], deadline: float) -> dict | None: ...
-
-    def device_plan(self) -> DevicePlan: ...
-
-    def device_uid(self) -> int: ...
-
-    def why_failed(self) -> str | None: ...
 
 
 class JobSession:
@@ -363,19 +318,7 @@ class JobSession:
             self.host.send(message(ToHost.DUMP, job=self.name))
         except OSError:
             return None
-        stack = self._workdir / STACK_FILE
-        module_dir = os.path.realpath(str(self.host.module_dir))
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            try:
-                text = stack.read_text(errors="replace")
-            except OSError:
-                text = ""
-            if text.strip():
-                time.sleep(0.05)  # let faulthandler finish writing every thread
-                return student_line(stack.read_text(errors="replace"), module_dir)
-            time.sleep(0.02)
-        return None
+        return dumped_line(self._workdir / STACK_FILE, os.path.realpath(str(self.host.module_dir)))
 
     def _over_disk(self) -> bool:
         """Stop a job whose scratch folder outgrows its budget (looked at up to ten times a second)."""
@@ -478,21 +421,7 @@ class JobSession:
     def _read_output(self) -> None:
         if self._output is None or not self._output.exists():
             return
-        size = self._output.stat().st_size
-        with self._output.open("rb") as handle:
-            head = handle.read(OUTPUT_HEAD)
-            tail = b""
-            if size > OUTPUT_HEAD + OUTPUT_TAIL:
-                handle.seek(size - OUTPUT_TAIL)
-                tail = handle.read(OUTPUT_TAIL)
-            elif size > OUTPUT_HEAD:
-                tail = handle.read()
-        text = head.decode("utf-8", errors="replace")
-        if tail:
-            gap = size - len(head) - len(tail)
-            text += (f"\n[… {gap} bytes …]\n" if gap > 0 else "") + tail.decode("utf-8", errors="replace")
-        self.outcome.output = text
-        self.outcome.output_bytes = size
+        self.outcome.output, self.outcome.output_bytes = output_excerpt(self._output)
         self._output.unlink(missing_ok=True)
 
 

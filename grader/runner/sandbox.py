@@ -343,7 +343,7 @@ def processes_of(uid: int) -> list[int]:
 
 def kill_uid(uid: int, *, rounds: int = 50) -> int:
     """SIGKILL every process of ``uid`` until none is left; returns how many were killed."""
-    from grader.child.host import kill_until_gone
+    from grader.child.leftovers import kill_until_gone
 
     return kill_until_gone(lambda: processes_of(uid), rounds=rounds)
 

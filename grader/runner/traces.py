@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
@@ -21,6 +22,22 @@ def student_line(dump: str, module_dir: str) -> str | None:
         match = _FRAME.match(line)
         if match and os.path.dirname(os.path.realpath(match["file"])) == module_dir:
             return f"{os.path.basename(match['file'])}:{match['line']}"
+    return None
+
+
+def dumped_line(stack: Path, module_dir: str, wait_s: float = 1.0) -> str | None:
+    """:func:`student_line` of the stack a job is dumping to ``stack`` (asked just now), once it is written;
+    ``None`` when nothing came within ``wait_s`` seconds."""
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            text = stack.read_text(errors="replace")
+        except OSError:
+            text = ""
+        if text.strip():
+            time.sleep(0.05)  # let faulthandler finish writing every thread
+            return student_line(stack.read_text(errors="replace"), module_dir)
+        time.sleep(0.02)
     return None
 
 

@@ -4,7 +4,7 @@ A worker grades many students in a row. Starting two hosts for each (JAX importe
 twice) cost about as much as grading a stub; instead it keeps:
 
 * the reference's host (trusted: the same for every student), started once;
-* a :class:`~grader.runner.host_handles.HostTemplate` in the student's sandbox, which forks
+* a :class:`~grader.runner.host_template.HostTemplate` in the student's sandbox, which forks
   each student's host with JAX already imported and a fresh ``/tmp`` and IPC namespace
   of its own (where the template cannot make them, each student gets a host started
   afresh, as ``grade`` does).
@@ -29,7 +29,8 @@ from pathlib import Path
 from grader import store
 from grader.runner import sandbox as sandboxes
 from grader.runner.class_compiler import ClassCompiler
-from grader.runner.host_handles import HostProcess, HostTemplate
+from grader.runner.host_handles import HostProcess
+from grader.runner.host_template import HostTemplate
 from grader.runner.job_sessions import Limits
 from grader.runner.kept import KeptJobs
 from grader.runner.reference_host import reference_host
