@@ -84,6 +84,21 @@ def _dotted(node: ast.AST) -> str:
 
 
 def _scan_tree(tree: ast.AST, file: str, allowed: set[str]) -> list[dict]:
+    """What one module's syntax tree does that a submission may not: its imports first (which also say what
+    each local name stands for), then every node's assignments, calls, names and strings."""
+    found, aliases = _scan_imports(tree, file, allowed)
+    module_names = set(aliases) | PATCHABLE
+    for node in ast.walk(tree):
+        found += _patches(node, file, module_names, aliases)
+        if isinstance(node, ast.Call):
+            found += _suspicious_call(node, file)
+        found += _suspicious_name(node, file)
+    return found
+
+
+def _scan_imports(tree: ast.AST, file: str, allowed: set[str]) -> tuple[list[dict], dict[str, str]]:
+    """Imports of a module the contract does not allow, or of JAX's monitoring (the grader's compile
+    listener); and each local name bound by an import, with the module it names."""
     found: list[dict] = []
     aliases: dict[str, str] = {}  # local name -> module it names
     for node in ast.walk(tree):
@@ -106,45 +121,59 @@ def _scan_tree(tree: ast.AST, file: str, allowed: set[str]) -> list[dict]:
                 if alias.name == "monitoring" or module.endswith(".monitoring"):  # the grader's compile listener
                     found.append(_entry(file, node, "attribute", f"{module}.{alias.name}",
                                         T("integrity.attribute", name=f"{module}.{alias.name}")))
-    module_names = set(aliases) | PATCHABLE
-    for node in ast.walk(tree):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
-        for target in targets:
-            if isinstance(target, (ast.Attribute, ast.Subscript)):
-                root = _root_name(target)
-                if root in module_names and root not in ("self",):
-                    module = aliases.get(root, root)
-                    found.append(_entry(file, node, "patch", _dotted(target) or root,
-                                        T("integrity.patch", target=_dotted(target) or root, module=module)))
-        if isinstance(node, ast.Call):
-            fn = node.func
-            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
-            dotted = _dotted(fn)
-            if isinstance(fn, ast.Name) and name in SUSPICIOUS_CALLS:
-                code = "file" if name == "open" else "call"
-                message = T("integrity.file", name=name) if name == "open" else T("integrity.call", name=name)
-                found.append(_entry(file, node, code, name, message))
-            elif dotted.endswith(("config.update", "disable_jit", "config.parse_flags_with_absl")):
-                found.append(_entry(file, node, "config", dotted, T("integrity.call", name=dotted)))
-            elif dotted in ("os.kill", "os._exit", "os.system", "os.fork", "sys.exit", "os.remove", "os.unlink",
-                            "shutil.rmtree", "os.getppid", "signal.signal", "subprocess.run", "subprocess.Popen"):
-                found.append(_entry(file, node, "call", dotted, T("integrity.call", name=dotted)))
-        if isinstance(node, ast.Attribute) and node.attr in SUSPICIOUS_ATTRIBUTES:
-            found.append(_entry(file, node, "attribute", _dotted(node) or node.attr,
-                                T("integrity.attribute", name=_dotted(node) or node.attr)))
-        if isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):
-            found.append(_entry(file, node, "attribute", node.id, T("integrity.attribute", name=node.id)))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if any(word in node.value for word in REPORT_WORDS):
-                found.append(_entry(file, node, "report", node.value[:60],
-                                    T("integrity.file", name=repr(node.value[:60]))))
+    return found, aliases
+
+
+def _patches(node: ast.AST, file: str, module_names: set[str], aliases: dict[str, str]) -> list[dict]:
+    """An assignment to (or deletion of) an attribute or item of a module: patching JAX or the grader."""
+    targets: list[ast.expr] = []
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    found = []
+    for target in targets:
+        if isinstance(target, (ast.Attribute, ast.Subscript)):
+            root = _root_name(target)
+            if root in module_names and root not in ("self",):
+                module = aliases.get(root, root)
+                found.append(_entry(file, node, "patch", _dotted(target) or root,
+                                    T("integrity.patch", target=_dotted(target) or root, module=module)))
     return found
+
+
+#: calls that end, fork or signal processes, run commands or remove files
+PROCESS_CALLS = ("os.kill", "os._exit", "os.system", "os.fork", "sys.exit", "os.remove", "os.unlink",
+                 "shutil.rmtree", "os.getppid", "signal.signal", "subprocess.run", "subprocess.Popen")
+
+
+def _suspicious_call(node: ast.Call, file: str) -> list[dict]:
+    """A call of a suspicious built-in (``open``, ``exec``, ...), of JAX's configuration, or of
+    :data:`PROCESS_CALLS`."""
+    fn = node.func
+    name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+    dotted = _dotted(fn)
+    if isinstance(fn, ast.Name) and name in SUSPICIOUS_CALLS:
+        code = "file" if name == "open" else "call"
+        message = T("integrity.file", name=name) if name == "open" else T("integrity.call", name=name)
+        return [_entry(file, node, code, name, message)]
+    if dotted.endswith(("config.update", "disable_jit", "config.parse_flags_with_absl")):
+        return [_entry(file, node, "config", dotted, T("integrity.call", name=dotted))]
+    if dotted in PROCESS_CALLS:
+        return [_entry(file, node, "call", dotted, T("integrity.call", name=dotted))]
+    return []
+
+
+def _suspicious_name(node: ast.AST, file: str) -> list[dict]:
+    """A suspicious attribute, ``__builtins__`` or ``__import__``, or a string naming the report's files."""
+    if isinstance(node, ast.Attribute) and node.attr in SUSPICIOUS_ATTRIBUTES:
+        return [_entry(file, node, "attribute", _dotted(node) or node.attr,
+                       T("integrity.attribute", name=_dotted(node) or node.attr))]
+    if isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):
+        return [_entry(file, node, "attribute", node.id, T("integrity.attribute", name=node.id))]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(w in node.value for w in REPORT_WORDS):
+        return [_entry(file, node, "report", node.value[:60], T("integrity.file", name=repr(node.value[:60])))]
+    return []
 
 
 def _dedupe(found: list[dict]) -> list[dict]:
