@@ -109,35 +109,51 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
         elif match is None:
             done.left.append((who, T("batch.sheet.row.no_submission")))
         else:
-            student, row, person = match
-            seen.add(id(row))
-            reason = _short(sheet, i) or _not_fillable(sheet, i, row) or _not_the_same(sheet, i, student, person)
-            if reason is not None:
-                done.left.append((who, reason))
-            else:
-                most = sheet.most if sheet.most is not None else number(sheet.cell(i, "max"))
-                value = row.total if most is None or abs(most - points) < 1e-9 else row.total * most / points
-                if most is not None and abs(most - points) >= 1e-9:
-                    maxima.add(_num(most, ","))
-                cells[sheet.columns["grade"]] = _num(value, sheet.delimiter)
-                if "feedback" in sheet.columns and row.report is not None:
-                    cells[sheet.columns["feedback"]] = safetext.csv_cell(feedback_of(row))
-                done.filled += 1
-                if (sheet.platform == "canvas" and person.name
-                        and canvas_user_name(sheet.cell(i, "name")) != person.name):
-                    done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
+            seen.add(id(match[1]))
+            _fill_row(sheet, i, match, cells, points, done, maxima)
         if match is not None or sheet.added:
             changed[i] = cells
     changed = {i: _safe(sheet, cells) for i, cells in changed.items()}
     if sheet.added:
         changed[0] = sheet.rows[0] + [safetext.csv_cell(sheet.added)]
         done.notes.append(T("batch.sheet.added_column", column=sheet.added, path=sheet.path.name))
+    _notes(sheet, graded, seen, changed, maxima, points, done)
+    done.text = write(sheet, changed)
+    return done
+
+
+def _fill_row(sheet: Sheet, i: int, match: tuple, cells: list[str], points: float, done: Filled,
+              maxima: set[str]) -> None:
+    """Row ``i`` of the sheet, matched to a graded ``(student, row, person)``: its grade (scaled to the
+    sheet's maximum) and feedback written into ``cells``, or why it is left as it was."""
+    student, row, person = match
+    who = _who(sheet, i)
+    reason = _short(sheet, i) or _not_fillable(sheet, i, row) or _not_the_same(sheet, i, student, person)
+    if reason is not None:
+        done.left.append((who, reason))
+        return
+    most = sheet.most if sheet.most is not None else number(sheet.cell(i, "max"))
+    value = row.total if most is None or abs(most - points) < 1e-9 else row.total * most / points
+    if most is not None and abs(most - points) >= 1e-9:
+        maxima.add(_num(most, ","))
+    cells[sheet.columns["grade"]] = _num(value, sheet.delimiter)
+    if "feedback" in sheet.columns and row.report is not None:
+        cells[sheet.columns["feedback"]] = safetext.csv_cell(feedback_of(row))
+    done.filled += 1
+    if sheet.platform == "canvas" and person.name and canvas_user_name(sheet.cell(i, "name")) != person.name:
+        done.notes.append(T("batch.sheet.canvas_group", name=person.name, id=person.id, student=who))
+
+
+def _notes(sheet: Sheet, graded: list[tuple[object, object]], seen: set[int], changed: dict[int, list[str]],
+           maxima: set[str], points: float, done: Filled) -> None:
+    """What the instructor should know of the filled sheet: rows kept with their formulas, graded students
+    with no row, grades scaled to the sheet's maximum, a Moodle sheet without a feedback column."""
     kept = [_who(sheet, i) for i in range(1, len(sheet.rows)) if i not in changed
             and any(safetext.formula(cell) and cell.strip() != "-" for cell in sheet.rows[i])]  # Moodle's "-": no date
     if kept:  # the platform's own rows, kept byte for byte: the instructor should know before opening the file
         listed = ", ".join(kept[:5]) + (" …" if len(kept) > 5 else "")
         done.notes.append(T("batch.sheet.formulas", n=len(kept), rows=listed, path=sheet.path.name))
-    for student, row in graded:
+    for _student, row in graded:
         if id(row) not in seen and row.status in GRADED:
             ids = ", ".join(p.id or p.email or p.name for p in row.people) or "–"
             done.missing.append((row.name, T("batch.sheet.missing", ids=ids, path=sheet.path.name)))
@@ -146,8 +162,6 @@ def fill(sheet: Sheet, graded: list[tuple[object, object]], points: float, words
                             path=sheet.path.name))
     if sheet.platform == "moodle" and "feedback" not in sheet.columns:
         done.notes.append(T("batch.sheet.no_feedback", path=sheet.path.name))
-    done.text = write(sheet, changed)
-    return done
 
 
 #: the columns a platform's import reads of a row: written back exactly as the platform gave them (Moodle's
