@@ -105,6 +105,9 @@ class Machinery:
     #: first as its own, and its reference jobs compute the outcomes of the others; 0 (a batch's, a
     #: Gradescope submission's): none
     ahead: int = 0
+    #: record what each graded function traces to, and each exercise file's text (``Report.programs``), for
+    #: the class's similarity (``grade batch --similarity``)
+    programs: bool = False
 
 
 @dataclass
@@ -238,6 +241,7 @@ class Grading:
         for file in sub.module_dir.iterdir():
             os.chmod(file, 0o644)
         hosts = self._start_hosts()
+        hosts[0].programs = self.machinery.programs
         tally = _Tally(selected, self.machinery.on_progress)
         # a timed exercise is timed beside the others on a core of its own where the grading has two or
         # more (a batch's grading has one: its slot), else after them; the longest untimed ones first
@@ -309,6 +313,8 @@ class Grading:
             report.device["version_note"] = T("device.jax_version", jax=report.environment["jax"], recorded=recorded)
         if self.device.lease.turns[turns_before:]:  # this run's (watch mode runs a grading again)
             report.timings["device_turns"] = [dict(turn) for turn in self.device.lease.turns[turns_before:]]
+        if self.machinery.programs:
+            report.programs = both.programs_of(selected)
         mark_selection(report, [ex.id for ex in chapter.exercises])
         if interrupted:
             raise Interrupted(report, [ex.id for ex in selected if ex.id not in tally.results])

@@ -107,6 +107,7 @@ class FromJob(StrEnum):
     PONG = "pong"  #: a timed exercise's probe: the answer to ``ping``
     COMPILE = "compile"  #: a batch student's job: have the class's compiler compile ``module`` with ``options``
     COMPILED = "compiled"  #: the class's compiler: the program is in the class's cache under ``key`` (or ``error``)
+    PROGRAMS = "programs"  #: a student's job, after its probe: what each function it called traced to (``functions``)
 
 
 # ------------------------------------------------------------------ what each word carries
@@ -246,6 +247,12 @@ class TimedFields(TypedDict, total=False):
     """A ``time`` request's figures (``baseline``, ``candidate``, ...), or its ``error``."""
 
     error: str
+
+
+class ProgramsFields(TypedDict):
+    """``FromJob.PROGRAMS``: by function, ``{"jaxpr": text}`` or ``{"error": why}`` (:mod:`grader.child.programs`)."""
+
+    functions: dict[str, dict[str, str]]
 
 
 class Empty(TypedDict):
@@ -421,7 +428,7 @@ FIELDS: dict[type[StrEnum], dict[str, type]] = {
               FromJob.RECORD: RecordFields, FromJob.MARK: MarkFields, FromJob.CALLING: CallingFields,
               FromJob.PROBE_ERROR: ProbeErrorFields, FromJob.AHEAD: AheadFields, FromJob.DONE: DoneFields,
               FromJob.TIMED: TimedFields, FromJob.PONG: Empty, FromJob.COMPILE: CompileFields,
-              FromJob.COMPILED: CompiledFields},
+              FromJob.COMPILED: CompiledFields, FromJob.PROGRAMS: ProgramsFields},
 }
 
 

@@ -151,6 +151,10 @@ class Report(_Scored):
     #: the ``accelerator`` found, whether it is ``exclusive``, its ``holder``; ``note``: a
     #: :class:`~grader.i18n.Text` saying why an accelerator here was not used, else ``None``
     device: dict = field(default_factory=dict)
+    #: by exercise, where a batch asked for the class's similarity (``grade batch --similarity``): its file
+    #: (``file``), that file's text (``source``) and what each graded function traced to (``functions``:
+    #: :mod:`grader.child.programs`). For the instructor alone: never written into a report's files
+    programs: dict = field(default_factory=dict)
 
     def _parts(self) -> list[tuple[float, float]]:
         return [(e.score, e.max_score) for e in self.exercises]

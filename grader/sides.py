@@ -124,6 +124,8 @@ class BothSides:
         self.envs: list[dict] = []
         #: integrity findings of the runs themselves (an instrument changed, compiles hidden)
         self.runtime_findings: list[dict] = []
+        #: by exercise, what its graded functions traced to (:mod:`grader.child.programs`), where recorded
+        self.programs: dict[str, dict[str, dict]] = {}
         #: timed exercises' jobs started early (:meth:`prestart`), until their driver takes them
         self._early: dict[str, EarlyStart] = {}
         self._lock = threading.Lock()
@@ -214,6 +216,9 @@ class BothSides:
         for outcome in (student_out, reference_out):
             if outcome is not None and outcome.end == "no_backend":
                 raise DeviceTaken(str(outcome.detail.get("error") or ""))
+        if student_out.programs:
+            with self._lock:
+                self.programs[ex.id] = dict(student_out.programs)
         result, findings = judge(ex, student_out, reference_out, inputs=inputs, seed=self.seed,
                                  locate=self.sub.locate, preview=self.source.preview,
                                  missing="not_attempted" if self.sub.cells is not None else "failed")
@@ -305,6 +310,18 @@ class BothSides:
         if not ex.needs_reference:
             return self._shared(ex, inputs, budget), None
         return self.source.beside(ex, inputs, self.student.exercise_session(ex, budget))
+
+    def programs_of(self, exercises: list[ExerciseSpec]) -> dict[str, dict]:
+        """By exercise: its file, that file's text as graded, and what its functions traced to (``Report.programs``)."""
+        found = {}
+        for ex in exercises:
+            path = self.sub.module_dir / ex.filename
+            try:
+                source = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+            except OSError:
+                source = ""
+            found[ex.id] = {"file": ex.filename, "source": source, "functions": self.programs.get(ex.id, {})}
+        return found
 
     # ------------------------------------------------------------------ where it ran
     def environment(self) -> dict:

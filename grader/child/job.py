@@ -288,6 +288,7 @@ def _run(order: dict, sock: socket.socket) -> None:
 
     from grader.child import guard
     from grader.child.probe import ProbeContext, describe_callable, prepare
+    from grader.child.programs import FirstCalls
     from grader.primitives.compiles import COUNTER
 
     prepare()
@@ -326,8 +327,10 @@ def _run(order: dict, sock: socket.socket) -> None:
         keep = keys.for_reference
     else:
         keep = keys.for_student if getattr(keys, "reference_only", ()) else None
+    first_calls = FirstCalls() if options.get("programs") and order.get("side") == "student" else None
     ctx = ProbeContext(channel, module, given["inputs"], module_dir, os.getcwd(), keep=keep,
-                       side="reference" if order.get("side") == "reference" else "student", part=given.get("part"))
+                       side="reference" if order.get("side") == "reference" else "student", part=given.get("part"),
+                       first_calls=first_calls)
     probed = _PROCESS_TIME()
     try:
         package.probe(ctx)
@@ -336,6 +339,8 @@ def _run(order: dict, sock: socket.socket) -> None:
                              traceback="".join(traceback.format_exception(exc))[-4000:]))
         return
     channel.send(message(FromJob.INTEGRITY, stage="probe", changed=watch.changes(), compiles_total=COUNTER.total))
+    if first_calls is not None:  # after every record and the compiles counted: no verdict depends on it
+        channel.send(message(FromJob.PROGRAMS, functions=first_calls.traced()))
     if order.get("side") == "reference":
         probe_ahead(channel, lambda inputs, sink: package.probe(ProbeContext(
             sink, module, inputs, module_dir, os.getcwd(), keep=keep, side="reference")), given.get("ahead"),

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from grader.child.programs import FirstCalls
 from grader.primitives.timing import READY
 from grader.protocol import OP, CallRecord, FromJob, ToJob, message, word_of
 from grader.trusted import classify, defined_at, raised_in_submission, safe_str, student_frame
@@ -159,8 +160,11 @@ class ProbeContext:
     """What a probe uses to touch the student's module and to make its records."""
 
     def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
-                 keep: Callable[[str], bool] | None = None, side: str = "student", part: Any = None):
+                 keep: Callable[[str], bool] | None = None, side: str = "student", part: Any = None,
+                 first_calls: FirstCalls | None = None):
         self.channel = channel
+        #: where the job records the programs the student's functions trace to (:mod:`grader.child.programs`)
+        self.first_calls = first_calls
         #: which of the jobs sharing this probe this one is, and how many (an exercise's ``parts``): :meth:`does`
         self.part = (part[0], part[1]) if isinstance(part, list) and len(part) == 2 and all(
             type(n) is int for n in part) and 0 <= part[0] < part[1] else (0, 1)
@@ -265,6 +269,8 @@ class ProbeContext:
         call's record (one record for many calls, the value alone) uses this."""
         if fn is None:
             return Called({"status": "missing", "function": name})
+        if self.first_calls is not None and under is None and fn is getattr(self.module, name, None):
+            self.first_calls.note(name, fn, args, kwargs)
         self.announce(name)
         from grader.primitives.compiles import COUNTER
 

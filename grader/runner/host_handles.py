@@ -121,6 +121,9 @@ class HostProcess:
         self.kept: "KeptJobs | None" = None
         #: a batch's students: the class's compiler their jobs ask (:mod:`grader.runner.class_compiler`)
         self.compiler: "Compiles | None" = None
+        #: the student's jobs record the programs their functions trace to (``grade batch --similarity``:
+        #: :mod:`grader.child.programs`)
+        self.programs = False
         #: the group its jobs take besides their uid: the grading's, which alone may enter the grading's
         #: scratch folder (:attr:`grader.grading.Grading.group`); ``None``: no per-job uids
         self.group: int | None = None
@@ -359,6 +362,7 @@ class HostProcess:
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch, "quick_compile": ex.quick_compile,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
                                      "compile_cache_read": [str(p) for p in self.read_caches],
-                                     "class_compiler": self.compiler is not None},
+                                     "class_compiler": self.compiler is not None,
+                                     "programs": self.programs and self.side == "student"},
                             import_timeout_s=min(ex.import_timeout_s, timeout_s) if self.side == "student" else None,
                             measures_device=ex.device)

@@ -258,6 +258,10 @@ class JobSession:
             elif op is FromJob.MARK:  # the job waits for GO: what it does next starts after this stamp
                 self._observe(said.get("key"), True)
                 self.send(message(ToJob.GO))
+            elif op is FromJob.PROGRAMS:  # what the functions traced to: the class's similarity's, no check's
+                functions = said.get("functions")
+                if isinstance(functions, dict):
+                    self.outcome.programs.update({str(k): v for k, v in functions.items() if isinstance(v, dict)})
             elif op is FromJob.CALLING:
                 self.calling = str(said.get("function", "?"))[:80]
                 self._set_phase("calling")

@@ -53,6 +53,9 @@ class JobOutcome:
     #: the jobs that shared the probe, each as it ended (:func:`combined`; none for one job): each is held
     #: to its own reports on its instruments
     parts: list["JobOutcome"] = field(default_factory=list)
+    #: a student's job where a batch asked for the class's similarity: what each function it called traced to,
+    #: by name (:mod:`grader.child.programs`); no check reads it
+    programs: dict[str, dict] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
         """Its fields by name, the values themselves (:func:`dataclasses.asdict` would copy every record's
@@ -103,7 +106,8 @@ def combined(parts: list[JobOutcome]) -> JobOutcome:
         detail=ended.detail, output=_apart([part.output for part in parts]),
         output_bytes=sum(part.output_bytes for part in parts), duration_s=max(part.duration_s for part in parts),
         integrity=[item for part in parts for item in part.integrity], xla_compiles=sum(compiles) if compiles else None,
-        arrivals=arrivals, work=work, parts=list(parts))
+        arrivals=arrivals, work=work, parts=list(parts),
+        programs={name: entry for part in reversed(parts) for name, entry in part.programs.items()})
 
 
 def _apart(outputs: list[str]) -> str:
