@@ -26,6 +26,7 @@ from typing import Callable
 from grader.batch import filling, gradebook, layouts, reference as references, roster, summary as summaries, worksheets
 from grader.batch.gradebook import Row
 from grader.batch.manifest import FINAL_FAILURES, Manifest, batch_key, file_digest
+from grader.batch.similarity import has_programs, keep_programs
 from grader.chapter import Chapter, ChapterError, UnknownExercise, load_chapter
 from grader.grading import GradeOptions, new_seed
 from grader.i18n import T, TextError
@@ -86,6 +87,9 @@ class BatchOptions:
     gradebook: Path | None = None
     #: Moodle: the download's folders are groups' (the assignment's "Students submit in groups")
     teams: bool = False
+    #: record what each student's functions trace to, and rank the pairs of students alike
+    #: (:mod:`grader.batch.similarity`): ``similarity.html`` and ``similarity.csv``, for the instructor
+    similarity: bool = False
 
 
 @dataclass
@@ -193,6 +197,9 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
             continue
         key = {"digest": packed["digest"], "seed": seed, "exercises": ids, "reference": digest}
         previous = None if options.force else manifest.graded(student.key, key, out)
+        if previous is not None and options.similarity and previous.status in gradebook.GRADED \
+                and not has_programs(out, student.key):  # graded before without its programs: again, with them
+            previous = None
         if previous is not None:
             rows[student.key] = previous
             result.skipped.append(student.key)
@@ -304,7 +311,7 @@ def _word(sandbox: dict) -> str:
 def _settings(options: BatchOptions) -> dict:
     return {"sandbox": options.sandbox, "allow_weak_sandbox": options.allow_weak_sandbox,
             "timeout_s": options.timeout_s, "exercise_timeout_s": options.exercise_timeout_s,
-            "memory_mb": options.memory_mb}
+            "memory_mb": options.memory_mb, "similarity": options.similarity}
 
 
 def _store(name: str, outcome: dict, out: Path, manifest: "Manifest", record: dict[str, str]) -> Row:
@@ -317,6 +324,8 @@ def _store(name: str, outcome: dict, out: Path, manifest: "Manifest", record: di
             manifest.record(name, {**manifest.pending.pop(name), "status": row.status, "report": None,
                                    "detail": row.detail})
         return row
+    if outcome.get("programs"):  # the instructor's alone: beside the results, never in the student's folder
+        keep_programs(out, name, outcome["programs"])
     written = {}
     for file_name, text in outcome["files"].items():
         path = out / name / Path(file_name).name

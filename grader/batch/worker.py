@@ -145,7 +145,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
                            exercise_timeout_s=settings.get("exercise_timeout_s"),
                            limits=Limits(memory_bytes=int(settings["memory_mb"]) << 20))
     machinery = Machinery(reference_cache=cache, at_once=len(slot.cores) + 1 if slot is not None else None,
-                          hosts=state.hosts, scratch_root=state.scratch)
+                          hosts=state.hosts, scratch_root=state.scratch, programs=bool(settings.get("similarity")))
     with tempfile.TemporaryDirectory(prefix="grade-batch-", dir=state.scratch) as tmp:
         path = roster.unpack(payload["submission"], payload["name"], Path(tmp) / "in")
         try:
@@ -156,7 +156,7 @@ def grade_payload(payload: dict, state: _State | None = None) -> dict:
         written = write_reports(report, chapter.catalog, lang, Path(tmp) / "out")
         files = {p.name: p.read_text(encoding="utf-8") for p in written.parent.iterdir() if not p.name.startswith(".")}
     return {"ok": True, "files": files, "report": written.name, "cpus": slot.cores if slot else None,
-            "reference": "shipped" if used else "own"}
+            "reference": "shipped" if used else "own", "programs": report.programs}
 
 
 def failure(status: str, message: str) -> dict:
