@@ -42,11 +42,6 @@ def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
     return durations
 
 
-def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:
-    """The grader's own measure of one call: the median of ``iters`` clocked calls after ``warmup``."""
-    return statistics.median(clocked_calls(fn, args, iters, warm=warmup)[warmup:])
-
-
 def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
                  batch_candidate: int, fresh: Callable[[], tuple] | None = None) -> dict:
     """Alternate a batch of baseline calls and a batch of candidate calls, ``reps`` times.
