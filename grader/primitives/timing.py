@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
@@ -102,7 +102,7 @@ READY = "timing/ready"
 PREPARE = "timing/prepare"
 
 
-def prepares(inputs: dict, case: str) -> bool:
+def prepares(inputs: Mapping[str, Any], case: str) -> bool:
     """Whether a probe prepares ``case`` (:data:`PREPARE`)."""
     wanted = inputs.get(PREPARE)
     return not isinstance(wanted, list) or case in wanted
