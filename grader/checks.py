@@ -23,7 +23,7 @@ import re
 import string
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from grader.i18n import T, Text
 
@@ -296,14 +296,21 @@ class ExerciseSettings(Protocol):
     sync_cpu_dispatch: bool
 
 
+#: an exercise's hidden inputs as its checks read them: its ``Inputs`` TypedDict (``CheckContext[Inputs]``)
+InputsT = TypeVar("InputsT")
+
+
 @dataclass
-class CheckContext:
-    """What a check may know besides the records: the exercise, the hidden inputs, the seed."""
+class CheckContext(Generic[InputsT]):
+    """What a check may know besides the records: the exercise, the hidden inputs, the seed.
+
+    Generic in the hidden inputs' type: a check annotated ``ctx: CheckContext[Inputs]`` (its exercise's
+    ``Inputs`` TypedDict) reads ``ctx.inputs["cases"]`` typed, and the type checker names a misspelt key."""
 
     #: the exercise (its settings, e.g. ``speedup_fraction``): an :class:`~grader.exercise_folder.ExerciseSpec`
     exercise: ExerciseSettings
-    #: the hidden inputs both sides received
-    inputs: dict
+    #: the hidden inputs both sides received (what the exercise's ``inputs(rng)`` drew)
+    inputs: InputsT
     #: the run's seed
     seed: int
     #: a course release's preview: the reference's records stand in for its run (no

@@ -12,7 +12,9 @@ order by its chapter's ``chapter.toml`` (see :mod:`grader.chapter`). It holds
   ``hint_layers`` and ``[checks.named_hints]``); its own feedback sentences, ``[messages."key"]``.
 
 :func:`read_exercise` holds the two to each other: a check in one and not the other is
-an error naming the file, the id and the fix. Copying such a folder under another name
+an error naming the file, the id and the fix; and the code to its contract,
+:class:`grader.exercise_package.ExercisePackage` (a function missing or taking other arguments is an
+error naming the file, what is wrong and the fix). Copying such a folder under another name
 and listing it in ``chapter.toml`` adds an exercise.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from grader import exercise_package
 from grader.checks import CheckFn, declared_checks
 from grader.child import quick_compile
 from grader.i18n import LANGS, Bilingual, Text
@@ -222,6 +225,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         raise ChapterError(f"{where}: section {section!r} is not among the chapter's sections "
                            f"(chapter.toml's [sections]: {', '.join(sections)})")
     module = _exercise_module(chapter_id, folder)
+    _satisfies_contract(module, folder, bool(data.get("timed", False)))
     functions = declared_checks(module)
     raw_checks = need(data, "checks", f"exercise {ex_id}", path)
     checks = [_check(c, ex_id, functions, folder, where, path) for c in raw_checks]
@@ -311,11 +315,14 @@ def _exercise_module(chapter_id: str, folder: Path) -> ModuleType:
         module = importlib.import_module(f"grader.chapters.{chapter_id}.{folder.name}")
     except Exception as exc:  # noqa: BLE001 - an author's module that does not import
         raise ChapterError(f"{file} does not import: {type(exc).__name__}: {exc}") from None
-    for name in ("inputs", "probe"):
-        if not callable(getattr(module, name, None)):
-            raise ChapterError(f"{file} defines no {name}(): an exercise's code needs inputs(rng) (its hidden "
-                               f"inputs) and probe(ctx) (what its child process records)")
     return module
+
+
+def _satisfies_contract(module: ModuleType, folder: Path, timed: bool) -> None:
+    """The exercise package holds what :class:`grader.exercise_package.ExercisePackage` asks (and a timed one's
+    driver), each function taking its arguments: else the first thing wrong, naming the file and the fix."""
+    for problem in exercise_package.problems(module, timed=timed):
+        raise ChapterError(f"{folder / CODE} {problem}")
 
 
 def _check(c: dict, ex_id: str, functions: dict, folder: Path, where: str, path: Path) -> CheckSpec:

@@ -50,7 +50,8 @@ class TextError(Exception):
         self.text = text
 
 
-def T(key: str, **args: Any) -> Text:
+def T(key: str, /, **args: Any) -> Text:
+    """The message ``key`` with its fields (positional-only: a field may itself be named ``key``)."""
     return Text(key, args)
 
 

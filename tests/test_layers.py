@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("instruments: what the probes measure with and the checks judge with", ["grader.primitives.*"]),
     ("the child: what runs in the sandbox", ["grader.child.*"]),
     ("chapters: exercises, their probes and checks, and the chapter that holds them", [
-        "grader.chapters.*", "grader.exercise_folder", "grader.chapter"]),
+        "grader.chapters.*", "grader.exercise_package", "grader.exercise_folder", "grader.chapter"]),
     ("processes: the grader's handles on hosts and jobs, the outcomes they give, the seeds drawn ahead for them", [
         "grader.runner.*", "grader.outcomes", "grader.ahead"]),
     ("one grading: a submission read, both sides run, verdicts, in order", [

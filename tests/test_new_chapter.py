@@ -41,6 +41,29 @@ def test_the_scaffold_writes_a_chapter_in_its_own_folder(course, capsys):
     assert "already has" in capsys.readouterr().err
 
 
+def test_the_scaffolds_exercise_package_is_typed_and_keeps_the_contract(course):
+    """The scaffold writes its exercise in the typed form: an Inputs TypedDict, inputs(rng) -> Inputs, a probe of
+    ProbeContext[Inputs], checks of CheckContext[Inputs]; mypy finds nothing in it, and the grader's contract
+    (grader.exercise_package) finds nothing missing."""
+    import subprocess
+
+    from grader import exercise_package
+    from grader.chapter import load_chapter
+
+    code = course / "chapters/toy/ex01_scale/__init__.py"
+    text = code.read_text(encoding="utf-8")
+    for typed in ("class Inputs(TypedDict):", "def inputs(rng: np.random.Generator) -> Inputs:",
+                  "def probe(ctx: ProbeContext[Inputs]) -> None:", "ctx: CheckContext[Inputs]) -> dict:"):
+        assert typed in text, typed
+    assert exercise_package.problems(load_chapter("toy").exercises[0].package) == []
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
+                           str(root / "pyproject.toml"), str(code)], cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout
+
+
 def test_a_course_chapter_names_the_folder_its_child_processes_import_it_from(course):
     """Chapter.import_folders: the folder holding the chapter's folder, for a chapter outside the
     grader; none for a built-in one (its modules are the grader's own)."""

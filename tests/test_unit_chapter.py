@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -229,8 +230,8 @@ functions = ["f"]
 
 def exercise_module(*checks: tuple[str, tuple]) -> str:
     """An exercise package declaring ``checks`` ((id, depends) pairs)."""
-    out = ["from grader.checks import check", "", "def inputs(rng):", "    return {}", "",
-           "def probe(ctx):", "    pass", ""]
+    out = ["from grader.checks import Keys, check", "", "KEYS = Keys(value=\"f/values\")", "",
+           "def inputs(rng):", "    return {}", "", "def probe(ctx):", "    pass", ""]
     for i, (cid, depends) in enumerate(checks):
         out += [f"@check({cid!r}, depends={tuple(depends)!r})", f"def check_{i}(s, r, ctx):", "    return {}", ""]
     return "\n".join(out)
@@ -337,6 +338,98 @@ def test_an_exercise_without_its_code_is_named(write_chapter, tmp_path):
     forget_chx()
     with pytest.raises(ChapterError, match=r"ex01_a/__init__\.py is missing: an exercise's folder holds its code"):
         load_chapter("chx")
+
+
+# ------------------------------------------------------------------ the exercise package's contract
+def _module(replace: str = "", by: str = "", tail: str = "") -> str:
+    """The minimal exercise package with one piece of it replaced, and ``tail`` added."""
+    text = exercise_module(("f.values", ()), ("f.more", ("f.values",)))
+    assert replace in text
+    return text.replace(replace, by) + tail
+
+
+@pytest.mark.parametrize("replace, by, wrong, fix", [
+    ("def inputs(rng):\n    return {}", "", r"defines no inputs\(\)", r"add def inputs\(rng: np\.random\.Generator\) "
+     r"-> Inputs"),
+    ("def probe(ctx):\n    pass", "", r"defines no probe\(\)", r"add def probe\(ctx: ProbeContext\[Inputs\]\) -> None"),
+    ("def inputs(rng):", "def inputs():", r"inputs\(\) does not take 1 argument \(rng\)",
+     r"define def inputs\(rng: np\.random\.Generator\)"),
+    ("def inputs(rng):", "def inputs(rng, seed):", r"inputs\(rng, seed\) does not take 1 argument \(rng\)",
+     r"define def inputs\(rng"),
+    ("def probe(ctx):", "def probe(ctx, module):", r"probe\(ctx, module\) does not take 1 argument \(ctx\)",
+     r"define def probe\(ctx: ProbeContext\[Inputs\]\) -> None"),
+    ("def probe(ctx):", "def probe():", r"probe\(\) does not take 1 argument \(ctx\)", r"define def probe\(ctx"),
+    ("def inputs(rng):\n    return {}", "inputs = {}", r"has inputs = dict, not a function", r"define def inputs\(rng"),
+    ("KEYS = Keys(value=\"f/values\")", "", r"defines no KEYS", r"declare its record keys, KEYS = Keys\("),
+])
+def test_an_exercise_package_off_its_contract_names_the_file_the_fault_and_the_fix(write_chapter, replace, by, wrong,
+                                                                                   fix):
+    """A package without ``inputs`` or ``probe`` (or ``KEYS``), or with one taking other arguments, is refused when
+    the chapter is read, in one line: the file, what is wrong, the fix (``grader.exercise_package``)."""
+    with pytest.raises(ChapterError) as info:
+        write_chapter(module=_module(replace, by))
+    message = str(info.value)
+    assert "\n" not in message
+    assert re.search(rf"^\S*chx/ex01_a/__init__\.py {wrong}: {fix}", message), message
+
+
+@pytest.mark.parametrize("tail, wrong", [
+    ("\ndef regimes(inp, seed):\n    return {}\n", r"regimes\(inp, seed\) does not take 1 argument \(inp\)"),
+    ("\ndef drive(sides, inputs):\n    return None, None\n",
+     r"drive\(sides, inputs\) does not take 3 arguments \(sides, inputs, budget\)"),
+])
+def test_an_optional_function_of_the_contract_is_held_to_its_arguments(write_chapter, tail, wrong):
+    with pytest.raises(ChapterError, match=rf"ex01_a/__init__\.py {wrong}: define def "):
+        write_chapter(module=_module(tail=tail))
+
+
+def test_a_timed_exercise_without_its_driver_is_named(write_chapter):
+    words = exercise_toml(second="f.more").replace('functions = ["f"]', 'functions = ["f"]\ntimed = true')
+    with pytest.raises(ChapterError, match=r"ex01_a/__init__\.py defines no drive\(\) \(its exercise\.toml says timed "
+                                           r"= true\): add def drive\(sides: Sides, inputs: Inputs, budget: float\)"):
+        write_chapter(words)
+    driven = _module(tail="\ndef drive(sides, inputs, budget):\n    return None, None\n")
+    assert write_chapter(words, module=driven).exercises[0].driver is not None
+
+
+def test_an_exercise_package_with_extra_defaults_keeps_its_contract(write_chapter):
+    """What can be called as the contract calls it passes: an argument with a default, ``*args``."""
+    module = _module("def inputs(rng):", "def inputs(rng, scale=1.0):").replace("def probe(ctx):", "def probe(*args):")
+    assert write_chapter(module=module).exercises[0].package.inputs(None) == {}
+
+
+@pytest.fixture
+def ch4_copy(tmp_path, monkeypatch):
+    """A copy of chapter 4 under another id (chy), in a course folder of its own: break one of its packages."""
+    import shutil
+
+    import grader.chapters
+
+    source = load_chapter("ch4").folder
+    shutil.copytree(source, tmp_path / "chy", ignore=shutil.ignore_patterns("__pycache__"))
+    toml = tmp_path / "chy" / "chapter.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('id = "ch4"', 'id = "chy"'), encoding="utf-8")
+    monkeypatch.setenv("GRADER_CHAPTERS", str(tmp_path))
+    yield tmp_path / "chy"
+    for name in [n for n in sys.modules if n.startswith("grader.chapters.chy")]:
+        del sys.modules[name]
+    if str(tmp_path) in grader.chapters.__path__:
+        grader.chapters.__path__.remove(str(tmp_path))
+
+
+def test_a_copy_of_ch4_loads_and_a_probe_of_two_arguments_in_it_is_named(ch4_copy):
+    """The real exercises satisfy the contract (a copy of ch4 loads); ex03's probe given a second argument in the
+    copy is refused, naming the copy's file."""
+    assert [ex.id for ex in load_chapter("chy").exercises] == EXERCISE_IDS
+    for name in [n for n in sys.modules if n.startswith("grader.chapters.chy")]:
+        del sys.modules[name]
+    code = ch4_copy / "ex03_static_args" / "__init__.py"
+    text = code.read_text(encoding="utf-8")
+    assert text.count("\ndef probe(ctx") == 1
+    code.write_text(re.sub(r"\ndef probe\(ctx([^)]*)\)", r"\ndef probe(ctx\1, seed)", text), encoding="utf-8")
+    with pytest.raises(ChapterError, match=rf"^{re.escape(str(code))} probe\(ctx.*, seed\) does not take 1 argument "
+                                           r"\(ctx\): define def probe\(ctx: ProbeContext\[Inputs\]\) -> None"):
+        load_chapter("chy")
 
 
 def test_a_listed_exercise_without_its_folder_is_named(write_chapter):
@@ -517,7 +610,7 @@ def test_validate_names_a_message_the_code_uses_but_no_file_defines(write_chapte
     module = exercise_module(("f.values", ()), ("f.more", ("f.values",))) + \
         "\nfrom grader.i18n import T\n\ndef said():\n    return T(\"chx.ex01.gone\", n=1)\n"
     problems = _problems(_solved(write_chapter(module=module)))
-    assert len(problems) == 1 and "ex01_a/__init__.py:20: " in problems[0]  # the line of T(...)
+    assert len(problems) == 1 and "ex01_a/__init__.py:22: " in problems[0]  # the line of T(...)
     assert ("T('chx.ex01.gone') names no message: add [messages.\"chx.ex01.gone\"] with its en and zh texts"
             in problems[0])
     assert problems[0].endswith("ex01_a/exercise.toml")

@@ -270,6 +270,13 @@ def test_render_text_in_both_languages(catalog):
     assert catalog.render(text, "zh") == "softmax(x)：期望形状 (3,)，实际为 (4,)"
 
 
+def test_a_field_named_key_is_a_field(catalog):
+    """ex08's count_primitives names the count that is not an integer by a field ``key``: T's own key is
+    positional-only (before, T("...", key=...) raised TypeError inside the check; mypy found it)."""
+    text = T("ch4.ex08.not_int", what="count_primitives(f)", key="sin")
+    assert catalog.render(text, "en") == "count_primitives(f): the count for 'sin' is not an integer"
+
+
 def test_render_nested_text_bilingual_and_lists(catalog):
     title = Bilingual(en="piecewise values", zh="piecewise 的数值")
     text = T("check.skipped", depends=[title, Bilingual(en="jitted", zh="已编译")])

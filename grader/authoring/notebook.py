@@ -31,8 +31,6 @@ _MARKER = re.compile(r"^\s*# (BEGIN|END) (SOLUTION|STUB)\s*$")
 _PROVIDED_END = re.compile(r"^# =+ .*(END OF PROVIDED CODE|提供的代码结束)")
 _PROVIDED_START = re.compile(r"^# =+ .*(PROVIDED CODE|请勿修改)")
 _RUN_LINE = re.compile(r"^\s*运行 / Run:")
-#: what a cell is for, in its metadata (``grader.role``)
-ROLES = ("intro", "setup", "instructions", "imports", "stub", "provided", "check")
 #: cells the student should not change: JupyterLab, Notebook 7 and VS Code honour ``editable``
 LOCKED = {"editable": False, "deletable": False}
 

@@ -1,7 +1,8 @@
 """A new chapter from nothing: ``grade dev new-chapter ID`` (see ``docs/authoring.md``).
 
 It writes a chapter that grades end to end at once: its ``chapter.toml``, one exercise
-folder (its code, ``__init__.py``: hidden inputs, the regimes they cover, probe, two checks; its
+folder (its code, ``__init__.py``, in the typed form of :class:`grader.exercise_package.ExercisePackage`:
+hidden inputs (an ``Inputs`` TypedDict), the regimes they cover, probe, two checks; its
 words, ``exercise.toml``: title, checks, hints, hint layers and messages), a reference solution with
 its SOLUTION/STUB blocks, the stub generated from it, and the variants the grader's tests grade it
 with (a mistake for each check, a correct answer written otherwise): the structural tests cover the

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 import numpy as np
 
@@ -156,10 +156,18 @@ class Called:
         return self.record["status"] == "ok"
 
 
-class ProbeContext:
-    """What a probe uses to touch the student's module and to make its records."""
+#: an exercise's hidden inputs as its probe reads them: its ``Inputs`` TypedDict (``ProbeContext[Inputs]``)
+InputsT = TypeVar("InputsT")
 
-    def __init__(self, channel: Channel, module: ModuleType, inputs: dict, student_dir: str, workdir: str,
+
+class ProbeContext(Generic[InputsT]):
+    """What a probe uses to touch the student's module and to make its records.
+
+    Generic in the hidden inputs' type: a probe annotated ``probe(ctx: ProbeContext[Inputs]) -> None`` (its
+    exercise's ``Inputs`` TypedDict) reads ``ctx.inputs["cases"]`` typed, and the type checker names a misspelt
+    key (``grader.exercise_package.ExercisePackage``: the contract of an exercise's code)."""
+
+    def __init__(self, channel: Channel, module: ModuleType, inputs: InputsT, student_dir: str, workdir: str,
                  keep: Callable[[str], bool] | None = None, side: str = "student", part: Any = None,
                  first_calls: FirstCalls | None = None):
         self.channel = channel
@@ -171,7 +179,8 @@ class ProbeContext:
         #: whose job this is: ``"student"`` or ``"reference"`` (a probe may order its work by it, never its records)
         self.side = side
         self.module = module
-        self.inputs = inputs
+        #: the hidden inputs the grader sent (what the exercise's ``inputs(rng)`` drew, as the wire carries them)
+        self.inputs: InputsT = inputs
         self.student_dir = student_dir
         self.workdir = workdir
         #: which records this job makes (the reference's: what the checks read from it); ``None``: all

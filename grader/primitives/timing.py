@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from grader.checks import Fail, GraderError
 from grader.i18n import T, Text
@@ -40,11 +40,6 @@ def clocked_calls(fn: Callable, args: tuple, n: int, *, warm: int = 0,
         wait(fn(*call_args))
         durations.append(clock() - start)
     return durations
-
-
-def trusted_median(fn: Callable, args: tuple, *, warmup: int = 2, iters: int = 9) -> float:
-    """The grader's own measure of one call: the median of ``iters`` clocked calls after ``warmup``."""
-    return statistics.median(clocked_calls(fn, args, iters, warm=warmup)[warmup:])
 
 
 def time_batches(baseline: Callable, candidate: Callable, args: tuple, *, reps: int, batch_baseline: int,
@@ -107,7 +102,7 @@ READY = "timing/ready"
 PREPARE = "timing/prepare"
 
 
-def prepares(inputs: dict, case: str) -> bool:
+def prepares(inputs: Mapping[str, Any], case: str) -> bool:
     """Whether a probe prepares ``case`` (:data:`PREPARE`)."""
     wanted = inputs.get(PREPARE)
     return not isinstance(wanted, list) or case in wanted

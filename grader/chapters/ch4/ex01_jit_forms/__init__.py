@@ -5,10 +5,13 @@ must stay finite for |x| up to 1e4, a shape compiles once, and ``softmax_raw`` i
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import NAMES, CheckContext, Fail, Keys, Pass, Records, check
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 from grader.primitives.guards import attempted, returned
@@ -37,7 +40,20 @@ def _large_rows(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     return x.astype(F32)
 
 
-def inputs(rng: np.random.Generator) -> dict:
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    #: softmax's cases by name: 1-D to 3-D, and magnitudes up to 1e4 (``large_*``)
+    cases: dict[str, np.ndarray]
+    #: arrays of one shape, one call each in a compile window
+    same_shape: list[np.ndarray]
+    #: an array of another shape: a second compile
+    new_shape: np.ndarray
+    #: the input softmax_raw must leave unchanged
+    purity_x: np.ndarray
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     # fixed shapes, fresh values: a program compiled in an earlier run is reused (grader.store),
     # and every new shape would cost each eager operation a compile
     one, two, three = (11,), (4, 9), (3, 4, 5)
@@ -60,7 +76,7 @@ def inputs(rng: np.random.Generator) -> dict:
 EXP_OVERFLOW, EXP_UNDERFLOW = 88.73, -103.98
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     cases = list(inp["cases"].values())
     multi = [x for x in cases if x.ndim >= 2]
@@ -83,7 +99,7 @@ def regimes(inp: dict) -> dict[str, bool]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     inp = ctx.inputs
     left_at_import = purity.tracers_left(ctx.module)  # a demo's tracer is not softmax_raw's leak
     for name in ("softmax", "log_softmax"):
@@ -115,7 +131,7 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("softmax.values")
-def softmax_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def softmax_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name=name, case=case), label(name, x, case)) for name in ("softmax_raw", "softmax")
              for case, x in ctx.inputs["cases"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", diagnose=_softmax_mistake)
@@ -127,7 +143,7 @@ def _softmax_mistake(failures: list[numeric.CaseFailure]) -> str | None:
 
 
 @check("log_softmax.values")
-def log_softmax_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def log_softmax_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="log_softmax", case=case), label("log_softmax", x, case))
              for case, x in ctx.inputs["cases"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-5, atol=1e-5, diagnose=_softmax_mistake)
@@ -139,12 +155,12 @@ def _structure(s: Records, name: str, *, jitted: bool) -> dict:
 
 
 @check("softmax_raw.plain")
-def softmax_raw_plain(s: Records, r: Records, ctx: CheckContext) -> dict:
+def softmax_raw_plain(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _structure(s, "softmax_raw", jitted=False)
 
 
 @check("softmax.jitted")
-def softmax_jitted(s: Records, r: Records, ctx: CheckContext) -> Pass:
+def softmax_jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> Pass:
     measured = _structure(s, "softmax", jitted=True)
     described = s.value(NAMES(name="softmax"))
     wrapped = described.get("wrapped") or described.get("name") or described.get("type")
@@ -155,12 +171,12 @@ def softmax_jitted(s: Records, r: Records, ctx: CheckContext) -> Pass:
 
 
 @check("log_softmax.jitted")
-def log_softmax_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
+def log_softmax_jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _structure(s, "log_softmax", jitted=True)
 
 
 @check("compiles", depends=("softmax.jitted", "log_softmax.jitted"))
-def compiles_once_per_shape(s: Records, r: Records, ctx: CheckContext) -> dict:
+def compiles_once_per_shape(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     measured = {}
     for name in ("softmax", "log_softmax"):
         returned(s, *(KEYS.same_shape_call(name=name, i=i) for i in range(SAME_SHAPE_CALLS)),
@@ -173,7 +189,7 @@ def compiles_once_per_shape(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("softmax_raw.pure")
-def softmax_raw_pure(s: Records, r: Records, ctx: CheckContext) -> dict:
+def softmax_raw_pure(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     what = "softmax_raw"
     first = s.result(KEYS.first())
     second = s.result(KEYS.second())

@@ -6,10 +6,13 @@ inputs that take different branches and for many ``max_norm`` values.
 """
 from __future__ import annotations
 
+from typing import Any, Literal, TypedDict
+
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import compiles, numeric, structure
 from grader.primitives.guards import all_jitted, any_attempted, returned
@@ -50,10 +53,24 @@ def _small_positive_sum(rng: np.random.Generator, n: int) -> np.ndarray:
     return values.astype(F32)
 
 
-def inputs(rng: np.random.Generator) -> dict:
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    #: each function's cases by name (``clip``'s: ``[x, max_norm]``)
+    piecewise: dict[str, np.ndarray]
+    normalize: dict[str, np.ndarray]
+    clip: dict[str, list[Any]]
+    #: arrays of one shape taking different branches (``clip_by_norm``: with ``clip_norms``), in a compile window
+    piecewise_same: list[np.ndarray]
+    normalize_same: list[np.ndarray]
+    clip_same: list[np.ndarray]
+    clip_norms: list[float]
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     n, same = 8, (5, 6)  # fixed shapes, fresh values (see ex01)
     clip_same = [rng.normal(size=same).astype(F32) * s for s in (0.05, 3.0, 0.5, 8.0, 1.0, 0.0)]
-    drawn = {
+    drawn: Inputs = {
         "piecewise": {
             "mixed": rng.normal(size=same).astype(F32),
             "positive": rng.uniform(0.1, 4.0, size=(7,)).astype(F32),
@@ -84,7 +101,7 @@ def inputs(rng: np.random.Generator) -> dict:
     return drawn
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     pw, nm = list(inp["piecewise"].values()), list(inp["normalize"].values())
     sums = [(float(np.sum(x, dtype=np.float64)), x) for x in nm]
@@ -116,7 +133,7 @@ def regimes(inp: dict) -> dict[str, bool]:
     }
 
 
-def _calls(inp: dict) -> dict[str, list[tuple]]:
+def _calls(inp: Inputs) -> dict[str, list[tuple]]:
     """Each function's argument lists, by the name of its case."""
     return {
         "piecewise": [(x,) for x in inp["piecewise"].values()],
@@ -126,7 +143,7 @@ def _calls(inp: dict) -> dict[str, list[tuple]]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     inp = ctx.inputs
     # a Python branch on a traced value shows when tracing on shapes alone
     for name, arg_list in _calls(inp).items():
@@ -144,9 +161,9 @@ def probe(ctx) -> None:
                 break
         ctx.record(KEYS.trace(name=name), record)
 
-    same = {"piecewise": [(x,) for x in put(inp["piecewise_same"])],
-            "normalize_if_positive": [(x,) for x in put(inp["normalize_same"])],
-            "clip_by_norm": list(zip(put(inp["clip_same"]), inp["clip_norms"]))}
+    same: dict[str, list[tuple]] = {"piecewise": [(x,) for x in put(inp["piecewise_same"])],
+                                    "normalize_if_positive": [(x,) for x in put(inp["normalize_same"])],
+                                    "clip_by_norm": list(zip(put(inp["clip_same"]), inp["clip_norms"]))}
     for name, arg_list in same.items():
         with ctx.compiles(KEYS.window(name=name)):
             for i, args in enumerate(arg_list):
@@ -170,7 +187,8 @@ def _traceable(s: Records, name: str) -> dict:
     return structure.expect_traceable(record, name=name)
 
 
-def _values(s: Records, r: Records, ctx: CheckContext, name: str, group: str, diagnose=None) -> dict:
+def _values(s: Records, r: Records, ctx: CheckContext[Inputs], name: str,
+            group: Literal["piecewise", "normalize", "clip"], diagnose=None) -> dict:
     cases = []
     for case, item in ctx.inputs[group].items():
         x = item[0] if name == "clip_by_norm" else item
@@ -187,50 +205,50 @@ def _divides_by_zero(*zero_cases: str):
 
 
 @check("piecewise.traceable")
-def piecewise_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
+def piecewise_traceable(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _traceable(s, "piecewise")
 
 
 @check("piecewise.values", depends=("piecewise.traceable",))
-def piecewise_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def piecewise_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _values(s, r, ctx, "piecewise", "piecewise")
 
 
 @check("normalize_if_positive.traceable")
-def normalize_if_positive_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
+def normalize_if_positive_traceable(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _traceable(s, "normalize_if_positive")
 
 
 @check("normalize_if_positive.values", depends=("normalize_if_positive.traceable",))
-def normalize_if_positive_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def normalize_if_positive_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _values(s, r, ctx, "normalize_if_positive", "normalize", _divides_by_zero("zero_sum", "all_zero"))
 
 
 @check("clip_by_norm.traceable")
-def clip_by_norm_traceable(s: Records, r: Records, ctx: CheckContext) -> dict:
+def clip_by_norm_traceable(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _traceable(s, "clip_by_norm")
 
 
 @check("clip_by_norm.values", depends=("clip_by_norm.traceable",))
-def clip_by_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def clip_by_norm_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _values(s, r, ctx, "clip_by_norm", "clip", _divides_by_zero("zero"))
 
 
 @check("jitted")
-def jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
+def jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     any_attempted(s, {name: KEYS.window_call(name=name, i=0) for name in FUNCTIONS})
     return all_jitted(s, list(FUNCTIONS))
 
 
 @check("compiles", depends=("jitted", "piecewise.traceable", "normalize_if_positive.traceable",
                             "clip_by_norm.traceable"))
-def compiles_once(s: Records, r: Records, ctx: CheckContext) -> dict:
-    groups = (("piecewise", "piecewise_same", "ch4.ex02.branches"),
-              ("normalize_if_positive", "normalize_same", "ch4.ex02.branches"),
-              ("clip_by_norm", "clip_same", "ch4.ex02.norms"))
+def compiles_once(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
+    groups = (("piecewise", ctx.inputs["piecewise_same"], "ch4.ex02.branches"),
+              ("normalize_if_positive", ctx.inputs["normalize_same"], "ch4.ex02.branches"),
+              ("clip_by_norm", ctx.inputs["clip_same"], "ch4.ex02.norms"))
     measured, problems, mistakes = {}, [], []
-    for name, group, what in groups:
-        n = len(ctx.inputs[group])
+    for name, same, what in groups:
+        n = len(same)
         returned(s, *(KEYS.window_call(name=name, i=i) for i in range(n)))
         try:
             measured[name] = compiles.expect(s.value(KEYS.window(name=name)), what=T(what, name=name, n=n),

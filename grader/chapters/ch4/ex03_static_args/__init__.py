@@ -6,10 +6,13 @@ each twice (a continuous hyper-parameter stays dynamic).
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, Records, check
+from grader.child.probe import ProbeContext
 from grader.i18n import T, Text
 from grader.primitives import compiles, numeric
 from grader.primitives.guards import require_jitted, returned
@@ -25,7 +28,25 @@ MODES = ("relu", "leaky_relu", "elu", "tanh")
 
 
 # =========================================================================== hidden inputs
-def inputs(rng: np.random.Generator) -> dict:
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    x: np.ndarray
+    x3: np.ndarray
+    coeffs: list[float]
+    n_steps_compile: list[int]
+    n_steps_values: list[int]
+    axes_compile: list[int]
+    axes_values: list[int]
+    #: every mode, in a drawn order; the first two in the compile window
+    modes: list[str]
+    modes_compile: list[str]
+    alphas: list[float]
+    #: a mode activate must refuse with a ValueError
+    unknown_mode: str
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     modes = [str(m) for m in rng.permutation(MODES)]
     return {
         "x": rng.normal(size=(10,)).astype(F32),  # fixed shapes, fresh values (see ex01)
@@ -47,7 +68,7 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     alphas, x3 = inp["alphas"], inp["x3"]
     return {
@@ -69,7 +90,7 @@ def regimes(inp: dict) -> dict[str, bool]:
     }
 
 
-def _compile_calls(inp: dict, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
+def _compile_calls(inp: Inputs, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
     """The calls of each compile window: ``(args, kwargs)`` in order."""
     return {
         "poly": [((x, c), {}) for c in inp["coeffs"]],
@@ -80,7 +101,7 @@ def _compile_calls(inp: dict, x, x3) -> dict[str, list[tuple[tuple, dict]]]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     # every call gets its arrays placed anew (a function may donate what it is given); placed
     # before each compile window opens
     inp = ctx.inputs
@@ -104,27 +125,27 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("poly.values")
-def poly_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def poly_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     coeffs = shown(ctx.inputs["coeffs"], (0.0,))  # the digits that matter: the sign always shows
     cases = [(KEYS.value(name="poly", case=i), f"poly(x, coeff={c})") for i, c in enumerate(coeffs)]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("repeat_scale.values")
-def repeat_scale_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def repeat_scale_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="repeat_scale", case=n), f"repeat_scale(x, n_steps={n})")
              for n in ctx.inputs["n_steps_values"]]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("reduce_along.values")
-def reduce_along_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def reduce_along_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="reduce_along", case=a), f"reduce_along(x, {a})") for a in ctx.inputs["axes_values"]]
     return numeric.compare_calls(s, r, cases, dtype="float32")
 
 
 @check("activate.values")
-def activate_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def activate_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     alphas = shown(ctx.inputs["alphas"], (1.0,))  # alpha 1.0017 reads 1.002, never 1
     cases = [(KEYS.mode_value(mode=m, j=j), f"activate(x, {m!r}, {a})")
              for m in ctx.inputs["modes"] for j, a in enumerate(alphas)]
@@ -139,7 +160,7 @@ def activate_values(s: Records, r: Records, ctx: CheckContext) -> dict:
     return measured
 
 
-def _compiles(s: Records, ctx: CheckContext, name: str, exactly: int, what: str | Text, *,
+def _compiles(s: Records, ctx: CheckContext[Inputs], name: str, exactly: int, what: str | Text, *,
               too_few: bool = False) -> dict:
     """A compile count; ``too_few``: fewer compiles than expected has a hint of its own."""
     n_calls = len(_compile_calls(ctx.inputs, None, None)[name])
@@ -154,26 +175,26 @@ def _compiles(s: Records, ctx: CheckContext, name: str, exactly: int, what: str 
 
 
 @check("poly.compiles", depends=("poly.values",))
-def poly_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def poly_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _compiles(s, ctx, "poly", 1, T("ch4.ex03.poly", n=len(ctx.inputs["coeffs"])))
 
 
 @check("repeat_scale.compiles", depends=("repeat_scale.values",))
-def repeat_scale_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def repeat_scale_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     steps = ctx.inputs["n_steps_compile"]
     return _compiles(s, ctx, "repeat_scale", len(set(steps)),
                      T("ch4.ex03.repeat_scale", values=", ".join(map(str, steps))), too_few=True)
 
 
 @check("reduce_along.compiles", depends=("reduce_along.values",))
-def reduce_along_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def reduce_along_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     axes = ctx.inputs["axes_compile"]
     return _compiles(s, ctx, "reduce_along", len(set(axes)),
                      T("ch4.ex03.reduce_along", values=", ".join(map(str, axes))))
 
 
 @check("activate.compiles", depends=("activate.values",))
-def activate_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def activate_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     modes = ctx.inputs["modes_compile"]
     return _compiles(s, ctx, "activate", len(set(modes)),
                      T("ch4.ex03.activate", modes=", ".join(modes), n=len(ctx.inputs["alphas"])))

@@ -6,9 +6,12 @@ bucket over all its calls, whatever helper does the compiling.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping, TypedDict
+
 import numpy as np
 
 from grader.checks import CheckContext, Fail, GraderError, Keys, Records, check
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import compiles, numeric
 from grader.primitives.guards import any_attempted
@@ -23,7 +26,23 @@ INPUT_KINDS = ("float32", "float64", "int32", "list")
 
 
 # =========================================================================== hidden inputs
-def inputs(rng: np.random.Generator) -> dict:
+class Call(TypedDict):
+    """One call of masked_mean_sq: its input's type (one of :data:`INPUT_KINDS`) and its data."""
+
+    kind: str
+    data: np.ndarray
+
+
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    #: bucket_length is called on every length up to this
+    bucket_max: int
+    #: masked_mean_sq's calls, in a drawn order
+    calls: list[Call]
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     calls = []
     # the range's ends, each in an input type of its own: a length of 1, and of 1024
     shortest, longest = rng.choice(len(INPUT_KINDS), size=2, replace=False)
@@ -49,7 +68,7 @@ def inputs(rng: np.random.Generator) -> dict:
     return {"bucket_max": 5000, "calls": [calls[i] for i in order]}
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     calls = inp["calls"]
 
@@ -74,11 +93,11 @@ def regimes(inp: dict) -> dict[str, bool]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     inp = ctx.inputs
     # bucket_length on 1..N: plain Python, one record for the whole range
     fn = ctx.get("bucket_length")
-    outcome = ctx.invoke(fn, "bucket_length", 1).record
+    outcome: Mapping[str, Any] = ctx.invoke(fn, "bucket_length", 1).record
     if outcome["status"] == "ok":
         values, bad = [], None
         for n in range(1, int(inp["bucket_max"]) + 1):
@@ -101,7 +120,7 @@ def probe(ctx) -> None:
 
 # =========================================================================== checks (grader)
 @check("bucket_length.values")
-def bucket_length_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def bucket_length_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     """Against the reference's own bucket_length on the same range (the grader holds no copy of the answer)."""
     record = s.result(KEYS.buckets())
     failed_at = s.call(KEYS.buckets()).get("failed_at")
@@ -124,14 +143,14 @@ def bucket_length_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("masked_mean_sq.values")
-def masked_mean_sq_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def masked_mean_sq_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(i=i), f"masked_mean_sq({c['kind']}[{len(c['data'])}])")
              for i, c in enumerate(ctx.inputs["calls"])]
     return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array", rtol=1e-5, atol=1e-6)
 
 
 @check("masked_mean_sq.compiles")
-def masked_mean_sq_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def masked_mean_sq_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     """Measured whatever bucket_length.values found (a ``numpy.int64`` bucket, the wrong type for the contract,
     pads right and compiles right): one slip costs its own points. A bucket_length without the floor of 8 fails
     here too, by what it costs: lengths 1 to 7 compile buckets 1, 2 and 4 of their own."""

@@ -12,9 +12,12 @@ it timed, so that a wrong statistic costs one check whatever noise the machine a
 """
 from __future__ import annotations
 
+from typing import Any, TypedDict, cast
+
 import numpy as np
 
 from grader.checks import ARRIVALS, CheckContext, Fail, Keys, Records, check
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import instrument
 from grader.primitives.instrument import Schedule
@@ -43,7 +46,23 @@ STATISTIC_WORDS = {"min": "harness.stat.min", "max": "harness.stat.max", "mean":
 
 
 # =========================================================================== hidden inputs
-def inputs(rng: np.random.Generator) -> dict:
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them (:func:`plan`)."""
+
+    duration: float
+    iters: int
+    warmup_n: int
+    warmup_iters: int
+    warmup_slow: float
+    spread: list[float]
+    #: (warmup, iters) of each call-count run
+    counts: list[list[int]]
+    eager_factor: float
+    matrix_seed: int
+    jax_min_s: float
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     duration = float(rng.uniform(0.004, 0.006))
     return {
         # a few milliseconds of work a call: long enough to time, short enough to grade quickly
@@ -71,7 +90,7 @@ def spread(rng: np.random.Generator, median: float) -> list[float]:
     return [median] + [timed[i] for i in rng.permutation(len(timed))]
 
 
-def plan(inp: dict) -> dict[str, Schedule]:
+def plan(inp: Inputs) -> dict[str, Schedule]:
     """Every instrumented run: what its calls cost and how the harness is asked to time it."""
     d, iters = inp["duration"], inp["iters"]
     return {
@@ -86,7 +105,7 @@ def plan(inp: dict) -> dict[str, Schedule]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     from grader.primitives.instrument import Instrument
 
     inp = ctx.inputs
@@ -123,7 +142,7 @@ def probe(ctx) -> None:
             _time_a_jitted_function(ctx, inp, inp["iters"])
 
 
-def _time_a_jitted_function(ctx, inp: dict, iters: int, attempts: int = 3) -> None:
+def _time_a_jitted_function(ctx, inp: Inputs, iters: int, attempts: int = 3) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -184,11 +203,11 @@ MATRIX, MOST_ROUNDS = 128, 20_000
 UNITS = (1.0, 1e3, 1e6)
 
 
-def jax_agrees(returned: float, fastest: float, slowest: float) -> bool:
+def jax_agrees(returned: float | np.floating, fastest: float, slowest: float) -> bool:
     """A harness's time of the real jitted function agrees with the grader's calls of it: within
     :data:`JAX_AGREES` of the range from the grader's fastest call to its slowest (as for the
     instruments, which statistic it takes is the median check's alone to judge)."""
-    return JAX_AGREES[0] * fastest <= returned <= JAX_AGREES[1] * slowest
+    return bool(JAX_AGREES[0] * fastest <= returned <= JAX_AGREES[1] * slowest)
 
 
 def _first_output_time(chain, a, rounds: int = 3) -> float:
@@ -220,7 +239,7 @@ def _seconds(s: Records, key: str, what: str) -> float:
     raise Fail(T("harness.not_float", what=what, type=kind), {"type": kind})
 
 
-def _unit_factor(s: Records, ctx: CheckContext) -> float:
+def _unit_factor(s: Records, ctx: CheckContext[Inputs]) -> float:
     """How far the harness's unit is from seconds (1000 for milliseconds); 1 when right.
 
     Measured once, by "seconds", and divided out of the other checks so that one
@@ -232,7 +251,9 @@ def _unit_factor(s: Records, ctx: CheckContext) -> float:
     except Exception:  # noqa: BLE001 - judged by the seconds check itself
         return 1.0
     lowest, highest = _bounds(s, ctx, "seconds", calls, real, works)
-    if not real or not works or SECONDS_AGREE[0] * lowest <= returned <= SECONDS_AGREE[1] * highest:
+    # (lowest and highest are None only where real is: not reached then)
+    if not real or not works \
+            or SECONDS_AGREE[0] * cast(float, lowest) <= returned <= SECONDS_AGREE[1] * cast(float, highest):
         return 1.0  # what the seconds check accepts: no unit to divide out
     return unit_of(returned, real)
 
@@ -252,7 +273,7 @@ def unit_of(returned: float, truth: float) -> float:
     return 1.0 if 1 / 3 <= ratio <= 3.0 else ratio
 
 
-def _observed(s: Records, ctx: CheckContext, run: str, what: str) -> tuple[list, float | None, list[float]]:
+def _observed(s: Records, ctx: CheckContext[Inputs], run: str, what: str) -> tuple[list, float | None, list[float]]:
     """The calls of ``run`` (each record held to the grader's clock and schedule), the median the
     harness should have returned, and the work of each call it should have timed."""
     schedule = plan(ctx.inputs)[run]
@@ -261,7 +282,7 @@ def _observed(s: Records, ctx: CheckContext, run: str, what: str) -> tuple[list,
     return calls, instrument.truth(calls, schedule), instrument.timed_works(calls, schedule)
 
 
-def _spans(s: Records, ctx: CheckContext, run: str, calls: list) -> list[float]:
+def _spans(s: Records, ctx: CheckContext[Inputs], run: str, calls: list) -> list[float]:
     """The longest each timed call of ``run`` may have looked on the harness's clock
     (:func:`grader.primitives.instrument.timed_spans`): up to the next call, or to the moment
     the grader read the harness's result."""
@@ -271,7 +292,7 @@ def _spans(s: Records, ctx: CheckContext, run: str, calls: list) -> list[float]:
     return instrument.timed_spans(calls, plan(ctx.inputs)[run], returned)
 
 
-def _bounds(s: Records, ctx: CheckContext, run: str, calls: list, real: float | None, works: list[float],
+def _bounds(s: Records, ctx: CheckContext[Inputs], run: str, calls: list, real: float | None, works: list[float],
             statistic: bool = False) -> tuple[float | None, float | None]:
     """What a harness's figure of ``run`` is held between (before the check's tolerance): the median
     of the works up to the median of the spans (``statistic``), else the fastest work up to the
@@ -298,7 +319,7 @@ def warmup_ceiling(calls: list, schedule: Schedule, spans: list[float]) -> float
     return float(np.sqrt(max(spans) * min(warm)))
 
 
-def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: float, high: float, reason,
+def _harness_ratio(s: Records, ctx: CheckContext[Inputs], run: str, what: str, *, low: float, high: float, reason,
                    unit: float = 1.0, statistic: bool = False, warmup: bool = False) -> dict:
     """The harness's figure against the work of the calls it timed, within ``low`` and ``high`` times it.
 
@@ -314,7 +335,7 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
     ratio = (returned / unit) / real if real else float("inf")
     lowest, highest = _bounds(s, ctx, run, calls, real, works, statistic)
     schedule = plan(ctx.inputs)[run]
-    measured = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
+    measured: dict[str, Any] = {"returned_s": returned, "unit_factor": unit, "truth_s": real, "ratio": ratio,
                 "calls": len(calls), "expected_calls": schedule.warmup + schedule.iters}
     spans = _spans(s, ctx, run, calls) if works else []
     nearest = instrument.nearest_statistic(returned / unit, works, spans) if statistic and works else ("median", real)
@@ -325,6 +346,7 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
     ceiling = warmup_ceiling(calls, schedule, spans) if warmup else None
     if ceiling is not None:
         measured["warmup_ceiling_s"] = ceiling
+    lowest, highest = cast(float, lowest), cast(float, highest)  # None only where real is: not reached then
     if not real or not (low * lowest <= returned / unit <= min(high * highest, ceiling or float("inf"))) \
             or nearest[0] != "median":
         why = reason(nearest, works) if callable(reason) else reason
@@ -334,19 +356,19 @@ def _harness_ratio(s: Records, ctx: CheckContext, run: str, what: str, *, low: f
 
 
 @check("time_call.seconds")
-def time_call_seconds(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_seconds(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _harness_ratio(s, ctx, "seconds", "time_call(fn, warmup=1)", low=SECONDS_AGREE[0],
                           high=SECONDS_AGREE[1], reason=T("harness.units"))
 
 
 @check("time_call.waits")
-def time_call_waits(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_waits(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _harness_ratio(s, ctx, "waits", "time_call(async fn)", low=0.5, high=3.0, reason=T("harness.no_wait"),
                           unit=_unit_factor(s, ctx))
 
 
 @check("time_call.warmup")
-def time_call_warmup(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_warmup(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     inp = ctx.inputs
     what = f"time_call(fn, warmup={inp['warmup_n']}, iters={inp['warmup_iters']})"
     return _harness_ratio(s, ctx, "warmup", what, low=0.5, high=2.5,
@@ -355,7 +377,7 @@ def time_call_warmup(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("time_call.median")
-def time_call_median(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_median(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     schedule = plan(ctx.inputs)["median"]
     what = f"time_call(fn, iters={schedule.iters})"
 
@@ -373,7 +395,7 @@ def time_call_median(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("time_call.call_count")
-def time_call_call_count(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_call_count(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     runs = plan(ctx.inputs)
     measured = {}
     for run in ("seconds", *(f"count{i}" for i in range(len(ctx.inputs["counts"])))):
@@ -392,7 +414,7 @@ def time_call_call_count(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("time_call.jax_async", depends=("time_call.waits",))
-def time_call_jax_async(s: Records, r: Records, ctx: CheckContext) -> dict:
+def time_call_jax_async(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     what = "time_call(jax.jit(f), a)"
     call = s.call(KEYS.result(run="jax"))
     if call["status"] == "raised" and "block_until_ready" in str(call.get("message", "")):
@@ -423,7 +445,7 @@ MEDIANS_AGREE = 1.5
 
 
 @check("speedup.value")
-def speedup_value(s: Records, r: Records, ctx: CheckContext) -> dict:
+def speedup_value(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     what = "speedup(eager_fn, jit_fn)"
     returned = _seconds(s, KEYS.result(run="speedup"), what)
     runs = plan(ctx.inputs)

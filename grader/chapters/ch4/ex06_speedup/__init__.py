@@ -14,12 +14,14 @@ process, from the reference module's own float64 helper (:data:`FLOAT64_REFERENC
 from __future__ import annotations
 
 import time
+from typing import TypedDict
 
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import (NAMES, TIMING, CheckContext, Fail, GraderError, Keys, Pass, Records, check, exception_hint,
                            raised_text)
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import comparison, compiles, numeric, structure, timing
 from grader.primitives.driving import Ended, Sides
@@ -61,7 +63,29 @@ def _ln_args(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray]:
     return [x.astype(F32), rng.uniform(0.5, 1.5, size=d).astype(F32), rng.normal(scale=0.1, size=d).astype(F32)]
 
 
-def inputs(rng: np.random.Generator) -> dict:
+class LayerNormCase(TypedDict):
+    """One layer_norm case: its arguments (x, gamma, beta) and its eps."""
+
+    args: list[np.ndarray]
+    eps: float
+
+
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them (the probe's may
+    carry :data:`grader.primitives.timing.PREPARE` besides: :func:`~grader.primitives.timing.prepares`)."""
+
+    #: fast_heavy's arguments (x, w, b) of each case
+    heavy_values: list[list[np.ndarray]]
+    ln_values: list[LayerNormCase]
+    #: layer_norm's arguments in its compile window, one call per eps
+    ln_compile: list[np.ndarray]
+    ln_eps: list[float]
+    #: the timing cases' arguments, by size (:data:`HEAVY_SIZES`, :data:`LN_SIZES`)
+    heavy_sizes: dict[str, list[np.ndarray]]
+    ln_sizes: dict[str, list[np.ndarray]]
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     return {
         "heavy_values": [_heavy_args(rng, *size) for size in ((4, 16, 32), (33, 64, 17))],
         "ln_values": [{"args": _ln_args(rng, 5, 48), "eps": 1e-5}, {"args": _ln_args(rng, 12, 7), "eps": 1e-3}],
@@ -72,7 +96,7 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     # dividing by sqrt(var + eps) instead of sqrt(var) changes a row by about eps / (2 var): beyond
     # the check's tolerance (1e-5) where that is well above it (the grader holds no layer norm)
@@ -90,7 +114,7 @@ def regimes(inp: dict) -> dict[str, bool]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     from grader.chapters.ch4 import provided
 
     # every call gets inputs of its own, placed anew: a layer_norm that donates its input
@@ -101,11 +125,11 @@ def probe(ctx) -> None:
         if ctx.wants(KEYS.eager_heavy(i=i)):  # the reference's run only (Keys(reference_only=...))
             ctx.record(KEYS.eager_heavy(i=i), np.asarray(provided.heavy(*put(case))))
     ctx.call(KEYS.student_heavy(), "heavy", *put(inp["heavy_values"][0]))  # the module's own copy, unchanged?
-    for i, case in enumerate(inp["ln_values"]):
-        ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", *put(case["args"]), eps=case["eps"])
+    for i, ln in enumerate(inp["ln_values"]):
+        ctx.call(KEYS.value(name="layer_norm", i=i), "layer_norm", *put(ln["args"]), eps=ln["eps"])
         reference64 = ctx.get(FLOAT64_REFERENCE)
         if reference64 is not None:  # the reference's process: the expected values, as plain data
-            made = ctx.invoke(reference64, FLOAT64_REFERENCE, *case["args"], case["eps"]).record
+            made = ctx.invoke(reference64, FLOAT64_REFERENCE, *ln["args"], ln["eps"]).record
             ctx.record(KEYS.expected64(i=i), made.get("value") or {"t": "object", "type": made["status"]})
     fresh = [put(inp["ln_compile"]) for _ in inp["ln_eps"]]
     with ctx.compiles(KEYS.window()):
@@ -127,21 +151,21 @@ def probe(ctx) -> None:
                 anew.add(name)
 
     # timing: the grader's own eager code against the student's function, on each candidate size
-    cases = {}
-    for name, baseline, group in (("fast_heavy", provided.heavy, "heavy_sizes"),
-                                  ("layer_norm", provided.layer_norm_loop, "ln_sizes")):
+    cases: dict[str, timing.TimedCase] = {}
+    for name, baseline, sizes in (("fast_heavy", provided.heavy, inp["heavy_sizes"]),
+                                  ("layer_norm", provided.layer_norm_loop, inp["ln_sizes"])):
         candidate = ctx.get(name)
         if candidate is None or name in anew:  # compiled on every call: timing it would take the exercise's
             continue  # whole time limit, and its jitted check says why already
         warmed = {"status": "ok"}  # or the first call that failed before any timing, for the check to say
-        for size, arrays in inp[group].items():
+        for size, arrays in sizes.items():
             if not timing.prepares(inp, f"{name}/{size}"):
                 continue  # another size was the clearest when every one was last timed here
-            case = _timing_case(ctx, name, candidate, baseline, arrays)
-            if isinstance(case, dict):
-                warmed = case if warmed["status"] == "ok" else warmed
+            timed = _timing_case(ctx, name, candidate, baseline, arrays)
+            if isinstance(timed, dict):
+                warmed = timed if warmed["status"] == "ok" else warmed
             else:
-                cases[f"{name}/{size}"] = case
+                cases[f"{name}/{size}"] = timed
         ctx.record(KEYS.warmed(name=name), warmed)
     timing.serve_timing(ctx, cases)
 
@@ -336,12 +360,12 @@ def _jitted(s: Records, name: str) -> dict:
 
 
 @check("fast_heavy.jitted")
-def fast_heavy_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
+def fast_heavy_jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _jitted(s, "fast_heavy")
 
 
 @check("fast_heavy.values")
-def fast_heavy_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def fast_heavy_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     """Against the eager heavy, run by the grader's copy in the reference's process."""
     cases = [(KEYS.value(name="fast_heavy", i=i), f"fast_heavy(x: f32[{x.shape[0]},{x.shape[1]}], w, b)")
              for i, (x, w, b) in enumerate(ctx.inputs["heavy_values"])]
@@ -360,12 +384,12 @@ def fast_heavy_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("layer_norm.jitted")
-def layer_norm_jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
+def layer_norm_jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _jitted(s, "layer_norm")
 
 
 @check("layer_norm.values")
-def layer_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def layer_norm_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     """Against the float64 layer norm recorded in the reference's process (:data:`FLOAT64_REFERENCE`)."""
     cases = ctx.inputs["ln_values"]
     labels = [(KEYS.value(name="layer_norm", i=i), f"layer_norm(x: f32[{c['args'][0].shape[0]},"
@@ -384,14 +408,14 @@ def layer_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("layer_norm.compiles", depends=("layer_norm.jitted",))
-def layer_norm_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def layer_norm_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     eps = ctx.inputs["ln_eps"]
     returned(s, *(KEYS.window_call(i=i) for i in range(len(eps))))
     return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex06.eps", values=", ".join(f"{e:g}" for e in eps)),
                            exactly=1)
 
 
-def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
+def _speedup(s: Records, ctx: CheckContext[Inputs], name: str) -> Pass:
     results = s.value(TIMING)
     result = results.get(name)
     warmed = s.value(KEYS.warmed(name=name)) if s.has(KEYS.warmed(name=name)) else {}
@@ -436,7 +460,7 @@ def _speedup(s: Records, ctx: CheckContext, name: str) -> Pass:
                   bar=measured["bar"]), measured)
 
 
-def _release_bar(ctx: CheckContext, name: str) -> float:
+def _release_bar(ctx: CheckContext[Inputs], name: str) -> float:
     """The speed-up over the provided eager code that a release's preview asks of ``name``."""
     bar = ctx.exercise.release_speedup_bar.get(name)
     if bar is None:
@@ -446,10 +470,10 @@ def _release_bar(ctx: CheckContext, name: str) -> float:
 
 
 @check("fast_heavy.speedup", depends=("fast_heavy.jitted", "fast_heavy.values"))
-def fast_heavy_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
+def fast_heavy_speedup(s: Records, r: Records, ctx: CheckContext[Inputs]) -> Pass:
     return _speedup(s, ctx, "fast_heavy")
 
 
 @check("layer_norm.speedup", depends=("layer_norm.jitted", "layer_norm.values"))
-def layer_norm_speedup(s: Records, r: Records, ctx: CheckContext) -> Pass:
+def layer_norm_speedup(s: Records, r: Records, ctx: CheckContext[Inputs]) -> Pass:
     return _speedup(s, ctx, "layer_norm")

@@ -7,11 +7,13 @@ program must not grow with the loop count or the sequence length.
 from __future__ import annotations
 
 import re
+from typing import Any, TypedDict
 
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, NotAttempted, Records, check, exception_hint, place
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import compiles, numeric, purity, structure
 from grader.primitives.guards import all_jitted, any_attempted, returned
@@ -32,7 +34,22 @@ def _ema_alpha(rng: np.random.Generator) -> float:
     return float(rng.choice([-1.0, 1.0]) * rng.uniform(0.05, 0.4) + 0.5)
 
 
-def inputs(rng: np.random.Generator) -> dict:
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    count_xs: list[np.ndarray]
+    norm_xs: list[np.ndarray]
+    abs_xs: dict[str, np.ndarray]
+    #: power_iteration's (a, v)
+    power: list[np.ndarray]
+    n_steps: list[int]
+    #: ema's cases, ``[xs, alpha]``
+    ema: list[list[Any]]
+    #: sequences of two lengths, for ema's program size
+    ema_sizes: dict[str, np.ndarray]
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     d = 6  # fixed shapes, fresh values (see ex01)
     a = rng.normal(size=(d, d)).astype(F32)
     a = (a @ a.T / d + np.eye(d, dtype=F32)).astype(F32)  # symmetric positive definite: a clear top eigenvector
@@ -48,7 +65,7 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     norms = [float(np.linalg.norm(x.astype(np.float64))) for x in inp["norm_xs"]]
     return {
@@ -64,7 +81,7 @@ def regimes(inp: dict) -> dict[str, bool]:
 
 
 # =========================================================================== probe (child)
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     from grader.child.probe import FAILED
 
     inp = ctx.inputs
@@ -134,7 +151,7 @@ def op_by_op(fn):
 
 # =========================================================================== checks (grader)
 @check("jitted")
-def jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
+def jitted(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     firsts = {"normalize_and_count": KEYS.count_call(i=0), "debug_norm": KEYS.value(name="debug_norm", case=0),
               "mean_abs": KEYS.value(name="mean_abs", case="1d"),
               "power_iteration": KEYS.value(name="power_iteration", case=10), "ema": KEYS.value(name="ema", case=0)}
@@ -142,7 +159,7 @@ def jitted(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("normalize_and_count.values")
-def normalize_and_count_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def normalize_and_count_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     failures = []
     for i, x in enumerate(ctx.inputs["count_xs"]):
         got = s.result(KEYS.count_call(i=i))
@@ -163,13 +180,13 @@ def normalize_and_count_values(s: Records, r: Records, ctx: CheckContext) -> dic
 
 
 @check("normalize_and_count.globals")
-def normalize_and_count_globals(s: Records, r: Records, ctx: CheckContext) -> dict:
+def normalize_and_count_globals(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     s.call(KEYS.count_call(i=0))
     return purity.expect_globals_unchanged(s.value(KEYS.count_globals()), what="normalize_and_count")
 
 
 @check("debug_norm.values")
-def debug_norm_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def debug_norm_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="debug_norm", case=i), label("debug_norm", x))
              for i, x in enumerate(ctx.inputs["norm_xs"])]
     return numeric.compare_calls(s, r, cases, dtype="float32")
@@ -214,8 +231,8 @@ def _printed_right(value: float, half_unit: float, expected: float) -> bool:
 
 
 @check("debug_norm.prints")
-def debug_norm_prints(s: Records, r: Records, ctx: CheckContext) -> dict:
-    measured = {"lines": []}
+def debug_norm_prints(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
+    measured: dict[str, Any] = {"lines": []}
     texts = []
     for i in range(len(ctx.inputs["norm_xs"])):
         s.call(KEYS.value(name="debug_norm", case=i))
@@ -237,13 +254,13 @@ def debug_norm_prints(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("mean_abs.values")
-def mean_abs_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def mean_abs_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="mean_abs", case=k), label("mean_abs", x)) for k, x in ctx.inputs["abs_xs"].items()]
     return numeric.compare_calls(s, r, cases, dtype="float32", array_type="jax.Array")
 
 
 @check("power_iteration.values")
-def power_iteration_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def power_iteration_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     cases = [(KEYS.value(name="power_iteration", case=n), f"power_iteration(A, v0, {n})")
              for n in ctx.inputs["n_steps"]]
     return numeric.compare_calls(s, r, cases, dtype="float32", rtol=1e-4, atol=1e-5,
@@ -271,13 +288,13 @@ def _program_sizes(s: Records, r: Records, name: str, small, large, what: str) -
 
 
 @check("power_iteration.program_size")
-def power_iteration_program_size(s: Records, r: Records, ctx: CheckContext) -> dict:
+def power_iteration_program_size(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     steps = ctx.inputs["n_steps"]
     return _program_sizes(s, r, "power_iteration", steps[0], steps[-1], "power_iteration, n_steps")
 
 
 @check("power_iteration.compiles", depends=("power_iteration.program_size",))
-def power_iteration_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
+def power_iteration_compiles(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     steps = ctx.inputs["n_steps"]
     returned(s, *(KEYS.value(name="power_iteration", case=n) for n in steps))
     return compiles.expect(s.value(KEYS.window()), what=T("ch4.ex07.n_steps", values=", ".join(map(str, steps))),
@@ -285,7 +302,7 @@ def power_iteration_compiles(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("ema.values")
-def ema_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def ema_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     alphas = shown([a for _, a in ctx.inputs["ema"]], (0.5,))
     cases = [(KEYS.value(name="ema", case=i), f"ema(xs: f32[{','.join(map(str, xs.shape))}], alpha={a})")
              for i, ((xs, _), a) in enumerate(zip(ctx.inputs["ema"], alphas))]
@@ -293,5 +310,5 @@ def ema_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("ema.program_size")
-def ema_program_size(s: Records, r: Records, ctx: CheckContext) -> dict:
+def ema_program_size(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     return _program_sizes(s, r, "ema", "8", "64", "ema, sequence length")

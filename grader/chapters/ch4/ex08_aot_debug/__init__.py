@@ -7,10 +7,13 @@ the compiler's estimate.
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from grader.chapters.ch4.common import F32
 from grader.checks import CheckContext, Fail, Keys, Records, check, raised_text
+from grader.child.probe import ProbeContext
 from grader.i18n import T
 from grader.primitives import compiles, numeric
 from grader.primitives.placing import put
@@ -26,19 +29,54 @@ HIDDEN_KINDS = ("nested_jit", "fori_cond", "scan_jit", "while", "dynamic_fori_co
 HIDDEN_OPS = ("sin", "cos", "tanh", "exp", "abs", "relu", "square", "log1p")
 
 
-def inputs(rng: np.random.Generator) -> dict:
+class HiddenSpec(TypedDict):
+    """A hidden function of count_primitives (:func:`hidden_functions` builds it)."""
+
+    kind: str
+    ops: list[str]
+    scale: float
+    n: int
+
+
+class FlopsSpec(TypedDict):
+    """A function of flops_of (:func:`flop_functions` builds it)."""
+
+    kind: str
+
+
+class AotCase(TypedDict):
+    """precompile's example arguments, and the new arguments its compiled program is called on."""
+
+    example: list[np.ndarray]
+    new: list[list[np.ndarray]]
+
+
+class Inputs(TypedDict):
+    """The hidden inputs, as ``inputs(rng)`` draws them and the probe and the checks read them."""
+
+    #: precompile's cases: ``plain`` and ``jitted``
+    aot: dict[str, AotCase]
+    hidden: list[HiddenSpec]
+    hidden_args: list[list[np.ndarray]]
+    flops: list[FlopsSpec]
+    flops_args: list[list[np.ndarray]]
+
+
+def inputs(rng: np.random.Generator) -> Inputs:
     def pair(m: int, k: int, n: int) -> list[np.ndarray]:
         return [rng.normal(size=(m, k)).astype(F32), rng.normal(size=(k, n)).astype(F32)]
 
     m, k, n = 5, 7, 6  # fixed shapes, fresh values (see ex01)
     kinds = list(HIDDEN_KINDS)
-    specs, args = [], []
+    specs: list[HiddenSpec] = []
+    args: list[list[np.ndarray]] = []
     with_relu = int(rng.integers(len(kinds)))  # one function's first op is relu: a custom_jvp_call, itself a container
     for i, kind in enumerate(kinds):
         ops = [str(o) for o in rng.choice(HIDDEN_OPS, size=2, replace=False)]
         if i == with_relu and "relu" not in ops[:1]:
             ops = ["relu", ops[0] if ops[0] != "relu" else ops[1]]
-        spec = {"kind": kind, "ops": ops, "scale": float(rng.uniform(0.1, 0.9)), "n": int(rng.integers(2, 6))}
+        spec: HiddenSpec = {"kind": kind, "ops": ops, "scale": float(rng.uniform(0.1, 0.9)),
+                            "n": int(rng.integers(2, 6))}
         specs.append(spec)
         if kind == "scan_jit":
             args.append([rng.normal(size=(5, 4)).astype(F32)])
@@ -67,7 +105,7 @@ def inputs(rng: np.random.Generator) -> dict:
     }
 
 
-def regimes(inp: dict) -> dict[str, bool]:
+def regimes(inp: Inputs) -> dict[str, bool]:
     """What the contract tells apart, present in these inputs (tests/test_input_coverage.py)."""
     kinds = {spec["kind"] for spec in inp["hidden"]}
     used = [spec["ops"][:2] if spec["kind"] in ("nested_jit", "dynamic_fori_cond_jit") else spec["ops"][:1]
@@ -85,7 +123,7 @@ def regimes(inp: dict) -> dict[str, bool]:
 
 
 # =========================================================================== probe (child)
-def hidden_functions(specs: list[dict]) -> list:
+def hidden_functions(specs: list[HiddenSpec]) -> list:
     """Functions built from the hidden specs: nested jit, loops and conditionals."""
     import jax
     import jax.numpy as jnp
@@ -104,7 +142,7 @@ def hidden_functions(specs: list[dict]) -> list:
             def fn(v, middle=middle):
                 return jnp.sum(middle(v) ** 2)
         elif kind == "fori_cond":
-            def fn(v, op1=op1, n=n, scale=scale):
+            def fn(v, op1=op1, n=n, scale=scale):  # type: ignore[misc]  # each kind its own fn
                 def body(i, u):
                     return jax.lax.cond(jnp.sum(u) > 0, lambda w: op1(w) * scale, lambda w: w * 0.5, u)
 
@@ -112,22 +150,22 @@ def hidden_functions(specs: list[dict]) -> list:
         elif kind == "scan_jit":
             step = jax.jit(lambda c, row, op1=op1, scale=scale: (c + op1(row) * scale, c * row))
 
-            def fn(v, step=step):
+            def fn(v, step=step):  # type: ignore[misc]
                 return jax.lax.scan(step, jnp.zeros(v.shape[1:], v.dtype), v)
         elif kind == "while":
-            def fn(v, op1=op1, scale=scale):
+            def fn(v, op1=op1, scale=scale):  # type: ignore[misc]
                 return jax.lax.while_loop(lambda u: jnp.max(jnp.abs(u)) < 100.0,
                                           lambda u: u * (1.5 + scale) + op1(u) * 0.1 + 0.1, v)
         else:  # "dynamic_fori_cond_jit"
             h = jax.jit(op1)
 
-            def fn(v, steps, h=h, op2=op2):
+            def fn(v, steps, h=h, op2=op2):  # type: ignore[misc]
                 return jax.lax.fori_loop(0, steps, lambda i, u: jax.lax.cond(i % 2 == 0, h, op2, u), v)
         built.append(fn)
     return built
 
 
-def flop_functions(specs: list[dict]) -> list:
+def flop_functions(specs: list[FlopsSpec]) -> list:
     import jax.numpy as jnp
 
     out = []
@@ -136,13 +174,13 @@ def flop_functions(specs: list[dict]) -> list:
             def fn(x, w1, w2):
                 return jnp.tanh(x @ w1) @ w2
         else:
-            def fn(x, y):
+            def fn(x, y):  # type: ignore[misc]  # each kind its own fn
                 return jnp.sum(jnp.exp(x) * y + x * x)
         out.append(fn)
     return out
 
 
-def probe(ctx) -> None:
+def probe(ctx: ProbeContext[Inputs]) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -180,7 +218,7 @@ COMPILED_TYPES = ("jax._src.stages.Compiled", "jax.stages.Compiled")
 
 
 @check("precompile.compiled")
-def precompile_compiled(s: Records, r: Records, ctx: CheckContext) -> dict:
+def precompile_compiled(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     measured = {}
     for label in ("plain", "jitted"):
         got = s.result(KEYS.compiled(label=label))
@@ -194,7 +232,7 @@ def precompile_compiled(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("precompile.calls", depends=("precompile.compiled",))
-def precompile_calls(s: Records, r: Records, ctx: CheckContext) -> dict:
+def precompile_calls(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     measured, failures, hints = {}, [], []
     for label in ("plain", "jitted"):
         n = len(ctx.inputs["aot"][label]["new"])
@@ -235,7 +273,7 @@ def _as_counts(described: dict, what: str) -> dict[str, int]:
 
 
 @check("count_primitives.values")
-def count_primitives_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def count_primitives_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     failures, measured = [], {}
     for i, spec in enumerate(ctx.inputs["hidden"]):
         what = f"count_primitives(hidden #{i + 1}: {spec['kind']})"
@@ -257,7 +295,7 @@ def count_primitives_values(s: Records, r: Records, ctx: CheckContext) -> dict:
 
 
 @check("flops_of.values")
-def flops_of_values(s: Records, r: Records, ctx: CheckContext) -> dict:
+def flops_of_values(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     measured = {}
     for i, (spec, args) in enumerate(zip(ctx.inputs["flops"], ctx.inputs["flops_args"])):
         what = f"flops_of({spec['kind']}, " + ", ".join("f32[" + ",".join(map(str, a.shape)) + "]" for a in args) + ")"
