@@ -117,6 +117,8 @@ class BatchResult:
     repaired: list[str] = field(default_factory=list)
     #: the platform's own file to fill (``--gradebook``), as read
     sheet: "worksheets.Sheet | None" = None
+    #: the class's similar pairs (``--similarity``: :class:`grader.batch.similarity.SimilarityResult`)
+    similarity: object | None = None
 
 
 def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
@@ -241,6 +243,13 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
             stop.result = result  # type: ignore[attr-defined]
             raise
     _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
+    if options.similarity:  # after the grades are written and sealed: it costs them nothing
+        from grader.batch.similarity import similarity_report
+
+        found = similarity_report(out, chapter, lang=options.lang, seed=seed,
+                                  graded=[row.name for row in result.rows if row.status in gradebook.GRADED])
+        result.paths["similarity_html"], result.paths["similarity_csv"] = found.paths["html"], found.paths["csv"]
+        result.similarity = found
     return result
 
 

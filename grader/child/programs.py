@@ -38,7 +38,8 @@ class FirstCalls:
         handed a callable or an object of the grader's (a timing harness is handed the function it times,
         whose calls are recorded) is not traced, since tracing it would call what it was handed."""
         if name not in self.calls and all(_plain(value) for value in (*args, *kwargs.values())):
-            self.calls[name] = (fn, args, kwargs)
+            # an array kept as its shape and type alone: the call may have donated it, and it holds memory
+            self.calls[name] = (fn, tuple(_shape_of(a) for a in args), {k: _shape_of(v) for k, v in kwargs.items()})
 
     def traced(self) -> dict[str, dict[str, str]]:
         """Each function's jaxpr (``{"jaxpr": text}``), or why it has none (``{"error": ...}``)."""
@@ -71,11 +72,23 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return value is None or isinstance(value, (bool, int, float, complex, str)) or _is_array(value)
 
 
+def _shape_of(value: Any) -> Any:
+    """An array as its shape and dtype (:class:`jax.ShapeDtypeStruct`), in a tuple or list too; else itself."""
+    import jax
+    import numpy as np
+
+    if isinstance(value, (jax.Array, np.ndarray)):
+        return jax.ShapeDtypeStruct(value.shape, value.dtype)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_shape_of(item) for item in value)
+    return value
+
+
 def _is_array(value: Any) -> bool:
     import jax
     import numpy as np
 
-    return isinstance(value, (jax.Array, np.ndarray, np.generic))
+    return isinstance(value, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
 
 
 @contextlib.contextmanager

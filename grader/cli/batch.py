@@ -9,6 +9,7 @@ is kept; the same command resumes).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -51,6 +52,9 @@ from grader.options import LimitOptions
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Grade even without bubblewrap and per-job uids (the summary says so on its first line).")
 @click.option("--force", is_flag=True, help="Grade every student again, even those already graded.")
+@click.option("--similarity", is_flag=True,
+              help="Also rank the pairs of students whose work is unusually alike, by source and by what their "
+                   "functions trace to (similarity.html, similarity.csv: for the instructor only).")
 @click.option("--sign-key", "sign_key", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="Seal the results with this key file (HMAC), to check them anywhere with grade verify RESULTS/ "
                    "--key FILE; default: a key of the batch's own, kept on this machine.")
@@ -59,8 +63,8 @@ from grader.options import LimitOptions
 @gather(limits=LimitOptions)
 def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path | None, teams: bool, chapter: str,
               out: Path, jobs: int, exercises: tuple[str, ...], seed: int | None, executor: str, scheduler: str | None,
-              limits: LimitOptions, allow_weak_sandbox: bool, force: bool, sign_key: Path | None, lang: str | None,
-              verbose: bool) -> None:
+              limits: LimitOptions, allow_weak_sandbox: bool, force: bool, similarity: bool, sign_key: Path | None,
+              lang: str | None, verbose: bool) -> None:
     """Grade every submission in SUBMISSIONS: a platform's download as it comes (Canvas's or
     Moodle's zip, Gradescope's export, or the folder they unzip to), or a folder with a
     folder, notebook or .zip per student. 批量评分全班作业（可直接使用平台的下载文件）。
@@ -91,7 +95,7 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
     options = BatchOptions(chapter=chapter, out=out, exercises=exercises, seed=seed, jobs=jobs, executor=executor,
                            scheduler=scheduler, allow_weak_sandbox=allow_weak_sandbox, **settings,
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
-                           teams=teams,
+                           teams=teams, similarity=similarity,
                            sign_key=signing_key(sign_key, lang, limits.sandbox) if sign_key is not None else None)
     if scheduler is None:  # graded on this machine: the chapter's programs built once, first
         _build_once(chapter, limits.sandbox, words)
@@ -119,6 +123,38 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            total=len(result.rows))), err=True)
     click.echo(words(T("batch.ui.done", graded=len(result.graded), skipped=len(result.skipped), problems=problems,
                        grades=str(result.paths["grades"]), summary=str(result.paths["summary_html"]))))
+    if result.similarity is not None:
+        click.echo(words(T("batch.similarity.written", pairs=len(result.similarity.pairs),
+                           students=len(result.similarity.students), html=str(result.paths["similarity_html"]),
+                           csv=str(result.paths["similarity_csv"]))))
+
+
+@cli.command("similarity", short_help="Rank the pairs of a batch's students whose work is unusually alike.")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="The lowest score a pair reported has (0 to 1; default 0.5).")
+@lang_option
+def similarity_cmd(results: Path, threshold: float | None, lang: str | None) -> None:
+    """Compare the students of a batch graded with --similarity (its RESULTS folder): writes
+    similarity.html and similarity.csv there, for the instructor only. 找出作业异常相似的学生对（仅供教师）。"""
+    from grader.batch.manifest import MANIFEST
+    from grader.batch.similarity import THRESHOLD, collect, similarity_report
+    from grader.chapter import ChapterError, load_chapter
+
+    lang = lang or default_lang()
+    words = lambda text: grader_catalog().render(text, lang)  # noqa: E731
+    try:
+        manifest = json.loads((Path(results) / MANIFEST).read_text(encoding="utf-8"))
+        chapter = load_chapter(str(manifest["chapter"]))
+    except (OSError, ValueError, KeyError, TypeError, ChapterError):
+        raise UserError(words(T("batch.similarity.not_results", path=str(results)))) from None
+    if not collect(results):
+        raise UserError(words(T("batch.similarity.no_programs", path=str(results))))
+    graded = [name for name, entry in (manifest.get("students") or {}).items() if entry.get("report")]
+    found = similarity_report(Path(results), chapter, lang=lang, graded=graded, seed=manifest.get("seed"),
+                              threshold=THRESHOLD if threshold is None else threshold)
+    click.echo(words(T("batch.similarity.written", pairs=len(found.pairs), students=len(found.students),
+                       html=str(found.paths["html"]), csv=str(found.paths["csv"]))))
 
 
 def _build_once(chapter: str, sandbox: str, words) -> None:
