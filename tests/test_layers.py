@@ -45,8 +45,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "grader.grading", "grader.options"]),
     ("what people see and how they study: reports, hints, watch mode, the notebook's check()", [
         "grader.report.*", "grader.hint_layers", "grader.watch", "grader.notebook"]),
-    ("many gradings and releases: a class, Gradescope, course authoring", [
-        "grader.batch.*", "grader.gradescope", "grader.authoring.*"]),
+    ("many gradings and releases: a class, Gradescope, course authoring, a class's similar submissions", [
+        "grader.batch.*", "grader.gradescope", "grader.authoring.*", "grader.similarity", "grader.similarity.*"]),
     ("the command line", ["grader.cli", "grader.cli.*", "grader.__main__"]),
 ]
 
