@@ -68,8 +68,9 @@ def main() -> None:
                 run_batch(work / "class", BatchOptions(chapter="ch4", out=out, seed=11, jobs=args.jobs, force=True,
                                                        similarity=similarity, allow_weak_sandbox=True))
                 rates[similarity].append(args.n / (time.monotonic() - began) * 60)
+        ratio = statistics.median(rates[True]) / statistics.median(rates[False])
         print(f"batch of {args.n}, -j {args.jobs}: {_spread(rates[False])} a minute without --similarity, "
-              f"{_spread(rates[True])} with (ratio {statistics.median(rates[True]) / statistics.median(rates[False]):.2f})")
+              f"{_spread(rates[True])} with (ratio {ratio:.2f})")
         kept = work / "out-True" / FOLDER / "programs"
         sources = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(kept.glob("*.json"))]
         big = work / "big"

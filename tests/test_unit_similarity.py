@@ -313,3 +313,30 @@ def test_the_scores_of_all_pairs_at_once_are_each_pairs_own():
         expected = 2 * sum(min(1.0, np.log(n / df[f]) / np.log(n / 2)) for f in shared) / size
         assert matrix[i, j] == pytest.approx(expected, abs=1e-5)
     assert np.isnan(matrix[0, n])
+
+
+#: ways of clip_by_norm a class writes, each its own program made of the same few pieces (sqrt, sum, where)
+CLIPS = {
+    "a": "norm = jnp.sqrt(jnp.sum(x * x))\n    return jnp.where(norm > max_norm, x * (max_norm / norm), x)",
+    "b": "norm = jnp.sqrt(jnp.sum(x * x))\n    return x * jnp.minimum(1.0, max_norm / norm)",
+    "c": "norm = jnp.sqrt(jnp.sum(x * x))\n    return jnp.where(norm > max_norm, x / norm * max_norm, x)",
+    "d": "norm = jnp.sqrt(jnp.sum(jnp.square(x)))\n    return jnp.where(norm <= max_norm, x, max_norm * x / norm)",
+    "e": "sq = jnp.sum(x * x)\n    return jnp.where(sq > max_norm ** 2, x * max_norm / jnp.sqrt(sq), x)",
+}
+
+
+def _clip(body: str) -> str:
+    return module(f"\n@jax.jit\ndef clip_by_norm(x, max_norm):\n    {body}\n")
+
+
+def test_one_program_two_students_alone_trace_to_scores_as_rare_as_it_is():
+    """Every piece of these programs is common (each has its sqrt, its sum, its where) while the program they
+    make is two students' alone: the pair's trace score is the whole program's rarity, not its pieces'."""
+    data = {name: {EX: submission(_clip(body))} for name, body in CLIPS.items()}
+    data["copy"] = {EX: submission(_clip(CLIPS["e"].replace("sq =", "total =").replace("(sq", "(total")))}
+    pairs = rank(data, Baseline({EX: [STUB]}), threshold=0.0)
+    copied = pair(pairs, "copy", "e")
+    assert copied.same_program and copied.trace_score >= 0.99
+    others = [p for p in pairs if set(p.students) != {"copy", "e"}]
+    assert others and not any(p.same_program for p in others)
+    assert max(p.trace_score for p in others) < copied.trace_score

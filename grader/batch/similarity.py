@@ -137,11 +137,12 @@ def _csv(pairs: list[Pair]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["exercise", "student_a", "student_b", "score", "source_score", "trace_score",
-                     "equals_reference", "lines_a", "lines_b"])
+                     "same_program", "equals_reference", "lines_a", "lines_b"])
     for p in pairs:
         writer.writerow(safetext.csv_row([
             p.exercise, p.students[0], p.students[1], f"{p.score:.3f}", f"{p.source_score:.3f}",
-            "" if p.trace_score is None else f"{p.trace_score:.3f}", "yes" if p.equals_reference else "no",
+            "" if p.trace_score is None else f"{p.trace_score:.3f}", "yes" if p.same_program else "no",
+            "yes" if p.equals_reference else "no",
             " ".join(_lines(m.first) for m in p.why), " ".join(_lines(m.second) for m in p.why)]))
     return buffer.getvalue()
 
@@ -164,8 +165,9 @@ def _html(result: SimilarityResult, kept: dict[str, dict[str, Any]], chapter: Ch
                words(T("batch.similarity.source")), words(T("batch.similarity.traced"))]
     rows = []
     for p in result.pairs:
-        note = f' <span class="hint">{html.escape(words(T("batch.similarity.equals_reference")))}</span>' \
-            if p.equals_reference else ""
+        said = "batch.similarity.equals_reference" if p.equals_reference else \
+            "batch.similarity.same_program" if p.same_program else None
+        note = f' <span class="hint">{html.escape(words(T(said)))}</span>' if said else ""
         pair = f"{html.escape(p.students[0])} · {html.escape(p.students[1])}"
         rows.append([f"<code>{html.escape(p.exercise)}</code>", f'<a href="#{_anchor(p)}">{pair}</a>{note}',
                      f"{p.score:.2f}", f"{p.source_score:.2f}",

@@ -78,7 +78,8 @@ class Match:
 class Pair:
     """Two students (in order of name) alike on one exercise: the scores (``trace_score`` None when either
     was not traced), their mean (the source score alone when not traced or when ``equals_reference``), the
-    lines that match, and whether both traces equal the reference solution's."""
+    lines that match, whether both traces equal the reference solution's, and whether both trace to one
+    program (their canonical forms equal: renamed, reordered, ``where`` as ``select``, a helper inlined)."""
     exercise: str
     students: tuple[str, str]
     source_score: float
@@ -86,6 +87,7 @@ class Pair:
     score: float
     why: tuple[Match, ...]
     equals_reference: bool
+    same_program: bool = False
 
 
 @dataclass
@@ -179,12 +181,31 @@ def _ranked(exercise: str, class_data: ClassData, baseline: Baseline, threshold:
     at_reference = np.array([t is not None and expected is not None and t.digest == expected.digest
                              for t in side.traces])
     both_reference = at_reference[:, None] & at_reference[None, :]
+    same, whole = _same_program(side.traces)
+    trace = np.where(same & ~both_reference, np.fmax(trace, whole), trace)
     combined = np.where(np.isnan(trace) | both_reference, source, (source + np.nan_to_num(trace)) / 2)
     firsts, seconds = np.nonzero(np.triu(combined >= threshold, k=1))
     return [Pair(exercise, (side.students[i], side.students[j]), round(float(source[i, j]), 4),
                  None if np.isnan(trace[i, j]) else round(float(trace[i, j]), 4), round(float(combined[i, j]), 4),
-                 why(side.prints[i], side.prints[j], source_weights), bool(both_reference[i, j]))
+                 why(side.prints[i], side.prints[j], source_weights), bool(both_reference[i, j]), bool(same[i, j]))
             for i, j in zip(firsts.tolist(), seconds.tolist())]
+
+
+def _same_program(traces: Sequence[Canonical | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairs trace to one program (equal digests), and that program's rarity as a whole: its features may
+    each be common (every softmax has its exp and its sum) while the program they make is two students' alone,
+    and then the pair's trace score is at least that rarity."""
+    digests = [t.digest if t is not None else None for t in traces]
+    counts: dict[str, int] = {}
+    for d in digests:
+        if d is not None:
+            counts[d] = counts.get(d, 0) + 1
+    n = sum(counts.values())
+    same = np.array([[a is not None and a == b for b in digests] for a in digests], dtype=bool).reshape(
+        len(digests), len(digests))
+    held = np.array([counts.get(d, 0) if d is not None else 0 for d in digests], dtype=np.float64)
+    whole = np.broadcast_to(rarity(held, n)[:, None], same.shape) if n else np.zeros(same.shape)
+    return same, np.where(same, whole, 0.0).astype(np.float32)
 
 
 def why(first: Mapping[int, Span], second: Mapping[int, Span], weights: Mapping[object, float]) -> tuple[Match, ...]:
