@@ -46,7 +46,7 @@ def dask_batch(tmp_path_factory):
     out = root / "results"
     code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(out), "--executor", "dask", "-j", "2",
                  "-k", "1", "--seed", str(SEED), "--exercise-timeout", "20", "--sandbox", "process",
-                 "--allow-weak-sandbox", "--lang", "en"])
+                 "--allow-weak-sandbox", "--lang", "en", "--similarity"])
     with (out / "grades.csv").open(encoding="utf-8") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     return {"code": code, "out": out, "rows": rows}
@@ -167,3 +167,17 @@ def test_a_local_clusters_own_upkeep_is_quieted():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as plain, Client(plain) as client:
         assert list(client.run(upkeep).values())[0]["profile"] is True  # Dask's default: the profiler runs
+
+
+def test_a_dask_batch_ranks_the_class_s_similar_pairs_too(dask_batch):
+    """--similarity on Dask: each student's programs traced in the worker's sandbox and kept; the twins who
+    handed in the reference's own files are said to equal the reference, not to have copied each other."""
+    out = dask_batch["out"]
+    kept = {path.stem for path in (out / ".similarity" / "programs").glob("*.json")}
+    assert {"ada", "ada-twin", "bea", "cy"} <= kept
+    ada = json.loads((out / ".similarity" / "programs" / "ada.json").read_text(encoding="utf-8"))
+    assert "jaxpr" in ada["ex01_jit_forms"]["functions"]["softmax"]
+    with (out / "similarity.csv").open(encoding="utf-8") as handle:
+        pairs = {(row["student_a"], row["student_b"]): row for row in csv.DictReader(handle)}
+    twins = pairs[("ada", "ada-twin")]
+    assert twins["equals_reference"] == "yes" and float(twins["source_score"]) > 0.9

@@ -127,6 +127,9 @@ def test_the_instructor_gets_csv_and_html_and_no_student_gets_any(graded):
     assert rows and {"exercise", "student_a", "student_b", "score", "source_score", "trace_score"} <= set(rows[0])
     top = {tuple(sorted((r["student_a"], r["student_b"]))) for r in rows}
     assert set(graded["copied"]) <= top
+    for pair in graded["copied"]:  # which functions: those that trace alike, those whose lines match
+        found = [r for r in rows if tuple(sorted((r["student_a"], r["student_b"]))) == pair]
+        assert any(r["functions_same_program"] for r in found) and all(r["functions_a"] for r in found), found
     page = (out / "similarity.html").read_text(encoding="utf-8")
     assert 'class="line match"' in page and all(name in page for pair in graded["copied"] for name in pair)
     for student_folder in (p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")):

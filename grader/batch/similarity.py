@@ -21,6 +21,7 @@ from grader.batch.gradebook import write_text
 from grader.i18n import T
 from grader.report import html_parts as html
 from grader.similarity.ranking import THRESHOLD, Baseline, Pair, Submission, rank
+from grader.similarity.traced import canonical
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter
@@ -85,10 +86,11 @@ def similarity_report(out: Path, chapter: Chapter, *, lang: str = "en", threshol
     missing = sorted(set(graded or ()) - set(kept))
     result = SimilarityResult(pairs, sorted(kept), missing)
     words = lambda text: chapter.catalog.render(text, lang)  # noqa: E731
+    functions = _Functions(kept)
     result.paths["csv"] = Path(out) / "similarity.csv"
-    write_text(result.paths["csv"], _csv(pairs))
+    write_text(result.paths["csv"], _csv(pairs, functions))
     result.paths["html"] = Path(out) / "similarity.html"
-    write_text(result.paths["html"], _html(result, kept, chapter, words, lang, threshold))
+    write_text(result.paths["html"], _html(result, kept, functions, chapter, words, lang, threshold))
     return result
 
 
@@ -126,29 +128,75 @@ def _reference_programs(chapter: Chapter, seed: int | None) -> dict[str, Any]:
     return report.programs
 
 
+class _Functions:
+    """Which functions a pair's likeness is in: those whose lines hold a match (by the source's syntax tree),
+    and those that trace to one program on both sides (each function's canonical form, measured once)."""
+
+    def __init__(self, kept: dict[str, dict[str, Any]]):
+        self.kept = kept
+        self._digests: dict[str, str | None] = {}
+
+    def _entry(self, student: str, exercise: str) -> dict[str, Any]:
+        return (self.kept.get(student) or {}).get(exercise) or {}
+
+    def at_lines(self, student: str, exercise: str, spans: list[tuple[int, int]]) -> list[str]:
+        import ast
+
+        try:
+            tree = ast.parse(str(self._entry(student, exercise).get("source") or ""))
+        except (SyntaxError, ValueError):
+            return []
+        found = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first, last = node.lineno, node.end_lineno or node.lineno
+                if any(a <= last and first <= b for a, b in spans):
+                    found.append(node.name)
+        return found
+
+    def same_program(self, pair: Pair) -> list[str]:
+        first, second = (self._entry(s, pair.exercise).get("functions") or {} for s in pair.students)
+        return [name for name in sorted(set(first) & set(second))
+                if self._digest(first[name]) is not None and self._digest(first[name]) == self._digest(second[name])]
+
+    def _digest(self, entry: Any) -> str | None:
+        text = entry.get("jaxpr") if isinstance(entry, dict) else None
+        if not isinstance(text, str):
+            return None
+        if text not in self._digests:
+            try:
+                self._digests[text] = canonical(text).digest
+            except ValueError:
+                self._digests[text] = None
+        return self._digests[text]
+
+
 def _lines(span: tuple[int, int]) -> str:
     return f"{span[0]}-{span[1]}" if span[1] != span[0] else str(span[0])
 
 
-def _csv(pairs: list[Pair]) -> str:
+def _csv(pairs: list[Pair], functions: _Functions) -> str:
     import csv
     import io
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["exercise", "student_a", "student_b", "score", "source_score", "trace_score",
-                     "same_program", "equals_reference", "lines_a", "lines_b"])
+                     "same_program", "equals_reference", "functions_same_program", "lines_a", "lines_b",
+                     "functions_a", "functions_b"])
     for p in pairs:
         writer.writerow(safetext.csv_row([
             p.exercise, p.students[0], p.students[1], f"{p.score:.3f}", f"{p.source_score:.3f}",
             "" if p.trace_score is None else f"{p.trace_score:.3f}", "yes" if p.same_program else "no",
-            "yes" if p.equals_reference else "no",
-            " ".join(_lines(m.first) for m in p.why), " ".join(_lines(m.second) for m in p.why)]))
+            "yes" if p.equals_reference else "no", " ".join(functions.same_program(p)),
+            " ".join(_lines(m.first) for m in p.why), " ".join(_lines(m.second) for m in p.why),
+            " ".join(functions.at_lines(p.students[0], p.exercise, [m.first for m in p.why])),
+            " ".join(functions.at_lines(p.students[1], p.exercise, [m.second for m in p.why]))]))
     return buffer.getvalue()
 
 
-def _html(result: SimilarityResult, kept: dict[str, dict[str, Any]], chapter: Chapter, words, lang: str,
-          threshold: float) -> str:
+def _html(result: SimilarityResult, kept: dict[str, dict[str, Any]], functions: _Functions, chapter: Chapter,
+          words, lang: str, threshold: float) -> str:
     """``similarity.html``: the pairs above the threshold, each with both submissions side by side and the
     matching lines marked (one self-contained page: nothing is loaded from elsewhere)."""
     title = words(T("batch.similarity.title", chapter=chapter.id))
@@ -180,6 +228,9 @@ def _html(result: SimilarityResult, kept: dict[str, dict[str, Any]], chapter: Ch
             source = str(((kept.get(student) or {}).get(p.exercise) or {}).get("source") or "")
             sides.append(f'<div class="side"><h3>{html.escape(student)}</h3>{_marked(source, spans)}</div>')
         summary = f"<code>{html.escape(p.exercise)}</code> {html.escape(p.students[0])} · {html.escape(p.students[1])}"
+        same = functions.same_program(p)
+        if same:
+            summary += " — " + html.escape(words(T("batch.similarity.functions_same", functions=", ".join(same))))
         body.append(f'<section id="{_anchor(p)}" class="pair">'
                     + html.details(summary, f'<div class="sides">{"".join(sides)}</div>', open_=True) + "</section>")
     return html.page(title, "\n".join(body), lang=lang).replace("</style>", SIDE_BY_SIDE + "</style>", 1)
