@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import protocol, wire
+from grader import protocol, wire, word_fields
 from grader.protocol import FromJob, ProtocolError, ToJob, message, word_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ def test_every_message_the_code_sends_carries_its_words_fields():
     for where, word, named, spread in sent:
         declared = protocol.FIELDS[type(word)][word]
         allowed = declared.__required_keys__ | declared.__optional_keys__
-        if named - allowed and declared is not protocol.TimedFields:  # a time request's figures are open
+        if named - allowed and declared is not word_fields.TimedFields:  # a time request's figures are open
             wrong.append(f"{where}: {word.name} does not declare {sorted(named - allowed)}")
         if not spread and declared.__required_keys__ - named:
             wrong.append(f"{where}: {word.name} without {sorted(declared.__required_keys__ - named)}")
@@ -222,7 +222,7 @@ def test_the_scan_of_sent_messages_sees_a_missing_field(tmp_path, monkeypatch):
     """The test above can fail: a record sent without its value is named."""
     import grader.protocol as declared
 
-    monkeypatch.setitem(declared.FIELDS[FromJob], FromJob.MARK, declared.RecordFields)  # a mark now needs a value
+    monkeypatch.setitem(declared.FIELDS[FromJob], FromJob.MARK, word_fields.RecordFields)  # a mark now needs a value
     wrong = [(where, word) for where, word, named, spread in _sent_messages()
              if word is FromJob.MARK and not spread and declared.FIELDS[FromJob][word].__required_keys__ - named]
     assert wrong and wrong[0][0].startswith("grader/child/probe.py"), wrong

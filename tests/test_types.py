@@ -29,10 +29,10 @@ def test_mypy_finds_nothing_in_the_core_layers():
 
 
 def test_mypy_sees_a_field_a_word_does_not_carry(tmp_path):
-    """The checker reads the TypedDicts of grader/protocol.py: a call record whose status is a number fails."""
+    """The checker reads the TypedDicts of grader/word_fields.py: a call record whose status is a number fails."""
     wrong = tmp_path / "wrong.py"
-    wrong.write_text("from grader.protocol import CallRecord\n\nrecord: CallRecord = {'status': 1, 'function': 'f'}\n",
-                     encoding="utf-8")
+    wrong.write_text("from grader.word_fields import CallRecord\n\n"
+                     "record: CallRecord = {'status': 1, 'function': 'f'}\n", encoding="utf-8")
     done = _mypy("--config-file", str(ROOT / "pyproject.toml"), str(wrong))
     assert done.returncode == 1 and "TypedDict item \"status\" has type \"str\"" in done.stdout, done.stdout
 

@@ -177,7 +177,7 @@ def test_an_error_of_the_computation_read_with_its_result_is_the_calls(monkeypat
 
     monkeypatch.setattr(probe, "describe", unreadable)
     context = object.__new__(probe.ProbeContext)
-    context._calling, context.student_dir = "heavy", str(tmp_path)
+    context._calling, context.student_dir, context.first_calls = "heavy", str(tmp_path), None
 
     def heavy(x):
         return x
@@ -220,11 +220,11 @@ def test_the_references_calibration_is_tried_again_when_a_whole_pass_is_implausi
     grader passes over the sizes again while time is left."""
     import time
 
-    from grader.chapters.ch4 import ex06_speedup
+    from grader.chapters.ch4.ex06_speedup import driver as ex06_driver
 
     cases = ["fast_heavy/a", "fast_heavy/b"]
     asked = _fake_timing(monkeypatch, implausible_passes=2, n_cases=len(cases))
-    out = ex06_speedup._time_function(object(), object(), cases, time.monotonic() + 60, 0.25)
+    out = ex06_driver._time_function(object(), object(), cases, time.monotonic() + 60, 0.25)
     assert out["reference"]["speedup"] == 4.0 and out["student"]["speedup"] == 4.0, out
     assert len(asked) == 2 * len(cases) + 2 * len(cases)  # two implausible passes, then one that measured
 
@@ -232,11 +232,11 @@ def test_the_references_calibration_is_tried_again_when_a_whole_pass_is_implausi
 def test_the_calibration_gives_up_when_no_time_is_left(monkeypatch):
     import time
 
-    from grader.chapters.ch4 import ex06_speedup
+    from grader.chapters.ch4.ex06_speedup import driver as ex06_driver
 
     cases = ["fast_heavy/a"]
     asked = _fake_timing(monkeypatch, implausible_passes=99, n_cases=1)
-    out = ex06_speedup._time_function(object(), object(), cases, time.monotonic() + 1.0, 0.25)
+    out = ex06_driver._time_function(object(), object(), cases, time.monotonic() + 1.0, 0.25)
     assert out["reference"]["error"] == "calibration failed" and len(asked) == 1
 
 
@@ -245,12 +245,12 @@ def test_timed_in_turn_a_whole_implausible_pass_is_made_again_on_each_side(monke
     calibration above, for the side timed first (it calibrates) and for the second (the sizes chosen)."""
     import time
 
-    from grader.chapters.ch4 import ex06_speedup
+    from grader.chapters.ch4.ex06_speedup import driver as ex06_driver
     from grader.primitives import timing
 
     cases = ["layer_norm/a", "layer_norm/b"]
     asked = _fake_timing(monkeypatch, implausible_passes=1, n_cases=len(cases))
-    first = ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, None)
+    first = ex06_driver._time_alone(object(), cases, time.monotonic() + 60, None)
     assert set(first) == set(cases) and all("samples" in got for got in first.values()), first
     assert len(asked) == 2 * len(cases)  # one implausible pass, then one that measured
 
@@ -263,15 +263,15 @@ def test_timed_in_turn_a_whole_implausible_pass_is_made_again_on_each_side(monke
         return {"baseline": [0.004] * 8, "candidate": [0.001] * 8, "wall": [0.01] * 4}, None
 
     monkeypatch.setattr(timing, "alternate", alternate)
-    second = ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, first)
+    second = ex06_driver._time_alone(object(), cases, time.monotonic() + 60, first)
     assert len(rounds) == 2 * len(cases) and all("error" not in got["samples"] for got in second.values())
-    combined = ex06_speedup._combine(first, second)
+    combined = ex06_driver._combine(first, second)
     assert combined["reference"]["speedup"] == 4.0 and combined["in_turn"]
     # a process that is gone is not timed again: one pass
     rounds.clear()
     monkeypatch.setattr(timing, "alternate",
                         lambda *a, **k: (rounds.append(1) or {"error": "the process is gone"}, None))
-    ex06_speedup._time_alone(object(), cases, time.monotonic() + 60, first)
+    ex06_driver._time_alone(object(), cases, time.monotonic() + 60, first)
     assert len(rounds) == len(cases)
 
 

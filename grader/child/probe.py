@@ -24,7 +24,8 @@ import numpy as np
 
 from grader.child.programs import FirstCalls
 from grader.primitives.timing import READY
-from grader.protocol import OP, CallRecord, FromJob, ToJob, message, word_of
+from grader.protocol import OP, FromJob, ToJob, message, word_of
+from grader.word_fields import CallRecord
 from grader.trusted import classify, defined_at, raised_in_submission, safe_str, student_frame
 from grader.wire import SAFE_DTYPES, Channel
 
