@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from grader import safetext
 from grader.batch.gradebook import write_text
@@ -30,11 +30,24 @@ if TYPE_CHECKING:
 FOLDER = ".similarity"
 
 
+class Kept(TypedDict, total=False):
+    """One student's exercise as kept (``Report.programs``): its file, that file's text as graded, and by
+    function ``{"jaxpr": text}`` or ``{"error": why}`` (:mod:`grader.child.programs`)."""
+
+    file: str
+    source: str
+    functions: dict[str, dict[str, str]]
+
+
+#: a class's kept programs: by student, by exercise
+Class = dict[str, dict[str, Kept]]
+
+
 def programs_path(out: Path, name: str) -> Path:
     return Path(out) / FOLDER / "programs" / f"{name}.json"
 
 
-def keep_programs(out: Path, name: str, programs: dict[str, Any]) -> None:
+def keep_programs(out: Path, name: str, programs: dict[str, Kept]) -> None:
     """Keep one student's programs and exercise files' text (``Report.programs``) for the class's similarity."""
     write_text(programs_path(out, name), json.dumps(programs, ensure_ascii=False, sort_keys=True))
 
@@ -44,10 +57,10 @@ def has_programs(out: Path, name: str) -> bool:
     return programs_path(out, name).is_file()
 
 
-def collect(out: Path) -> dict[str, dict[str, Any]]:
+def collect(out: Path) -> Class:
     """Every student's programs kept in ``out``, by student: ``{exercise: {"file", "source", "functions"}}``;
     a file that cannot be read is left out."""
-    found: dict[str, dict[str, Any]] = {}
+    found: Class = {}
     folder = Path(out) / FOLDER / "programs"
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
@@ -94,7 +107,7 @@ def similarity_report(out: Path, chapter: Chapter, *, lang: str = "en", threshol
     return result
 
 
-def _submission(entry: dict[str, Any]) -> Submission:
+def _submission(entry: Kept) -> Submission:
     """One student's exercise as the measures read it: the file's text, and the jaxprs of its functions joined
     (``None`` where none could be traced)."""
     functions = entry.get("functions") or {}
@@ -110,6 +123,7 @@ def _baseline(out: Path, chapter: Chapter, seed: int | None) -> Baseline:
         path = chapter.stubs / ex.filename
         stubs[ex.id] = [path.read_text(encoding="utf-8")] if path.is_file() else []
     kept = Path(out) / FOLDER / "reference.json"
+    reference: dict[str, Kept]
     try:
         reference = json.loads(kept.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -119,7 +133,7 @@ def _baseline(out: Path, chapter: Chapter, seed: int | None) -> Baseline:
                                             if isinstance(entry, dict)})
 
 
-def _reference_programs(chapter: Chapter, seed: int | None) -> dict[str, Any]:
+def _reference_programs(chapter: Chapter, seed: int | None) -> dict[str, Kept]:
     """The reference solutions graded as a student's work with their programs recorded (trusted code)."""
     from grader.grading import GradeOptions, Machinery, grade
 
@@ -132,11 +146,11 @@ class _Functions:
     """Which functions a pair's likeness is in: those whose lines hold a match (by the source's syntax tree),
     and those that trace to one program on both sides (each function's canonical form, measured once)."""
 
-    def __init__(self, kept: dict[str, dict[str, Any]]):
+    def __init__(self, kept: Class):
         self.kept = kept
         self._digests: dict[str, str | None] = {}
 
-    def _entry(self, student: str, exercise: str) -> dict[str, Any]:
+    def _entry(self, student: str, exercise: str) -> Kept:
         return (self.kept.get(student) or {}).get(exercise) or {}
 
     def at_lines(self, student: str, exercise: str, spans: list[tuple[int, int]]) -> list[str]:
@@ -159,7 +173,7 @@ class _Functions:
         return [name for name in sorted(set(first) & set(second))
                 if self._digest(first[name]) is not None and self._digest(first[name]) == self._digest(second[name])]
 
-    def _digest(self, entry: Any) -> str | None:
+    def _digest(self, entry: object) -> str | None:
         text = entry.get("jaxpr") if isinstance(entry, dict) else None
         if not isinstance(text, str):
             return None
@@ -195,7 +209,7 @@ def _csv(pairs: list[Pair], functions: _Functions) -> str:
     return buffer.getvalue()
 
 
-def _html(result: SimilarityResult, kept: dict[str, dict[str, Any]], functions: _Functions, chapter: Chapter,
+def _html(result: SimilarityResult, kept: Class, functions: _Functions, chapter: Chapter,
           words, lang: str, threshold: float) -> str:
     """``similarity.html``: the pairs above the threshold, each with both submissions side by side and the
     matching lines marked (one self-contained page: nothing is loaded from elsewhere)."""

@@ -17,10 +17,13 @@ import contextlib
 import functools
 import io
 import signal
-from typing import Any, Iterator
+from types import FrameType
+from typing import Callable, Iterator
 
 from grader.trusted import safe_str
 
+#: a student's function, as the probe called it (anything callable the module defines)
+StudentFunction = Callable[..., object]
 #: a jaxpr's text is cut there
 MAX_JAXPR = 60_000
 #: the seconds one function's tracing may take
@@ -31,9 +34,9 @@ class FirstCalls:
     """The first call the probe made of each graded function (see the module)."""
 
     def __init__(self) -> None:
-        self.calls: dict[str, tuple[Any, tuple, dict]] = {}
+        self.calls: dict[str, tuple[StudentFunction, tuple, dict]] = {}
 
-    def note(self, name: str, fn: Any, args: tuple, kwargs: dict) -> None:
+    def note(self, name: str, fn: StudentFunction, args: tuple, kwargs: dict) -> None:
         """Keep the call of ``name`` where it is its first and it was handed plain data alone: a function
         handed a callable or an object of the grader's (a timing harness is handed the function it times,
         whose calls are recorded) is not traced, since tracing it would call what it was handed."""
@@ -53,7 +56,7 @@ class FirstCalls:
         return found
 
 
-def jaxpr_text(fn: Any, args: tuple, kwargs: dict) -> str:
+def jaxpr_text(fn: StudentFunction, args: tuple, kwargs: dict) -> str:
     """The jaxpr ``fn`` traces to on ``args`` and ``kwargs``, as JAX prints it."""
     import jax
 
@@ -65,14 +68,14 @@ def jaxpr_text(fn: Any, args: tuple, kwargs: dict) -> str:
     return str(jax.make_jaxpr(bound, static_argnums=static)(*args))
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
+def _plain(value: object, depth: int = 0) -> bool:
     """An array, a number, a string, ``None``, or a tuple or list of them."""
     if isinstance(value, (tuple, list)):
         return depth < 3 and len(value) <= 64 and all(_plain(item, depth + 1) for item in value)
     return value is None or isinstance(value, (bool, int, float, complex, str)) or _is_array(value)
 
 
-def _shape_of(value: Any) -> Any:
+def _shape_of(value: object) -> object:
     """An array as its shape and dtype (:class:`jax.ShapeDtypeStruct`), in a tuple or list too; else itself."""
     import jax
     import numpy as np
@@ -84,7 +87,7 @@ def _shape_of(value: Any) -> Any:
     return value
 
 
-def _is_array(value: Any) -> bool:
+def _is_array(value: object) -> bool:
     import jax
     import numpy as np
 
@@ -106,7 +109,7 @@ class _TooLong(Exception):
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Interrupt what runs in this (the main) thread after ``seconds``."""
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise _TooLong(f"tracing took over {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, interrupt)
