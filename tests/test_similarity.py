@@ -172,3 +172,16 @@ def test_the_page_shows_both_sides_of_a_copied_pair_with_the_lines_marked(graded
         assert colour not in ("rgba(0, 0, 0, 0)", "transparent"), colour
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         section.screenshot(path=str(ARTIFACTS / "similarity-pair.png"))
+
+
+def test_the_class_summary_lists_the_pairs_most_alike_with_links(graded):
+    """The class summary (the instructor's) has the pairs most alike at its side, each a link into
+    similarity.html; the seal covers the grades and the summary, not the similarity pages, which
+    grade similarity writes again."""
+    out = graded["out"]
+    page = (out / "summary.html").read_text(encoding="utf-8")
+    assert "Similar submissions" in page and "similarity.html#pair-" in page
+    assert all(name in page for pair in graded["copied"] for name in pair)
+    assert "Similar submissions" in (out / "summary.md").read_text(encoding="utf-8")
+    sealed = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["exports"]
+    assert "summary.html" in sealed and not [name for name in sealed if name.startswith("similarity")]

@@ -21,7 +21,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader.batch import filling, gradebook, layouts, reference as references, roster, summary as summaries, worksheets
 from grader.batch.gradebook import Row
@@ -32,6 +32,9 @@ from grader.grading import GradeOptions, new_seed
 from grader.i18n import T, TextError
 from grader.runner import sandbox as sandboxes
 from grader.runner.job_sessions import Limits
+
+if TYPE_CHECKING:
+    from grader.batch.similarity import SimilarityResult
 
 log = logging.getLogger("grader")
 
@@ -117,8 +120,8 @@ class BatchResult:
     repaired: list[str] = field(default_factory=list)
     #: the platform's own file to fill (``--gradebook``), as read
     sheet: "worksheets.Sheet | None" = None
-    #: the class's similar pairs (``--similarity``: :class:`grader.batch.similarity.SimilarityResult`)
-    similarity: object | None = None
+    #: the class's similar pairs (``--similarity``)
+    similarity: "SimilarityResult | None" = None
 
 
 def run_batch(submissions: Path, options: BatchOptions, *, executor=None,
@@ -242,14 +245,14 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
             _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
             stop.result = result  # type: ignore[attr-defined]
             raise
-    _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
-    if options.similarity:  # after the grades are written and sealed: it costs them nothing
+    if options.similarity:  # before the summary, which lists the pairs; sealed with it
         from grader.batch.similarity import similarity_report
 
         found = similarity_report(out, chapter, lang=options.lang, seed=seed,
-                                  graded=[row.name for row in result.rows if row.status in gradebook.GRADED])
+                                  graded=[key for key, row in rows.items() if row.status in gradebook.GRADED])
         result.paths["similarity_html"], result.paths["similarity_csv"] = found.paths["html"], found.paths["csv"]
         result.similarity = found
+    _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
     return result
 
 
@@ -408,10 +411,15 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
     summary = summaries.summarize(result.rows, chapter=chapter_words, seed=result.seed,
                                   max_score=sum(max_points.values()), warning=warning, notes=notes, download=download,
                                   sheet=sheet_rows)
+    if result.similarity is not None:  # the instructor's page: the pairs at its top, the whole list beside it
+        summary.similar = [summaries.SimilarPair(p.exercise, p.students, p.score, p.same_program, p.equals_reference)
+                           for p in result.similarity.pairs[:summaries.TOP]]
+        summary.similar_total = len(result.similarity.pairs)
     result.paths["summary_md"] = out / "summary.md"
     result.paths["summary_html"] = out / "summary.html"
     gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))
     gradebook.write_text(result.paths["summary_html"], summaries.render_html(summary, words, options.lang))
-    manifest.exports(out, [path for key, path in result.paths.items()])  # sealed as written
+    # sealed as written; not the similarity's pages, which grade similarity writes again at will
+    manifest.exports(out, [path for key, path in result.paths.items() if not key.startswith("similarity")])
     result.paths = {key: path for key, path in result.paths.items() if not key.startswith("results:")}
     result.paths["manifest"] = manifest.path

@@ -259,9 +259,14 @@ SIDE_BY_SIDE = """
 
 
 def _anchor(p: Pair) -> str:
+    return anchor(p.exercise, p.students)
+
+
+def anchor(exercise: str, students: tuple[str, str]) -> str:
+    """A pair's place in ``similarity.html`` (the summary links to it)."""
     import hashlib
 
-    return "pair-" + hashlib.sha256(f"{p.exercise}\0{p.students[0]}\0{p.students[1]}".encode()).hexdigest()[:12]
+    return "pair-" + hashlib.sha256(f"{exercise}\0{students[0]}\0{students[1]}".encode()).hexdigest()[:12]
 
 
 def _marked(source: str, spans: list[tuple[int, int]]) -> str:

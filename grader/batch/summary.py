@@ -56,6 +56,17 @@ class Failure:
 
 
 @dataclass
+class SimilarPair:
+    """A pair of students alike on one exercise, as the summary lists it (:mod:`grader.batch.similarity`)."""
+
+    exercise: str
+    students: tuple[str, str]
+    score: float
+    same_program: bool
+    equals_reference: bool
+
+
+@dataclass
 class ClassSummary:
     """What the summary pages show."""
 
@@ -80,6 +91,10 @@ class ClassSummary:
     #: the platform's own file (``--gradebook``): each row left as it was, and each graded student it
     #: lacks, ``(who, why)``
     sheet: list[tuple[str, Text]] = field(default_factory=list)
+    #: ``--similarity``: the pairs most alike (at most :data:`TOP`), and how many ``similarity.html`` lists;
+    #: ``None``: not asked for
+    similar: list[SimilarPair] | None = None
+    similar_total: int = 0
 
     @property
     def graded(self) -> list[Row]:
@@ -171,6 +186,12 @@ def render_markdown(s: ClassSummary, words: Words) -> str:
     out += ["", f"## {words(T('batch.summary.slowest'))}", "",
             f"| {words(T('batch.summary.student'))} | s | {words(T('ui.score'))} |", "|---|---:|---:|"]
     out += [f"| {_md(r.name)} | {r.duration_s:.1f} | {_num(r.total)} |" for r in s.slowest]
+    if s.similar is not None:
+        out += ["", f"## {words(T('batch.similarity.summary'))}", "",
+                words(T("batch.similarity.summary_more", shown=len(s.similar), total=s.similar_total,
+                        page="similarity.html")), ""]
+        out += [f"- `{p.exercise}` {_md(p.students[0])} · {_md(p.students[1])}: {p.score:.2f}"
+                + (f" ({words(T(_said(p)))})" if _said(p) else "") for p in s.similar]
     out += ["", f"## {words(T('batch.summary.problems'))}", ""]
     out += [f"- **{_md(r.name)}**: {r.status}" + (f": {_md(r.detail)}" if r.detail else "") for r in s.problems] \
         or [words(T("batch.summary.none"))]
@@ -214,6 +235,8 @@ def render_html(s: ClassSummary, words: Words, lang: str) -> str:
     body.append(f"<h2>{html.escape(words(T('batch.summary.slowest')))}</h2>")
     body.append(svg.bars([(r.name, r.duration_s) for r in s.slowest], title=words(T("batch.summary.slowest")),
                          unit=" s"))
+    if s.similar is not None:
+        body += _similar_html(s, words)
     body.append(f"<h2>{html.escape(words(T('batch.summary.problems')))}</h2>")
     body.append(html.table([words(T("batch.summary.student")), words(T("ui.status")), ""],
                            [[html.escape(r.name), html.status(r.status, "failed"), html.escape(r.detail)]
@@ -231,6 +254,33 @@ def render_html(s: ClassSummary, words: Words, lang: str) -> str:
                              html.status(r.status, "passed" if r.status == "completed" else "failed")]
                             for r in s.rows], numeric=(1, 2)))
     return html.page(title, "\n".join(body), lang=lang)
+
+
+def _said(p: SimilarPair) -> str | None:
+    return "batch.similarity.equals_reference" if p.equals_reference else \
+        "batch.similarity.same_program" if p.same_program else None
+
+
+def _similar_html(s: ClassSummary, words: Words) -> list[str]:
+    """The pairs most alike, each a link to its place in ``similarity.html`` (the instructor's alone)."""
+    from grader.batch.similarity import anchor
+
+    more = T("batch.similarity.summary_more", shown=len(s.similar or []), total=s.similar_total,
+             page="similarity.html")
+    body = [f"<h2>{html.escape(words(T('batch.similarity.summary')))}</h2>",
+            f'<p class="meta">{html.escape(words(more))}</p>']
+    if not s.similar:
+        return body + [f"<p>{html.escape(words(T('batch.similarity.none')))}</p>"]
+    rows = []
+    for p in s.similar:
+        said = _said(p)
+        note = f' <span class="hint">{html.escape(words(T(said)))}</span>' if said else ""
+        link = f'similarity.html#{anchor(p.exercise, p.students)}'
+        rows.append([f"<code>{html.escape(p.exercise)}</code>",
+                     f'<a href="{html.escape(link)}">{html.escape(p.students[0])} · {html.escape(p.students[1])}</a>'
+                     f"{note}", f"{p.score:.2f}"])
+    return body + [html.table([words(T("batch.similarity.exercise")), words(T("batch.similarity.pair")),
+                               words(T("ui.score"))], rows, numeric=(2,))]
 
 
 def _student_link(row: Row) -> str:
