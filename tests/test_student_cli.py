@@ -372,7 +372,7 @@ def test_grade_help_lists_the_grading_options(capsys):
                    "--sign-key"):
         assert option in out, option
     commands = [line for line in out.split("Commands:")[1].splitlines() if line.strip()]
-    assert {line.split()[0] for line in commands} == {"batch", "check", "dev", "verify"}
+    assert {line.split()[0] for line in commands} == {"batch", "check", "dev", "similarity", "verify"}
     assert not any(line.rstrip().endswith("...") for line in commands), commands
 
 

@@ -119,3 +119,22 @@ def test_no_arguments_gives_help_or_one_line(capsys):
     else:
         assert code == 2
         assert len(captured.err.splitlines()) == 1
+
+
+def test_ctrl_c_inside_a_class_being_made_is_an_interruption_not_a_grader_error(monkeypatch, capsys):
+    """Ctrl-C as a module is imported can land in a dataclass field's ``__set_name__``, and Python 3.11 wraps
+    what that raises in a RuntimeError (the KeyboardInterrupt its cause): still "interrupted", status 130 (it
+    was once "internal error in the grader", status 3, in test_ctrl_c's SIGINT 0.3 s in)."""
+    from grader.cli import app
+
+    class Interrupts:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    def imports(*args, **kwargs):
+        type("Made", (), {"field": Interrupts()})
+
+    monkeypatch.setattr(app.cli, "main", imports)
+    assert app.main(["check", "somewhere"]) == 130
+    err = capsys.readouterr().err
+    assert "grade: interrupted" in err and "internal error" not in err

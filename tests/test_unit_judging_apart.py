@@ -92,7 +92,8 @@ def test_options_hold_what_the_user_says_and_machinery_the_rest():
     user = {f.name for f in dataclasses.fields(GradeOptions)}
     machinery = {f.name for f in dataclasses.fields(Machinery)}
     assert not user & machinery
-    assert {"hosts", "reference_cache", "on_progress", "at_once", "scratch_root", "ahead", "preview"} == machinery
+    assert {"hosts", "reference_cache", "on_progress", "at_once", "scratch_root", "ahead", "preview",
+            "programs"} == machinery
     assert {"chapter", "exercises", "seed", "sandbox", "device", "limits", "submission_timeout_s"} <= user
 
 

@@ -248,11 +248,13 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
     if options.similarity:  # before the summary, which lists the pairs; sealed with it
         from grader.batch.similarity import similarity_report
 
-        found = similarity_report(out, chapter, lang=options.lang, seed=seed,
-                                  graded=[key for key, row in rows.items() if row.status in gradebook.GRADED])
-        result.paths["similarity_html"], result.paths["similarity_csv"] = found.paths["html"], found.paths["csv"]
-        result.similarity = found
+        result.similarity = similarity_report(out, chapter, lang=options.lang, seed=seed,
+                                              graded=[key for key, row in rows.items()
+                                                      if row.status in gradebook.GRADED])
     _finish(result, rows, students, chapter, selected, options, plan, words, manifest)
+    if result.similarity is not None:  # beside the grades; not sealed: grade similarity writes them again
+        result.paths["similarity_html"] = result.similarity.paths["html"]
+        result.paths["similarity_csv"] = result.similarity.paths["csv"]
     return result
 
 
@@ -419,7 +421,6 @@ def _finish(result: BatchResult, rows: dict[str, Row], students, chapter: Chapte
     result.paths["summary_html"] = out / "summary.html"
     gradebook.write_text(result.paths["summary_md"], summaries.render_markdown(summary, words))
     gradebook.write_text(result.paths["summary_html"], summaries.render_html(summary, words, options.lang))
-    # sealed as written; not the similarity's pages, which grade similarity writes again at will
-    manifest.exports(out, [path for key, path in result.paths.items() if not key.startswith("similarity")])
+    manifest.exports(out, [path for key, path in result.paths.items()])  # sealed as written
     result.paths = {key: path for key, path in result.paths.items() if not key.startswith("results:")}
     result.paths["manifest"] = manifest.path

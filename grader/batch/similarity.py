@@ -79,8 +79,9 @@ class SimilarityResult:
 
     #: the pairs reported, highest score first
     pairs: list[Pair]
-    #: students with programs kept, and those graded without (``--similarity`` not given then)
+    #: students with programs kept
     students: list[str]
+    #: students graded without their programs kept (``--similarity`` not given then)
     missing: list[str]
     #: ``similarity.html`` and ``similarity.csv``
     paths: dict[str, Path] = field(default_factory=dict)

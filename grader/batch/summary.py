@@ -59,10 +59,15 @@ class Failure:
 class SimilarPair:
     """A pair of students alike on one exercise, as the summary lists it (:mod:`grader.batch.similarity`)."""
 
+    #: the exercise's id
     exercise: str
+    #: the two students, in order of name
     students: tuple[str, str]
+    #: their combined score (0 to 1)
     score: float
+    #: both trace to one program
     same_program: bool
+    #: both traces equal the reference solution's
     equals_reference: bool
 
 
@@ -94,6 +99,7 @@ class ClassSummary:
     #: ``--similarity``: the pairs most alike (at most :data:`TOP`), and how many ``similarity.html`` lists;
     #: ``None``: not asked for
     similar: list[SimilarPair] | None = None
+    #: how many pairs ``similarity.html`` lists
     similar_total: int = 0
 
     @property

@@ -36,11 +36,11 @@ class FirstCalls:
     def __init__(self) -> None:
         self.calls: dict[str, tuple[StudentFunction, tuple, dict]] = {}
 
-    def note(self, name: str, fn: StudentFunction, args: tuple, kwargs: dict) -> None:
+    def note(self, name: str, fn: object, args: tuple, kwargs: dict) -> None:
         """Keep the call of ``name`` where it is its first and it was handed plain data alone: a function
         handed a callable or an object of the grader's (a timing harness is handed the function it times,
         whose calls are recorded) is not traced, since tracing it would call what it was handed."""
-        if name not in self.calls and all(_plain(value) for value in (*args, *kwargs.values())):
+        if callable(fn) and name not in self.calls and all(_plain(value) for value in (*args, *kwargs.values())):
             # an array kept as its shape and type alone: the call may have donated it, and it holds memory
             self.calls[name] = (fn, tuple(_shape_of(a) for a in args), {k: _shape_of(v) for k, v in kwargs.items()})
 

@@ -137,6 +137,19 @@ class _TerminalFormatter(logging.Formatter):
 
 
 # ------------------------------------------------------------------ entry point
+def _interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was caused by Ctrl-C: Python wraps what a class's ``__set_name__`` raises (a dataclass's
+    field, say, as a module is imported) in a ``RuntimeError``, the ``KeyboardInterrupt`` as its cause."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line for every error, never a traceback for the user's mistake."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -163,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0
     except Exception as exc:  # noqa: BLE001 - the grader's own bug: one line, details in a file
+        if _interrupted(exc):  # Ctrl-C inside something that wraps what it raised (a class being made)
+            click.echo("grade: interrupted", err=True)
+            return 130
         log_path = Path(tempfile.gettempdir()) / f"grade-error-{os.getpid()}.log"
         log_path.write_text(traceback.format_exc(), encoding="utf-8")
         lang = default_lang()

@@ -23,7 +23,7 @@ from grader.i18n import T, default_lang, grader_catalog
 from grader.options import LimitOptions
 
 
-@cli.command("batch", short_help="Grade a whole class: a platform's download, or a folder per student.")
+@cli.command("batch", short_help="Grade a class: a platform's download, or a folder per student.")
 @click.argument("submissions", type=click.Path(path_type=Path))
 @click.option("--layout", type=click.Choice(["auto", "folders", "canvas", "moodle", "gradescope"]), default="auto",
               show_default=True, help="How SUBMISSIONS is laid out: told from its names, or the platform it came from.")
@@ -129,7 +129,7 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            csv=str(result.paths["similarity_csv"]))))
 
 
-@cli.command("similarity", short_help="Rank the pairs of a batch's students whose work is unusually alike.")
+@cli.command("similarity", short_help="Pairs of a batch's students unusually alike.")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="The lowest score a pair reported has (0 to 1; default 0.5).")

@@ -321,7 +321,7 @@ def _grade_live(path: Path, options: GradeOptions, machinery: Machinery, catalog
         return grade(path, options, replace(machinery, on_progress=status))
 
 
-@cli.command("verify", short_help="Check a signed report, or a batch's results folder (exit 0: valid).")
+@cli.command("verify", short_help="Check a signed report or a batch's results (exit 0: valid).")
 @click.argument("report", type=click.Path(path_type=Path))
 @click.option("--key", "key_path", type=click.Path(path_type=Path), envvar="GRADE_SIGN_KEY", default=None,
               help="The key file the report (or the batch, with grade batch --sign-key) was signed with.")

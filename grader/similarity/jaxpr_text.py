@@ -26,7 +26,9 @@ _OPEN = {"{": "}", "[": "]", "(": ")"}
 @dataclass(frozen=True)
 class Var:
     """A binder: a variable's name and its type as printed (``f32[3]``)."""
+    #: its name as printed (``a``, ``bq``)
     name: str
+    #: its type as printed (``f32[3]``)
     type: str
 
 
@@ -34,7 +36,9 @@ class Var:
 class Arg:
     """An equation's argument or a jaxpr's output: a variable's name, or a literal (its ``type`` printed
     after it; an untyped word that names no variable in scope is a literal of an older JAX)."""
+    #: a variable's name, or a literal's value
     text: str
+    #: a literal's type, where printed after it
     type: str | None = None
 
 
@@ -44,17 +48,25 @@ Value = list[Union[str, "Jaxpr"]]
 
 @dataclass
 class Eqn:
+    #: the variables it binds
     outs: list[Var]
+    #: its primitive (``mul``, ``jit``, ``select_n``)
     prim: str
+    #: its parameters, by name, in printed order (a nested jaxpr parsed)
     params: list[tuple[str, Value]]
+    #: its arguments
     args: list[Arg]
 
 
 @dataclass
 class Jaxpr:
+    #: the constants it closes over
     consts: list[Var]
+    #: its inputs
     invars: list[Var]
+    #: its equations, in printed order
     eqns: list[Eqn] = field(default_factory=list)
+    #: what it returns
     outs: list[Arg] = field(default_factory=list)
 
 

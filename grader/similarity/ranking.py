@@ -57,7 +57,9 @@ ClassData = Mapping[str, Mapping[str, Submission]]
 class Baseline:
     """What no pair is blamed for: each exercise's stub texts (their fingerprints never count) and its
     reference solution (a pair whose traces both equal it is flagged)."""
+    #: each exercise's stub texts: their fingerprints never count
     stubs: Mapping[str, Sequence[str]]
+    #: each exercise's reference solution: a pair whose traces both equal it is flagged
     reference: Mapping[str, Submission] = field(default_factory=dict)
 
 
@@ -69,8 +71,11 @@ Span = tuple[int, int]
 class Match:
     """Lines of the first student's source that match lines of the second's (rarity: the rarest
     fingerprint in them, 0 to 1)."""
+    #: the first student's lines
     first: Span
+    #: the second student's lines
     second: Span
+    #: the rarest fingerprint in them (0 to 1)
     rarity: float
 
 
@@ -80,21 +85,32 @@ class Pair:
     was not traced), their mean (the source score alone when not traced or when ``equals_reference``), the
     lines that match, whether both traces equal the reference solution's, and whether both trace to one
     program (their canonical forms equal: renamed, reordered, ``where`` as ``select``, a helper inlined)."""
+    #: the exercise's id
     exercise: str
+    #: the two students, in order of name
     students: tuple[str, str]
+    #: their sources' rarity-weighted likeness (0 to 1)
     source_score: float
+    #: their traced programs' (0 to 1); ``None`` where either was not traced
     trace_score: float | None
+    #: the two scores' mean (the source score alone when not traced or when ``equals_reference``)
     score: float
+    #: the lines that match, on each side
     why: tuple[Match, ...]
+    #: both traces equal the reference solution's
     equals_reference: bool
+    #: both trace to one program (their canonical forms equal)
     same_program: bool = False
 
 
 @dataclass
 class _Side:
     """One exercise's students and their measures."""
+    #: the students who have the exercise, in order of name
     students: list[str]
+    #: each one's fingerprints not in the stubs, with the lines each spans
     prints: list[dict[int, Span]]
+    #: each one's canonical trace (``None``: not traced, or not read)
     traces: list[Canonical | None]
 
 
@@ -109,7 +125,9 @@ def rank(class_data: ClassData, baseline: Baseline, *, threshold: float = THRESH
 @dataclass
 class _Measures:
     """Each distinct text measured once: fingerprints by source, canonical form by jaxpr text (None: unread)."""
+    #: fingerprints by source text
     prints: dict[str, list[Print]] = field(default_factory=dict)
+    #: canonical forms by jaxpr text
     traces: dict[str, Canonical | None] = field(default_factory=dict)
 
     def source(self, text: str) -> list[Print]:

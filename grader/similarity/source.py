@@ -35,13 +35,17 @@ _SKIPPED = (ast.expr_context, ast.Import, ast.ImportFrom)
 @dataclass(frozen=True, slots=True)
 class Print:
     """One fingerprint: the hash of ``k`` tokens and the lines they span, first and last (1-based)."""
+    #: the hash of ``k`` tokens (blake2b: the same in every process)
     hash: int
+    #: the lines they span, first and last (1-based)
     lines: tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
 class Token:
+    #: the token as compared (a name by its role, a literal by its kind)
     text: str
+    #: its line (1-based)
     line: int
 
 

@@ -60,27 +60,40 @@ def _hash(text: str) -> str:
 class Ref:
     """A value in the flattened program: an input (``in``), a constant (``const``), a literal (``lit``) or
     output ``index`` of a node; ``type`` as printed."""
+    #: ``in``, ``const``, ``lit`` or ``node``
     kind: str
+    #: the value's type as printed
     type: str
+    #: the node that made it (``node`` references), else -1
     node: int = -1
+    #: which of that node's outputs, or which input
     index: int = 0
 
 
 @dataclass
 class Node:
+    #: its primitive
     prim: str
+    #: its parameters that change what it computes, as canonical text
     params: str
+    #: what it is applied to
     args: list[Ref]
+    #: its outputs' types
     types: list[str]
+    #: a name-free description of it and of everything it depends on (the canonical order's key)
     key: str = ""
+    #: the features of a body it keeps (a loop's, a branch's), not inlined
     inner_features: frozenset[str] = frozenset()
 
 
 @dataclass
 class _Flat:
     """A jaxpr with every inlined call spliced in: nodes in a valid order, the outputs as references."""
+    #: the program's inputs
     inputs: list[Ref]
+    #: its equations, every call inlined, in a valid order
     nodes: list[Node] = field(default_factory=list)
+    #: what it returns
     outs: list[Ref] = field(default_factory=list)
 
 
@@ -90,9 +103,13 @@ class Canonical:
     (``v3:f32[3] = mul v1 v2``), ``signature`` (inputs and outputs), ``digest`` (equal exactly when both are
     equal) and ``features`` (hashes of the dataflow graph's pieces: each equation, each edge, each path of
     two edges, each equation's whole subgraph)."""
+    #: the equations as text, variables renamed in canonical order
     equations: tuple[str, ...]
+    #: its inputs' and outputs' types
     signature: str
+    #: equal exactly when equations and signature are
     digest: str
+    #: hashes of the dataflow graph's pieces, for the class's rarity-weighted score
     features: frozenset[str]
 
 
@@ -129,15 +146,15 @@ def _resolve(arg: Arg, env: dict[str, Ref]) -> Ref:
 
 def _splice(jaxpr: Jaxpr, env: dict[str, Ref], flat: _Flat) -> list[Ref]:
     """Append ``jaxpr``'s equations to ``flat`` (its variables bound in ``env``); its outputs' references."""
-    for eqn in jaxpr.eqns:
-        args = [_resolve(arg, env) for arg in eqn.args]
-        body = _body(eqn)
+    for equation in jaxpr.eqns:
+        args = [_resolve(arg, env) for arg in equation.args]
+        body = _body(equation)
         if body is not None:
             inner = _bound(body, args)
             if inner is not None:
-                env.update({var.name: ref for var, ref in zip(eqn.outs, _splice(body, inner, flat))})
+                env.update({var.name: ref for var, ref in zip(equation.outs, _splice(body, inner, flat))})
                 continue
-        env.update({var.name: ref for var, ref in zip(eqn.outs, _emitted(eqn, args, flat))})
+        env.update({var.name: ref for var, ref in zip(equation.outs, _emitted(equation, args, flat))})
     return [_resolve(arg, env) for arg in jaxpr.outs]
 
 
