@@ -320,6 +320,20 @@ def test_a_failed_count_says_which_call_compiled_again_and_why():
                                                        "compile.why.shape", "compile.why.new_function"]
 
 
+def test_a_function_made_anew_at_the_freed_one_s_address_is_still_made_anew():
+    """A function made anew on every call may be given the address, and so the id, of the one freed before
+    it: JAX still says it never saw it, at a later call, and that is the reason (it once depended on the
+    memory's layout: ex07's static_n_steps said "and 1 more call(s) compiled again" on one run, not the next)."""
+    why = [
+        {"call": 1, "text": "TRACING CACHE MISS at a.py:3:\n  never seen function:\n    step id=7 defined at a.py:1"},
+        {"call": 2, "text": "TRACING CACHE MISS at a.py:3:\n  never seen function:\n    step id=8 defined at a.py:1"},
+        {"call": 3, "text": "TRACING CACHE MISS at a.py:3:\n  never seen function:\n    step id=8 defined at a.py:1"},
+        {"call": 3, "text": "TRACING CACHE MISS at a.py:3:\n  never seen function:\n    other id=9 defined at a.py:5"},
+    ]
+    assert [(r.key, r.args["call"]) for r in compiles.explain(why)] == [("compile.why.new_function", 2),
+                                                                        ("compile.why.new_function", 3)]
+
+
 def test_a_failed_count_names_each_kind_of_reason_before_more_of_one_kind():
     """Four calls compiled again for a new shape, then one for a new dtype: the message names the
     dtype too (the first three reasons alone were all shapes: ex04's keeps_dtype read as shapes only)."""

@@ -262,15 +262,18 @@ _FOR = re.compile(r"for (?P<name>\S+) defined at")
 def explain(records: list[dict]) -> list[Text]:
     """The calls that compiled again, each with why, from JAX's explanations (first compiles left out)."""
     out: list[Text] = []
-    first_ids: dict[str, str] = {}
+    first: dict[str, tuple[object, str]] = {}  # a function's name: the call it was first seen at, its id then
     for record in records:
         text, call = str(record.get("text", "")), record.get("call") or 1
         new = _NEW.search(text)
         if new:
             name, fid = new["name"], new["id"]
-            if name in first_ids and first_ids[name] != fid:  # the same function, made anew
+            # the same function, made anew: JAX has never seen it though it saw one of that name at an earlier
+            # call (the object it traced then would have been found again), or at this call with another id.
+            # Not by the id alone: the new object may take the freed one's address, and its id with it
+            if name in first and (first[name][0] != call or first[name][1] != fid):
                 out.append(T("compile.why.new_function", call=call, name=name))
-            first_ids.setdefault(name, fid)
+            first.setdefault(name, (call, fid))
             continue
         reason = _reason(text, call, record.get("params") or [])
         if reason is not None:
