@@ -88,15 +88,20 @@ def _time_function(student, reference, cases: list[str], deadline: float, fracti
     out = {"case": case.split("/", 1)[1], "calibration": calibration, "batches": list(batches),
            "rounds": len(s_samples.get("wall", [])), "reps_per_round": REPS, "reference": None}
     for side, samples in (("student", s_samples), ("reference", r_samples)):
-        if samples is None:
-            continue
-        stats = timing.speedup_stats(samples)
-        if "error" in samples:
-            stats["error"] = samples["error"]
-            if samples.get("implausible"):
-                stats["implausible"] = True
-        out[side] = stats
+        if samples is not None:
+            out[side] = _stats(samples)
     return out
+
+
+def _stats(samples: dict) -> dict:
+    """A side's figures from its samples (:func:`grader.primitives.timing.speedup_stats`), with why it has
+    none where it could not be timed, and whether its calls were implausible."""
+    stats = timing.speedup_stats(samples)
+    if "error" in samples:
+        stats["error"] = samples["error"]
+        if samples.get("implausible"):
+            stats["implausible"] = True
+    return stats
 
 
 def _time_alone(session, cases: list[str], deadline: float, chosen: dict | None) -> dict:
@@ -154,12 +159,7 @@ def _combine(student: dict, reference: dict | None) -> dict:
             continue
         got = by_case.get(case) or {"error": "not timed"}
         samples = got.get("samples") or {"error": got.get("error")}
-        stats = timing.speedup_stats(samples)
-        if "error" in samples:
-            stats["error"] = samples["error"]
-            if samples.get("implausible"):
-                stats["implausible"] = True
-        out[side] = stats
+        out[side] = _stats(samples)
         if side == "student":
             out["rounds"] = len(samples.get("wall", []))
     return out
