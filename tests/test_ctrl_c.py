@@ -111,6 +111,44 @@ def test_ctrl_c_to_the_process_group_stops_a_full_grading_and_keeps_the_full_rep
     print(f"Ctrl-C {after_s} s in: ended in {took:.2f} s, status {process.returncode}")
 
 
+#: a ``click`` that takes 30 s to import (a cold disk, a loaded machine), saying so first, then the real one
+SLOW_CLICK = """
+import os, sys, time
+print("importing click", file=sys.stderr, flush=True)
+time.sleep(30)
+sys.path.remove(os.path.dirname(__path__[0]))
+del sys.modules["click"]
+import click as real
+sys.modules["click"] = real
+"""
+
+
+@pytest.mark.parametrize("how", ["-m", "script"])
+def test_ctrl_c_while_the_command_still_imports_ends_it_with_one_line(tmp_path, how):
+    """The CI run of 2026-12-06: Ctrl-C 0.3 s in, as the command's modules still imported (before grader.cli.main
+    handles it), printed a KeyboardInterrupt traceback and ended by the signal (status -2). From the moment the
+    package is imported (grader/__init__.py), it is one line and status 130, for ``python -m grader`` and for the
+    ``grade`` script alike."""
+    shim = tmp_path / "slow" / "click"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(SLOW_CLICK, encoding="utf-8")
+    script = tmp_path / "grade"  # what pip writes for the console script, with its name
+    script.write_text("import sys\nfrom grader.cli import main\nsys.exit(main())\n", encoding="utf-8")
+    command = [sys.executable, "-m", "grader"] if how == "-m" else [sys.executable, str(script)]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'slow'}{os.pathsep}{ROOT}"}
+    process = subprocess.Popen([*command, str(SOLUTIONS), "--lang", "en"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=ROOT, text=True, env=env,
+                               preexec_fn=_own_group)
+    try:
+        assert process.stderr.readline().strip() == "importing click"
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert (process.returncode, err.strip()) == (130, "grade: interrupted")
+
+
 def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_path):
     """grade --watch: a save starts a grading again (ex08 imports for 12 s); Ctrl-C 2 s into it ends watch mode
     within seconds, with every process it started."""

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import logging
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -19,6 +20,7 @@ from typing import Any, Callable
 
 import click
 
+import grader
 from grader import __version__, safetext
 from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
 
@@ -152,6 +154,8 @@ def _interrupted(exc: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line for every error, never a traceback for the user's mistake."""
+    if signal.getsignal(signal.SIGINT) is grader._quiet_interrupt:  # started: Ctrl-C is handled below from now
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = sys.argv[1:] if argv is None else list(argv)
     if not args:  # `grade` alone: show how to use it
         with click.Context(cli, info_name="grade") as ctx:

@@ -296,6 +296,21 @@ def statistics_of(values: list[float]) -> dict[str, float]:
     return found
 
 
+def median_range(values: list[float], spans: list[float] | None = None) -> tuple[float, float]:
+    """Where the median of a harness's samples lies: from the median of ``values`` (the works) with one
+    sample more below them all, to the median of ``spans`` (:func:`timed_spans`; ``values`` without
+    them) with one sample more above them all.
+
+    Each sample lies between its call's work and its span, and a median grows with each sample, so
+    a harness that took the median of exactly the calls asked for is within; so is one that timed one
+    call more or fewer, such as a timed warm-up call: which calls it timed is other checks' to judge,
+    and the median check's only which statistic it took. (The CI run of 2026-12-06: the median of a
+    harness that timed its warm-up call too, 10 samples, came back 2.56x the median work, the machine
+    having stretched the sixth span, and was judged a trimmed mean.)"""
+    top = spans if spans and len(spans) == len(values) else values
+    return (statistics.median([*values, min(values)]), statistics.median([*top, max(top)]))
+
+
 def nearest_statistic(value: float, values: list[float], spans: list[float] | None = None) -> tuple[str, float]:
     """Which statistic of ``values`` ``value`` is nearest (as a ratio), and its value; the median on a tie.
 
@@ -309,9 +324,11 @@ def nearest_statistic(value: float, values: list[float], spans: list[float] | No
     """
     found = statistics_of(values)
     upper = statistics_of(spans) if spans and len(spans) == len(values) else found
+    ranges = {name: (found[name], max(found[name], upper[name])) for name in found}
+    ranges["median"] = median_range(values, spans)
 
     def distance(name: str) -> float:
-        low, high = found[name], max(found[name], upper[name])
+        low, high = ranges[name]
         if value <= 0 or low <= 0:
             return math.inf
         return 0.0 if low <= value <= high else min(abs(math.log(value / low)), abs(math.log(value / high)))

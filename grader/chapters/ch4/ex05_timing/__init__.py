@@ -217,13 +217,13 @@ def _spans(s: Records, ctx: CheckContext[Inputs], run: str, calls: list) -> list
 
 def _bounds(s: Records, ctx: CheckContext[Inputs], run: str, calls: list, real: float | None, works: list[float],
             statistic: bool = False) -> tuple[float | None, float | None]:
-    """What a harness's figure of ``run`` is held between (before the check's tolerance): the median
-    of the works up to the median of the spans (``statistic``), else the fastest work up to the
-    longest span."""
+    """What a harness's figure of ``run`` is held between (before the check's tolerance): where the
+    median of its samples lies (``statistic``: :func:`grader.primitives.instrument.median_range`),
+    else the fastest work up to the longest span."""
     if not works:
         return real, real
     spans = _spans(s, ctx, run, calls)
-    return (real, float(np.median(spans))) if statistic else (min(works), max(spans))
+    return instrument.median_range(works, spans) if statistic else (min(works), max(spans))
 
 
 def warmup_ceiling(calls: list, schedule: Schedule, spans: list[float]) -> float | None:
