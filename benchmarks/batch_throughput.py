@@ -45,6 +45,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import Machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from grader.authoring.variants import module_text  # noqa: E402 - the checkout's grader, as the path above says
@@ -243,7 +246,7 @@ def main() -> None:
                         help="do not grade each student alone with grade (the verdicts every mode must give)")
     args = parser.parse_args()
     extra = [item for k in args.exercise for item in ("-k", k)]
-    load_before = os.getloadavg()
+    machine = Machine()
     results = []
     with tempfile.TemporaryDirectory(prefix="batch-bench-") as tmp:
         klass = make_class(Path(tmp), args.n)
@@ -255,9 +258,7 @@ def main() -> None:
                   f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
         single = None if args.no_single else single_gradings(klass, Path(tmp) / "out-single", args.seed, extra)
         shutil.rmtree(klass, ignore_errors=True)
-    load_after = os.getloadavg()
-    print(f"\nN = {args.n} distinct submissions, {os.cpu_count()} CPUs, load average before {load_before[0]:.2f} "
-          f"(5 min {load_before[1]:.2f}), after {load_after[0]:.2f} (5 min {load_after[1]:.2f})\n")
+    print(f"\nN = {args.n} distinct submissions\n{machine.describe()}\n")
     print("| mode | CPUs | wall (s) | submissions / min | core-seconds a student | scores | not completed |")
     print("|---|---:|---:|---:|---:|---|---:|")
     for r in results:

@@ -19,7 +19,6 @@ machine is shared: compare within one run); ``setup.sh`` takes about two minutes
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -27,6 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import Machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -49,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    load_before = os.getloadavg()
+    machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="gradescope-bench-"))
     try:
         bundle = work / "autograder.zip"
@@ -83,8 +85,7 @@ def main() -> int:
             spread = lambda k: f"{min(times[(name, k)]):.2f}–{max(times[(name, k)]):.2f}"  # noqa: E731, B023
             print(f"| {name} | {first:.2f} s ({spread('first')}) | {second:.2f} s ({spread('second')}) | "
                   f"{first / second:.2f} |")
-        print(f"\n{os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"\n{machine.describe()}")
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
     return 0

@@ -52,6 +52,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import Machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -143,7 +146,7 @@ def main() -> int:
                         help="the otter-grader assignment (default: shared/anchors/otter beside this checkout)")
     args = parser.parse_args()
 
-    load_before = os.getloadavg()
+    machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="grade-bench-"))
     warm_cache, built, own_cache = work / "cache-warm", work / "cache-built", work / "cache-own"
     solutions, own = str(ROOT / "solutions" / "ch4"), str(own_work(work))
@@ -229,9 +232,7 @@ def main() -> int:
     if OTTER in commands:
         otter_python = Path(args.otter_bin).resolve().parent / "python"
         print(f"otter's environment: {_versions(str(otter_python))} (compare like with like)")
-    load = os.getloadavg()
-    print(f"\n{os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}; sandbox {args.sandbox}")
+    print(f"\n{machine.describe()}; sandbox {args.sandbox}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import Machine  # noqa: E402
 
 
 def _burn() -> None:  # a CPU hog for --load
@@ -81,6 +83,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="EXERCISE/NAME",
                         help="also grade the reference with this variant in place of its exercise")
     args = parser.parse_args()
+    machine = Machine()  # before the background load starts
     scratch = Path(tempfile.mkdtemp(prefix="repeat-grading-"))
     submissions = [("solutions/ch4", ROOT / "solutions" / "ch4"), ("exercises/ch4", ROOT / "exercises" / "ch4")]
     submissions += [(spec, variant_submission(spec, scratch)) for spec in args.variant]
@@ -124,7 +127,7 @@ def main() -> None:
                         if (c["id"], c["status"]) not in first:
                             print(f"  run {run}: {e['id']} {c['id']} {c['status']}: {str(c.get('message'))[:400]}")
     print(f"\nevery submission kept one score and one speed-up verdict: {'yes' if stable else 'NO'}")
-    print(f"\nmachine: {multiprocessing.cpu_count()} cores, background load {args.load}, "
+    print(f"\n{machine.describe()}\nbackground load {args.load} processes (after: theirs too), "
           f"{rows[0][3]['environment']['backend']} / JAX {rows[0][3]['environment']['jax']}")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
@@ -28,19 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
 import similarity_class as made  # noqa: E402
+from machine import Machine  # noqa: E402
 
 from grader.batch.run import BatchOptions, run_batch  # noqa: E402
 from grader.batch.similarity import FOLDER, similarity_report  # noqa: E402
 from grader.chapter import load_chapter  # noqa: E402
-
-
-def _machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "?")
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, load {os.getloadavg()[0]:.2f}"
 
 
 def _spread(values: list[float]) -> str:
@@ -54,7 +49,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--class-size", type=int, default=300)
     args = parser.parse_args()
-    print(f"machine: {_machine()}")
+    machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="similarity-cost-"))
     try:
         students = made.independent(args.n)
@@ -89,9 +84,10 @@ def main() -> None:
             found = similarity_report(big, chapter, seed=11)
             took.append(time.monotonic() - began)
         print(f"similarity of a class of {args.class_size} (8 exercises): {_spread(took)} s, "
-              f"{len(found.pairs)} pairs reported; load after {os.getloadavg()[0]:.2f}")
+              f"{len(found.pairs)} pairs reported")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(machine.describe())
 
 
 if __name__ == "__main__":

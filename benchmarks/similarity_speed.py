@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import Machine  # noqa: E402
 
 from grader.authoring.variants import module_text  # noqa: E402
 from grader.similarity.ranking import Baseline, rank  # noqa: E402
@@ -73,11 +75,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    machine = Machine()
     students, baseline = synthetic_class(args.n, args.seed)
     start = time.perf_counter()
     pairs = rank(students, baseline)
     took = time.perf_counter() - start
     print(f"rank: {args.n} students x {len(baseline.stubs)} exercises in {took:.2f} s, {len(pairs)} pairs reported")
+    print(machine.describe())
 
 
 if __name__ == "__main__":

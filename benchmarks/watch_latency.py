@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import Machine  # noqa: E402
 GRADE = [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main())"]
 
 
@@ -58,6 +60,7 @@ def main() -> int:
     parser.add_argument("--saves", type=int, default=6)
     parser.add_argument("--exercise", default="ex02_where")
     args = parser.parse_args()
+    machine = Machine()
     tag = args.exercise.split("_")[0]
     work = Path(tempfile.mkdtemp(prefix="grade-watch-bench-"))
     folder = work / "ch4"
@@ -94,6 +97,7 @@ def main() -> int:
     print(f"  watch mode, from a save to its verdict:  {_summary(watched)}")
     print(f"  a fresh `grade -k {tag}` of the same:      {_summary(fresh)}")
     print(f"  ratio (medians): {statistics.median(watched) / statistics.median(fresh):.2f}")
+    print(machine.describe())
     return 0
 
 

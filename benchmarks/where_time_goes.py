@@ -40,6 +40,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import Machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
@@ -93,13 +96,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     extra = [item for k in args.exercise for item in ("-k", k)]
-    load_before = os.getloadavg()
+    machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="where-time-goes-"))
     try:
         wall, cpu, reports = run(args.mode, args.n, args.seed, extra, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    load_after = os.getloadavg()
     n = len(reports)
     rows: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     grader_cpu = []
@@ -128,7 +130,7 @@ def main() -> None:
     compiler = sum(sum(r["compiler"]) for r in rows.values())
     print(f"\n{n} gradings ({args.mode}), wall {wall:.1f} s, CPU {cpu:.1f} s in all: "
           f"{cpu / max(n, 1):.2f} core-seconds "
-          f"a student; {os.cpu_count()} CPUs, load average before {load_before[0]:.2f}, after {load_after[0]:.2f}\n")
+          f"a student\n{machine.describe()}\n")
     print("| per student | core-seconds | share |")
     print("|---|---:|---:|")
     rest = cpu - jobs - compiler - sum(grader_cpu)
