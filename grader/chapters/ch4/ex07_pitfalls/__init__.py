@@ -119,13 +119,12 @@ def probe(ctx: ProbeContext[Inputs]) -> None:
     grows = all(sizes.get(n, {}).get("status") == "ok" for n in (steps[0], steps[-1])) \
         and sizes[steps[-1]]["lines"] > sizes[steps[0]]["lines"]
     placed = [put(inp["power"]) for _ in steps]  # each call its own arrays (it may donate them)
+    compiled = 1 if grows else len(steps)
     with ctx.compiles(KEYS.window()):
-        for n, (a, v0) in zip(steps, placed):
-            if not (grows and n != steps[0]):
-                ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
-    if grows:
-        for n, (a, v0) in list(zip(steps, placed))[1:]:
-            ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n, under=op_by_op)
+        for n, (a, v0) in zip(steps[:compiled], placed):
+            ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n)
+    for n, (a, v0) in zip(steps[compiled:], placed[compiled:]):
+        ctx.call(KEYS.value(name="power_iteration", case=n), "power_iteration", a, v0, n, under=op_by_op)
 
     for i, (xs, alpha) in enumerate(inp["ema"]):
         ctx.call(KEYS.value(name="ema", case=i), "ema", put(xs), alpha)
