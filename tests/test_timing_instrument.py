@@ -359,7 +359,8 @@ def test_the_real_jitted_function_is_sized_to_the_machine_with_one_program():
     matrix product, an argument of one program: growing it compiles nothing more (each matrix size
     tried was a program of its own, loaded or compiled in turn, most of what this part of the job
     cost). A correct harness agrees with the grader's calls of it, and the rounds needed here are
-    more than one (else nothing was sized)."""
+    more than one (else nothing was sized). (In CI the calls timed after the sizing took 1.45 ms
+    of a 2 ms floor on a loaded machine; what is asserted of the sizing is now its own trial.)"""
     import jax
 
     from grader.chapters.ch4.ex05_timing import jitted
@@ -374,6 +375,9 @@ def test_the_real_jitted_function_is_sized_to_the_machine_with_one_program():
     assert sum(compiled.values()) == 1, compiled  # the program of each call made here, and no other
     truth = ctx.records[ex05.KEYS.truth(run="jax")]
     assert truth["rounds"] > 1, truth
-    assert truth["fastest"] >= inputs["jax_min_s"] * 0.8 or truth["rounds"] == jitted.MOST_ROUNDS, truth
+    # the sizing stopped for its reason: its last trial took ``jax_min_s`` (or the rounds reached their
+    # most). The calls timed afterwards may be faster than that trial: a burst of other work on a loaded
+    # machine can stretch a trial, so no time measured later is held to the floor here
+    assert truth["sized_s"] >= inputs["jax_min_s"] or truth["rounds"] == jitted.MOST_ROUNDS, truth
     assert ctx.records[ex05.KEYS.result(run="jax")]["status"] == "ok"
     assert ex05.jax_agrees(ctx.returned, truth["fastest"], truth["slowest"]), (ctx.returned, truth)

@@ -70,7 +70,7 @@ def time_a_jitted_function(ctx: ProbeContext[Any], matrix_seed: int, min_s: floa
             break
     return outcome, {"before": float(np.median(before)), "after": float(np.median(after)),
                      "fastest": min(before + after), "slowest": max(before + after), "rounds": rounds,
-                     "attempts": attempt, "first_leaf": _first_output_time(chain, a)}
+                     "sized_s": took, "attempts": attempt, "first_leaf": _first_output_time(chain, a)}
 
 
 #: the real jitted function's matrix (``MATRIX`` square), multiplied ``rounds`` times a call, as many as
