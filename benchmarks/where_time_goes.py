@@ -23,6 +23,13 @@ waited-for children) are split with what each report's ``timings`` says, per stu
 * the rest: starting hosts (importing JAX), the batch's own bookkeeping, Dask, writing
   the gradebook: everything not inside a job or a grading.
 
+Then the same CPU seconds split by process, as ``/proc`` shows them while the command runs (every
+20 ms, each process's own CPU as last seen: ``by_process``): the command's own processes, a batch's
+workers, each kind of process that imports JAX (a student's host or a batch's template, the
+reference's host, the class's compiler's host: their own CPU is mostly that import), the hosts a
+template forks for each student, and the jobs under each. What the reports cannot say (the rest
+above) is there by process.
+
 Prints Markdown tables, with the machine's load before and after.
 """
 from __future__ import annotations
@@ -48,6 +55,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
 from batch_throughput import MODES, counted, fresh_cache, make_class, perf_seconds  # noqa: E402
+from grading_timeline import _cmdline, _descendants, _stat  # noqa: E402
 
 STAGES = ("trace_s", "lower_s", "compile_s", "cache_load_s")
 
@@ -57,11 +65,85 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(mode: str, n: int, seed: int, extra: list[str], work: Path) -> tuple[float, float, list[dict]]:
-    """Grade; returns the wall seconds, the CPU seconds of everything started, and the reports."""
+#: how often the command's processes are looked at in /proc (seconds)
+WATCH_EVERY_S = 0.02
+
+
+def watched_run(argv: list[str], env: dict | None) -> tuple[int, dict[int, dict]]:
+    """Run ``argv``; its exit status and every process it started as /proc showed them: each one's
+    parent, command line (seen once) and own CPU seconds (as last seen)."""
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: dict[int, dict] = {}
+    while process.poll() is None:
+        for pid in [process.pid, *_descendants(process.pid)]:
+            found = _stat(pid)
+            if found is None:
+                continue
+            if pid not in seen:
+                seen[pid] = {"parent": found[0], "argv": [part for part in _cmdline(pid) if part]}
+            seen[pid]["cpu"] = found[2]
+        time.sleep(WATCH_EVERY_S)
+    said = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[-8:])} failed: {said[-2000:]}")
+    return process.returncode, seen
+
+
+def _entry(argv: list[str]) -> str:
+    """The module a Python process of the grader runs (``-m grader.child.host``), or ``""``."""
+    if not argv or not os.path.basename(argv[0]).startswith("python") or "-m" not in argv[:-1]:
+        return ""
+    return argv[argv.index("-m") + 1]
+
+
+def by_process(seen: dict[int, dict]) -> dict[str, float]:
+    """The CPU seconds of ``seen`` (:func:`watched_run`) by kind of process (see the module)."""
+    def root_of(pid: int) -> tuple[int, int]:
+        """The process that exec'd what ``pid`` runs (its nearest ancestor with a command line of its own,
+        or itself) and how many forks below it ``pid`` is."""
+        depth = 0
+        while pid in seen and seen[pid]["parent"] in seen and seen[seen[pid]["parent"]]["argv"] == seen[pid]["argv"]:
+            pid, depth = seen[pid]["parent"], depth + 1
+        return pid, depth
+
+    def kind_of_root(pid: int) -> str:
+        argv, entry = seen[pid]["argv"], _entry(seen[pid]["argv"])
+        parent = seen.get(seen[pid]["parent"], {}).get("argv", [])
+        if entry == "grader.child.template":
+            return "the template of students' hosts (a batch)"
+        if entry == "grader.child.host":
+            config = argv[-1] if argv else ""
+            if '"modules": []' in config:
+                return "the class's compiler's host"
+            if parent and os.path.basename(parent[0]) == "bwrap":
+                return "the student's host"
+            return "the reference's host"
+        if entry == "grader.batch.worker":
+            return "a batch's workers"
+        if entry == "grader":
+            return "the command (grade, grade batch)"
+        return f"other: {os.path.basename(argv[0])}" if argv else "other: ended before it was seen"
+
+    split: dict[str, float] = defaultdict(float)
+    for pid, process in seen.items():
+        root, depth = root_of(pid)
+        kind = kind_of_root(root)
+        if kind.startswith("the template"):
+            kind = [f"{kind}: importing JAX, forking", "the hosts it forks, one a student",
+                    "the students' jobs"][min(depth, 2)]
+        elif "host" in kind:
+            kind = f"{kind}: importing JAX, forking" if depth == 0 else f"{kind}: its jobs"
+        split[kind] += process.get("cpu", 0.0)
+    return dict(split)
+
+
+def run(mode: str, n: int, seed: int, extra: list[str], work: Path) -> tuple[float, float, list[dict], dict]:
+    """Grade; returns the wall seconds, the CPU seconds of everything started, the reports and the CPU
+    seconds by kind of process (:func:`by_process`)."""
     env = {**os.environ, "GRADER_CACHE_DIR": str(fresh_cache(work / "cache"))}
     reports = []
     cpu, wall = 0.0, 0.0
+    split: dict[str, float] = defaultdict(float)
     commands = []
     if mode == "single":
         for i in range(n):
@@ -77,15 +159,15 @@ def run(mode: str, n: int, seed: int, extra: list[str], work: Path) -> tuple[flo
     for argv, folders in commands:
         argv, perf_out = counted(argv)
         cpu0, wall0 = children_cpu(), time.perf_counter()
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+        _, seen = watched_run(argv, env)
         wall += time.perf_counter() - wall0
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(argv[-8:])} failed: {proc.stderr[-2000:]}")
         cpu += perf_seconds(perf_out) if perf_out else children_cpu() - cpu0
+        for kind, seconds in by_process(seen).items():
+            split[kind] += seconds
         for folder in folders:
             if (folder / "report.json").exists():
                 reports.append(json.loads((folder / "report.json").read_text(encoding="utf-8")))
-    return wall, cpu, reports
+    return wall, cpu, reports, dict(split)
 
 
 def main() -> None:
@@ -99,7 +181,7 @@ def main() -> None:
     machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="where-time-goes-"))
     try:
-        wall, cpu, reports = run(args.mode, args.n, args.seed, extra, work)
+        wall, cpu, reports, split = run(args.mode, args.n, args.seed, extra, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     n = len(reports)
@@ -153,6 +235,14 @@ def main() -> None:
         print(f"| {name} | {ran}/{n} | {sum(r['cpu']) / ran:.3f} | {mean('start'):.3f} | {mean('import'):.3f} | "
               f"{mean('probe'):.3f} | {mean('programs'):.0f} | " + " | ".join(f"{mean(s):.3f}" for s in STAGES)
               + f" | {mean('compiler'):.3f} |")
+
+    seen_cpu = sum(split.values())
+    print(f"\nBy process, as /proc showed them every {WATCH_EVERY_S * 1000:.0f} ms (each one's own CPU as last seen: "
+          f"{seen_cpu:.1f} of the {cpu:.1f} CPU seconds; perf's count includes what ran between looks):\n")
+    print("| process | core-seconds a student | share |")
+    print("|---|---:|---:|")
+    for kind, seconds in sorted(split.items(), key=lambda item: -item[1]):
+        print(f"| {kind} | {seconds / max(n, 1):.3f} | {seconds / max(seen_cpu, 1e-9):.0%} |")
 
 
 if __name__ == "__main__":
