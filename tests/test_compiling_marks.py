@@ -8,6 +8,7 @@ student's job that finds such a mark, and no program, waits for the program and 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -16,10 +17,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 from grader import store
-from grader.child.jax_setup import FOLLOW_S, WAIT_S, TieredCache
+from grader.child.jax_setup import FOLLOW_S, POLL_S, WAIT_S, TieredCache
 
 # Real JAX, two processes: the reference's holds its compile (after marking it, as its cache was
 # asked for the program) until the test opens the gate; meanwhile the student's lowers the same
@@ -105,12 +108,45 @@ def test_without_the_mark_the_students_job_compiles_the_program_itself(tmp_path)
 
 
 # ------------------------------------------------------------------ the cache's rules, without JAX
+class _Clock:
+    """The clock a lookup of the cache waits by (``time.monotonic`` and ``time.sleep`` while it runs): each of its
+    sleeps moves this clock, so ``slept`` is how long the cache chose to wait, however slowly a loaded machine ran
+    it (a lookup held to 50 ms of the machine's time failed whenever the machine was busier than that)."""
+
+    def __init__(self) -> None:
+        self.now, self.naps = 1000.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.naps.append(seconds)
+        self.now += seconds
+
+    @property
+    def slept(self) -> float:
+        return sum(self.naps)
+
+
+@contextlib.contextmanager
+def _waits():
+    """A :class:`_Clock` in place of the machine's, for the lookups inside the ``with`` (no other thread runs)."""
+    clock = _Clock()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "monotonic", clock.monotonic)
+        patch.setattr(time, "sleep", clock.sleep)
+        yield clock
+
+
 def test_a_mark_is_waited_for_only_while_fresh_and_only_as_long_as_the_limit(tmp_path):
+    """How long each lookup waited is read from :class:`_Clock` (the cache's own sleeps), not from the machine's
+    clock: under load the machine's time of a lookup that never sleeps passed 50 ms."""
     reference, own = tmp_path / "reference", tmp_path / "own"
     reference.mkdir()
     student = TieredCache(str(own), [str(reference)])
-    started = time.monotonic()
-    assert student.get("nothing") is None and time.monotonic() - started < 0.05  # no mark: no wait
+    with _waits() as clock:
+        assert student.get("nothing") is None
+    assert clock.naps == []  # no mark: no wait
 
     marking = TieredCache(str(reference), [], mark_compiles=True)
     assert marking.get("k1") is None and (reference / f"k1{store.COMPILING}").exists()
@@ -128,15 +164,16 @@ def test_a_mark_is_waited_for_only_while_fresh_and_only_as_long_as_the_limit(tmp
     stale = reference / f"k2{store.COMPILING}"
     stale.touch()
     os.utime(stale, (time.time() - store.COMPILING_FRESH_S - 1,) * 2)
-    started = time.monotonic()
-    assert TieredCache(str(own), [str(reference)]).get("k2") is None and time.monotonic() - started < 0.05
+    with _waits() as clock:
+        assert TieredCache(str(own), [str(reference)]).get("k2") is None
+    assert clock.naps == []  # a stale mark: no wait
     store.prune(reference)
     assert not stale.exists() and (reference / "k1-cache").exists()  # pruned: the stale mark, not the program
 
     assert marking.get("k3") is None  # marked, never written: its job's end removes the mark
-    started = time.monotonic()
-    assert TieredCache(str(own), [str(reference)]).get("k3") is None
-    assert WAIT_S <= time.monotonic() - started < WAIT_S + 1.0  # waited no longer than the limit
+    with _waits() as clock:
+        assert TieredCache(str(own), [str(reference)]).get("k3") is None
+    assert WAIT_S <= clock.slept + 1e-9 and clock.slept < WAIT_S + 2 * POLL_S, clock.slept  # the limit, no longer
     marking.unmark()
     assert not (reference / f"k3{store.COMPILING}").exists()
 
@@ -164,9 +201,12 @@ def test_after_a_program_waited_for_the_next_miss_looks_a_little_longer_for_its_
     assert student.get("a") == b"first"
     assert student.get("b") == b"second"  # its mark came after the student looked
     job.join()
-    started = time.monotonic()
-    assert student.get("c") is None  # once: a miss after a miss does not look longer
-    assert student.get("d") is None and time.monotonic() - started < FOLLOW_S + 0.05
+    with _waits() as clock:  # how long each miss looked, by the cache's own sleeps (not the loaded machine's clock)
+        assert student.get("c") is None
+    assert FOLLOW_S <= clock.slept + 1e-9 and clock.slept < FOLLOW_S + 2 * POLL_S, clock.slept  # looked a little longer
+    with _waits() as clock:
+        assert student.get("d") is None
+    assert clock.naps == []  # once: a miss after a miss does not look longer
 
 
 _CALLBACK = """

@@ -24,22 +24,38 @@ def _warm_ups() -> list[threading.Thread]:
 
 
 def test_the_class_reference_returns_without_waiting_for_the_warm_up(tmp_path, monkeypatch):
+    """ex05's warm-up job is held, once it has run, until the outcomes are back: ex02's job once took longer than
+    the warm-up's own second of sleeping on a loaded machine, the warm-up ended first and nothing told whether it
+    was waited for; now it cannot end first, and a reference that waited for it returns only when it gives up."""
+    from grader.batch import reference
+
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    held, ran = threading.Event(), reference.run_job
+
+    def warm_up_held(session, inputs):
+        outcome = ran(session, inputs)
+        if session.exercise == "ex05_timing":
+            held.wait(120)
+        return outcome
+
+    monkeypatch.setattr(reference, "run_job", warm_up_held)
     chapter = load_chapter("ch4")
     programs = store.reference_dir()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     # ex02's programs compiled once first (another seed, outcomes kept elsewhere): its reference job then
-    # loads them and ends well before ex05's warm-up, which sleeps about a second, on a loaded machine too
-    # (compiling them in the same run took 2.8 s once under the whole suite's load, past the warm-up's end)
+    # loads them (compiling them in the same run took 2.8 s once under the whole suite's load)
     reference_outcomes(chapter, 4, GradeOptions(chapter="ch4", exercises=("ex02",), seed=4),
                        Machinery(scratch_root=scratch, reference_cache=ReferenceCache()))
     options = GradeOptions(chapter="ch4", exercises=("ex02", "ex05"), seed=3)
     machinery = Machinery(scratch_root=scratch, reference_cache=ReferenceCache())
     began = time.monotonic()
-    outcomes = reference_outcomes(chapter, 3, options, machinery)
-    returned = time.monotonic() - began
-    warming = _warm_ups()
+    try:
+        outcomes = reference_outcomes(chapter, 3, options, machinery)
+        returned = time.monotonic() - began
+        warming = _warm_ups()
+    finally:
+        held.set()
     assert set(outcomes) == {"ex02_where"}  # ex05's outcome is not kept: it is graded without one
     assert outcomes["ex02_where"].end == "done"
     assert warming, f"returned after {returned:.1f} s with no warm-up still running: it was waited for"

@@ -55,12 +55,13 @@ WATCHER = textwrap.dedent("""
     import jax.numpy as jnp
 
     WATCHED = []
+    WATCH_S, UNTIL_BACK = 4.0, False
 
 
     def softmax_raw(x):
-        seen, until = [], time.monotonic() + (0.0 if WATCHED else 4.0)
+        seen, until = [], time.monotonic() + (0.0 if WATCHED else WATCH_S)
         WATCHED.append(1)
-        while time.monotonic() < until:
+        while time.monotonic() < until and not (UNTIL_BACK and len(seen) > 2 and seen[-1] == seen[0]):
             mask = sorted(os.sched_getaffinity(0))
             if not seen or seen[-1] != mask:
                 seen.append(mask)
@@ -89,7 +90,10 @@ def test_the_rounds_have_the_last_core_and_the_other_exercises_leave_it(tmp_path
     from grader import affinity as cores
 
     monkeypatch.setattr(cores, "busy", lambda cpu, seconds=0.05: 0.0)
-    report = _grade(make_submission(tmp_path, {"ex01_jit_forms": WATCHER}))
+    # ex01 watches until its job has left the core and come back (at most 90 s): under 4 busy loops ex06's rounds
+    # began after a 4 s watch had ended, and ex01 saw no move; a move is asserted, whenever the rounds come
+    watcher = WATCHER.replace("WATCH_S, UNTIL_BACK = 4.0, False", "WATCH_S, UNTIL_BACK = 90.0, True")
+    report = _grade(make_submission(tmp_path, {"ex01_jit_forms": watcher}))
     assert report.timings["timed_beside"] == {"ex06_speedup": True}
     ex06 = next(ex for ex in report.exercises if ex.id == "ex06_speedup")
     assert ex06.score == ex06.max_score

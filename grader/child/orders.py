@@ -12,6 +12,10 @@ from typing import Callable
 from grader.child.leftovers import end_leftovers
 from grader.protocol import OP, ToHost
 
+#: how long the loop waits for the grader's next order before it looks at its children anyway (a child's end
+#: wakes it at once, ``SIGCHLD``; where that cannot be set up, this is how late an end is heard)
+POLL_S = 0.05
+
 
 def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], children: dict[int, str],
                 exited: Callable[[str, int, int, float], None], *, kill: Callable[[int, int], None] = os.kill,
@@ -25,8 +29,8 @@ def take_orders(control, max_fds: int, obey: Callable[[dict, list[int]], None], 
     while True:
         try:
             if wake is not None and not control.buffered() and not _readable(control, wake):
-                raise TimeoutError  # a child ended (or 50 ms passed): reap
-            message, fds = control.recv_with_fds(max_fds, timeout=0.05)
+                raise TimeoutError  # a child ended (or POLL_S passed): reap
+            message, fds = control.recv_with_fds(max_fds, timeout=POLL_S)
         except TimeoutError:
             message, fds = "idle", []
         if message is None or (isinstance(message, dict) and message.get(OP) == stop):
@@ -81,10 +85,11 @@ def forget_wakeup() -> None:
 
 
 def _readable(control, wake: int) -> bool:
-    """Wait up to 50 ms for the grader's next order or a child's end; whether an order came (the pipe drained)."""
+    """Wait up to :data:`POLL_S` for the grader's next order or a child's end; whether an order came (the pipe
+    drained)."""
     import select
 
-    ready, _, _ = select.select([control.sock, wake], [], [], 0.05)
+    ready, _, _ = select.select([control.sock, wake], [], [], POLL_S)
     if wake in ready:
         try:
             while os.read(wake, 512):
