@@ -12,7 +12,7 @@ import logging
 import signal
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.checks import (ARRIVALS, NAMES, CheckContext, Fail, GraderError, Missing, NotAttempted, Records,
                            Pass)
@@ -307,8 +307,33 @@ def termination_of(outcome: JobOutcome, ex: ExerciseSpec) -> Termination:
 #: under the job's address-space limit, ``RLIMIT_AS``)
 MEMORY_WORDS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_alloc", "Cannot allocate memory")
 #: the share of the memory a job may add that, held when it was stopped or ended, means memory was
-#: what it spent its time on (filling gigabytes of pages takes seconds: the time limit may come first)
+#: what it spent its time on (filling gigabytes of pages takes seconds: the time limit may come first).
+#: Held as resident memory at its peak, or, for a job its time limit stopped, as address space: an
+#: array's pages are reserved at once and filled one fault at a time, so on a busy machine a job
+#: stopped while filling gigabytes has reserved them and holds only part of them (a run of the test
+#: suite beside four busy processes: 2 GiB reserved in 20 s, less than half of it resident)
 MEMORY_SHARE = 0.5
+#: the share of it a job stopped by its time limit must hold resident besides, for the address space it
+#: reserved to count: it was filling those pages (a slow loop's threads reserve address space too, a
+#: malloc arena of 64 MiB each, and fill little of it)
+FILLING_SHARE = 0.125
+
+
+def _memory_held(memory: dict, end: str) -> bool:
+    """Whether a job held :data:`MEMORY_SHARE` of the memory it may add (see there)."""
+    limit = memory.get("limit_bytes")
+    if not isinstance(limit, int) or limit <= 0:
+        return False
+
+    def grew(base: Any, peak: Any) -> int | None:
+        return (peak - base) * 1024 if isinstance(base, int) and isinstance(peak, int) else None
+
+    resident = grew(memory.get("rss_kb"), memory.get("peak_kb"))
+    if resident is not None and resident >= MEMORY_SHARE * limit:
+        return True
+    reserved = grew(memory.get("vm_kb"), memory.get("peak_vm_kb")) if end == "timeout" else None
+    return reserved is not None and resident is not None and reserved >= MEMORY_SHARE * limit \
+        and resident >= FILLING_SHARE * limit
 
 
 def out_of_memory(outcome: JobOutcome, ex: ExerciseSpec) -> Text | None:
@@ -329,9 +354,8 @@ def out_of_memory(outcome: JobOutcome, ex: ExerciseSpec) -> Text | None:
     elif end in ("crashed", "probe_error"):
         said = outcome.output[-3000:] + str(detail.get("type", "")) + str(detail.get("traceback", ""))[-3000:]
     memory = detail.get("memory") or {}
-    limit, start, peak = memory.get("limit_bytes"), memory.get("rss_kb"), memory.get("peak_kb")
-    held = isinstance(limit, int) and isinstance(start, int) and isinstance(peak, int) and limit > 0 \
-        and (peak - start) * 1024 >= MEMORY_SHARE * limit
+    limit = memory.get("limit_bytes")
+    held = _memory_held(memory, end)
     if not held and not any(word in said for word in MEMORY_WORDS):
         return None
     hung = detail.get("hung") or {}

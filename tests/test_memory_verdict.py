@@ -55,6 +55,64 @@ def test_every_way_an_import_runs_out_of_memory_reads_the_same(outcome):
                  "at ex01_jit_forms.py:25")
 
 
+def reserved(resident_gib: float, reserved_gib: float) -> dict:
+    """A job its time limit stopped: ``resident_gib`` held at its peak, ``reserved_gib`` of address space."""
+    return {**memory(resident_gib), "vm_kb": 2_000_000, "peak_vm_kb": 2_000_000 + int(reserved_gib * GIB / 1024)}
+
+
+def test_a_time_limit_that_stops_a_job_filling_reserved_gigabytes_reads_as_memory():
+    """A busy machine faults pages in slowly: in a suite run beside four busy processes the 30 GiB
+    submission below had reserved its arrays (address space, at once) and filled less than half of them
+    when its import's 20 s ran out. Reserved, and partly filled, is memory; reserved and untouched
+    (a slow loop's threads each reserve a malloc arena) is still a time limit, as is a crash."""
+    hung = {"phase": "importing", "where": "ex01_jit_forms.py:25"}
+    expected = ("error", "importing ex01_jit_forms.py used more memory than an exercise may (4096 MiB beyond "
+                         "JAX's own), at ex01_jit_forms.py:25")
+    assert verdict(JobOutcome("timeout", detail={"hung": hung, "memory": reserved(0.9, 2.5)})) == expected
+    status, text = verdict(JobOutcome("timeout", detail={"hung": hung, "memory": reserved(0.1, 2.5)}))
+    assert status == "timeout" and "memory" not in text  # reserved, hardly filled: its time went elsewhere
+    status, text = verdict(JobOutcome("timeout", detail={"hung": hung, "memory": reserved(0.9, 1.5)}))
+    assert status == "timeout" and "memory" not in text  # under half reserved
+    crashed = JobOutcome("crashed", detail={"exit": {"signal": 11}, "memory": reserved(0.9, 2.5)}, output="")
+    assert "memory" not in verdict(crashed)[1]  # the address space is read only of a job stopped at its limit
+
+
+@pytest.mark.parametrize("filled_gib, expected", [(0, "timeout"), (0.75, "error")], ids=["untouched", "filling"])
+def test_a_job_stopped_at_its_limit_reports_the_address_space_it_reserved(tmp_path, monkeypatch, filled_gib, expected):
+    """The host reads the job's ``VmPeak`` as it is stopped (the grader's DUMP order). A real job reserves
+    2.5 GiB and sleeps past its import's limit: untouched, it ran out of time; with 0.75 GiB of it filled
+    (what a busy machine had filled when the time came, as slowly as the pages fault in), it ran out of
+    memory, as it would have on a quiet machine."""
+    from grader import verdicts
+    from grader.cli import main
+
+    seen: list[tuple[dict, str]] = []
+    judged = verdicts._memory_held
+
+    def held(memory: dict, end: str) -> bool:
+        seen.append((dict(memory), end))
+        return judged(memory, end)
+
+    monkeypatch.setattr(verdicts, "_memory_held", held)
+    fill = f"_kept[:{int(filled_gib * GIB)}] = 1\n" if filled_gib else ""
+    sleeper = (SOLUTIONS / "ex01_jit_forms.py").read_text(encoding="utf-8").replace(
+        "import jax\n", "import jax\nimport time as _t\nimport numpy as _np\n"
+                        f"_kept = _np.empty(5 << 29, _np.uint8)\n{fill}_t.sleep(60)\n", 1)
+    folder = make_submission(tmp_path, {"ex01_jit_forms": sleeper})
+    out = tmp_path / "out"
+    assert main([str(folder), "-k", "1", "--seed", "4", "--lang", "en", "--exercise-timeout", "5",
+                 "--report-dir", str(out)]) == 0
+    ex01 = json.loads((out / "report.partial.json").read_text(encoding="utf-8"))["exercises"][0]
+    assert ex01["status"] == expected, ex01
+    if expected == "error":
+        assert ex01["error"].startswith("importing ex01_jit_forms.py used more memory than an exercise may")
+    ((memory_seen, end),) = seen
+    assert end == "timeout" and memory_seen["limit_bytes"] == 4 * GIB
+    assert (memory_seen["peak_vm_kb"] - memory_seen["vm_kb"]) * 1024 >= 5 << 29, memory_seen  # reserved
+    resident = (memory_seen["peak_kb"] - memory_seen["rss_kb"]) * 1024
+    assert filled_gib * GIB <= resident + (64 << 20) and resident < (filled_gib + 0.25) * GIB, memory_seen
+
+
 def test_a_time_limit_with_little_memory_held_is_still_a_time_limit():
     outcome = JobOutcome("timeout", detail={"hung": {"phase": "importing", "where": "ex01_jit_forms.py:25"},
                                             "memory": memory(0.3)})

@@ -67,9 +67,30 @@ def main(argv: list[str]) -> int:
     return serve(control, control_fd)
 
 
+def address_space_kb(jobs: dict[int, str], named: str) -> int | None:
+    """The most address space the job ``named`` has held (``VmPeak``, KiB), or ``None``.
+
+    A big array's pages are reserved when it is made and filled afterwards, one fault at a time:
+    a job stopped by its time limit while it filled them holds far more address space than
+    resident memory (:func:`grader.verdicts.out_of_memory`). Read before the job is stopped: a
+    process that ended has none to show."""
+    for pid, name in jobs.items():
+        if name == named:
+            try:
+                with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status:
+                    for line in status:
+                        if line.startswith("VmPeak:"):
+                            return int(line.split()[1])
+            except (OSError, ValueError, IndexError):
+                return None
+    return None
+
+
 def serve(control, control_fd: int) -> int:
     """A host's life: fork jobs on order until told to stop, then end them and what they left."""
     jobs: dict[int, str] = {}
+    #: the most address space each job stopped at its limit had held (KiB), read as it was stopped
+    reserved: dict[str, int] = {}
 
     def obey(order: dict, fds: list[int]) -> None:
         op = word_of(order, ToHost)
@@ -80,6 +101,9 @@ def serve(control, control_fd: int) -> int:
             jobs[pid] = order["job"]
             control.send(message(FromHost.STARTED, job=order["job"], pid=pid))
         elif op is ToHost.DUMP:  # where is the job now? (it ran past its limit)
+            held = address_space_kb(jobs, order["job"])
+            if held is not None:
+                reserved[order["job"]] = held
             signal_named(jobs, order["job"], os.kill, signal.SIGUSR1)
         elif op is ToHost.KILL:
             signal_named(jobs, order["job"], os.killpg, signal.SIGKILL)
@@ -90,6 +114,8 @@ def serve(control, control_fd: int) -> int:
 
     def exited(name: str, status: int, peak_kb: int, cpu_s: float) -> None:
         info = message(FromHost.EXITED, job=name, peak_rss_kb=peak_kb, cpu_s=cpu_s)
+        if name in reserved:
+            info["peak_vm_kb"] = reserved.pop(name)
         if os.WIFSIGNALED(status):
             info["signal"] = os.WTERMSIG(status)
         else:

@@ -80,8 +80,8 @@ def pools_for_one_cpu(pin: bool = True) -> Iterator[None]:
 def _limit_memory(limits: dict, backend: str) -> dict:
     """Cap the address space once the backend is up (accelerators reserve huge ranges); returns what
     the grader needs to tell a job that ran out of memory: the resident memory the job holds
-    now, before the student's code runs (``rss_kb``), and the memory it may add (``limit_bytes``,
-    ``None`` where nothing is capped)."""
+    now, before the student's code runs (``rss_kb``), the address space it holds now (``vm_kb``, the
+    cap's base), and the memory it may add (``limit_bytes``, ``None`` where nothing is capped)."""
     with open("/proc/self/status") as status:
         fields = dict(line.split(":", 1) for line in status if ":" in line)
     rss_kb = int(fields.get("VmRSS", "0 kB").split()[0])
@@ -93,7 +93,7 @@ def _limit_memory(limits: dict, backend: str) -> dict:
     current = int(fields["VmSize"].split()[0]) * 1024
     cap = current + int(extra)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    return {"rss_kb": rss_kb, "limit_bytes": int(extra)}
+    return {"rss_kb": rss_kb, "vm_kb": current // 1024, "limit_bytes": int(extra)}
 
 
 def _import_error(exc: BaseException, module_dir: str) -> dict:

@@ -175,7 +175,7 @@ class JobSession:
         self.outcome.env = hello.get("env")
         self._work("started_cpu_s", hello.get("cpu_s"))
         if isinstance(hello.get("memory"), dict):
-            self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "limit_bytes")}
+            self.outcome.detail["memory"] = {k: hello["memory"].get(k) for k in ("rss_kb", "vm_kb", "limit_bytes")}
         self._set_phase("importing")
         limit = time.monotonic() + self.import_timeout_s if self.import_timeout_s else None
         imported = self.expect({FromJob.IMPORTED, FromJob.IMPORT_ERROR}, deadline=limit)
@@ -397,6 +397,8 @@ class JobSession:
                 self.outcome.work["total_cpu_s"] = round(exited["cpu_s"], 4)
             if "memory" in self.outcome.detail and isinstance(exited.get("peak_rss_kb"), int):
                 self.outcome.detail["memory"]["peak_kb"] = exited["peak_rss_kb"]
+            if "memory" in self.outcome.detail and isinstance(exited.get("peak_vm_kb"), int):
+                self.outcome.detail["memory"]["peak_vm_kb"] = exited["peak_vm_kb"]
         elif self.outcome.end != "host_lost" and not host.alive():
             self.outcome.detail.setdefault("host", host.log_tail())
         if self.uid is not None and host.uids is not None:
