@@ -79,8 +79,16 @@ def watched_run(argv: list[str], env: dict | None) -> tuple[int, dict[int, dict]
             found = _stat(pid)
             if found is None:
                 continue
+            parent = seen.get(found[0])
             if pid not in seen:
                 seen[pid] = {"parent": found[0], "argv": [part for part in _cmdline(pid) if part]}
+            elif parent is not None and seen[pid]["argv"] == parent["argv"] \
+                    and not _entry(seen[pid]["argv"]).startswith("grader.child"):
+                # read again while it runs the command's command line: a fork that may yet exec (a worker).
+                # A host's forks (jobs) never exec, and are not read again: reading a process's command
+                # line takes its memory map's lock, which its page faults need. One that ended reads
+                # empty, and keeps what it ran.
+                seen[pid]["argv"] = [part for part in _cmdline(pid) if part] or seen[pid]["argv"]
             seen[pid]["cpu"] = found[2]
         time.sleep(WATCH_EVERY_S)
     said = process.stderr.read().decode(errors="replace") if process.stderr else ""

@@ -83,3 +83,19 @@ def test_a_real_process_tree_is_watched_to_its_last_child():
     parent = next(pid for pid, p in seen.items() if "subprocess" in " ".join(p["argv"]))
     children = [p for p in seen.values() if p["parent"] == parent]
     assert len(children) == 1 and children[0]["cpu"] >= 0.25, seen
+
+
+def test_a_fork_that_execs_later_is_told_by_what_it_ran_after():
+    """A batch's worker is forked from the command and execs its own module afterwards: first seen running the
+    command's command line, it is read again until it runs its own (and keeps it once it ended)."""
+    forks_then_execs = ("import os, sys, time\n"
+                        "pid = os.fork()\n"
+                        "if pid == 0:\n"
+                        "    time.sleep(0.3)\n"
+                        "    os.execv(sys.executable,\n"
+                        "             [sys.executable, '-c', 'import time; time.sleep(0.5)', 'exec-ed'])\n"
+                        "os.waitpid(pid, 0)\n")
+    status, seen = wtg.watched_run([sys.executable, "-c", forks_then_execs], env=None)
+    assert status == 0
+    (child,) = [p for p in seen.values() if p["parent"] in seen]
+    assert child["argv"][-1] == "exec-ed", seen
