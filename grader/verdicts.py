@@ -311,7 +311,7 @@ MEMORY_WORDS = ("MemoryError", "RESOURCE_EXHAUSTED", "Out of memory", "std::bad_
 #: Held as resident memory at its peak, or, for a job its time limit stopped, as address space: an
 #: array's pages are reserved at once and filled one fault at a time, so on a busy machine a job
 #: stopped while filling gigabytes has reserved them and holds only part of them (a run of the test
-#: suite beside four busy processes: 2 GiB reserved in 20 s, less than half of it resident)
+#: suite beside busy processes: a 30 GiB import stopped at 20 s with less than half of 4 GiB resident)
 MEMORY_SHARE = 0.5
 #: the share of it a job stopped by its time limit must hold resident besides, for the address space it
 #: reserved to count: it was filling those pages (a slow loop's threads reserve address space too, a

@@ -395,10 +395,9 @@ class JobSession:
             self.outcome.detail.setdefault("exit", {k: v for k, v in exited.items() if k in ("code", "signal")})
             if isinstance(exited.get("cpu_s"), float):
                 self.outcome.work["total_cpu_s"] = round(exited["cpu_s"], 4)
-            if "memory" in self.outcome.detail and isinstance(exited.get("peak_rss_kb"), int):
-                self.outcome.detail["memory"]["peak_kb"] = exited["peak_rss_kb"]
-            if "memory" in self.outcome.detail and isinstance(exited.get("peak_vm_kb"), int):
-                self.outcome.detail["memory"]["peak_vm_kb"] = exited["peak_vm_kb"]
+            for said, kept in (("peak_rss_kb", "peak_kb"), ("peak_vm_kb", "peak_vm_kb")):  # resident, reserved
+                if "memory" in self.outcome.detail and isinstance(exited.get(said), int):
+                    self.outcome.detail["memory"][kept] = exited[said]
         elif self.outcome.end != "host_lost" and not host.alive():
             self.outcome.detail.setdefault("host", host.log_tail())
         if self.uid is not None and host.uids is not None:
