@@ -30,6 +30,7 @@ from grader.chapter import Chapter
 from grader.i18n import T, TextError
 from grader.cell_names import defined_names
 from grader.magics import parse, without_magics
+from grader.module_bytes import parsed
 
 REPORT_DIR_NAME = ".grade"
 #: folders never searched for a chapter's files: copies of packages, caches, a system's own
@@ -124,7 +125,7 @@ def _folder_work(folder: Path, chapter: Chapter) -> tuple[set[str], bool, float]
         stub = _read(chapter.stubs / ex.filename)
         edited = edited or (stub is not None and data != stub)
         try:
-            tree = ast.parse(data)
+            tree = parsed(data)
         except (SyntaxError, ValueError):
             written |= set(ex.functions)  # a stub always parses: whatever is there is the student's
             continue

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Collection, Protocol, Sequence
 
 from grader.i18n import T, Text
+from grader.module_bytes import parsed
 
 
 class GradedFile(Protocol):
@@ -56,7 +57,7 @@ def scan(folder: Path, files: list[str], allowed: Collection[str]) -> list[dict]
     for name in files:
         path = folder / name
         try:
-            tree = ast.parse(path.read_bytes(), filename=name)
+            tree = parsed(path.read_bytes(), filename=name)
         except (SyntaxError, ValueError):
             continue  # reported as the exercise's error
         found.extend(_scan_tree(tree, name, allowed))
@@ -225,7 +226,7 @@ def student_notes(folder: Path, files: list[str], exercises: Sequence[GradedFile
     notes: dict[str, list[Text]] = {}
     for name in files:
         try:
-            tree = ast.parse((folder / name).read_bytes(), filename=name)
+            tree = parsed((folder / name).read_bytes(), filename=name)
         except (SyntaxError, ValueError, OSError):
             continue
         mine = [ex for ex in exercises if notebook or ex.filename == name]

@@ -3,13 +3,36 @@ which of the chapter's functions it answers (:mod:`grader.submission` reads ever
 from __future__ import annotations
 
 import ast
+import threading
+
+#: the trees of the modules parsed lately, by their bytes (:func:`parsed`)
+_TREES: dict[bytes, ast.Module] = {}
+#: how many trees are kept
+KEEP_TREES = 64
+_lock = threading.Lock()
+
+
+def parsed(data: bytes, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse(data, filename=filename)``, once per content in this process: a grading reads each of the
+    submission's modules four or five times (what it answers, its problems, its imports, its use of JAX's
+    private API; a folder's copy), and a batch's worker reads modules classmates share. The tree is shared:
+    every reader only reads it. What ``ast.parse`` raises is raised each time (a failure is not kept)."""
+    with _lock:
+        tree = _TREES.get(data)
+    if tree is None:
+        tree = ast.parse(data, filename=filename)
+        with _lock:
+            while len(_TREES) >= KEEP_TREES:
+                del _TREES[next(iter(_TREES))]
+            _TREES[data] = tree
+    return tree
 
 
 def answers_in(data: bytes) -> set[str]:
     """The functions a module defines at its top level with a body of its own (not a stub's ``raise
     NotImplementedError``, ``pass`` or ``...``)."""
     try:
-        tree = ast.parse(data)
+        tree = parsed(data)
     except (SyntaxError, ValueError):
         return set()
     found = set()

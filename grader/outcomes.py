@@ -17,6 +17,7 @@ import logging
 import os
 import platform
 import threading
+from stat import S_ISREG
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,15 +123,17 @@ def folder_digest(folder: Path) -> str:
     """
     folder = Path(folder)
     files = []
-    for file in sorted(folder.rglob("*")):
-        try:
-            inner = file.relative_to(folder).parts[:-1]
-            if file.is_file() and file.suffix in (".py", ".toml") and \
-                    not any(part.startswith(".") or part == "__pycache__" for part in inner):
-                stat = file.stat()
-                files.append((file, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
-        except OSError:
-            continue
+    for top, folders, names in os.walk(folder):  # a grading asks for each exercise: walked, not globbed
+        folders[:] = [name for name in folders if not name.startswith(".") and name != "__pycache__"]
+        for name in names:
+            if name.endswith((".py", ".toml")):
+                try:
+                    stat = os.stat(os.path.join(top, name), follow_symlinks=True)
+                except OSError:
+                    continue
+                if S_ISREG(stat.st_mode):
+                    files.append((Path(top, name), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+    files.sort()
     seen = (str(folder), *((str(f), *rest) for f, *rest in files))
     if seen in _digests:
         return _digests[seen]

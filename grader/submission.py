@@ -8,7 +8,6 @@ files and syntax errors. Anything that makes the submission unreadable raises
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import shlex
 import shutil
@@ -26,7 +25,7 @@ from grader.ipynb import NotebookError, read_cells
 from grader.replay import NotebookModules, name_cells, notebook_modules
 from grader.results import ExerciseResult
 from grader.i18n import T, Text, TextError
-from grader.module_bytes import answers_in, not_utf8_at
+from grader.module_bytes import answers_in, not_utf8_at, parsed
 from grader.submission_limits import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES
 from grader.unzipping import ZipError, single_folder, unzip
 
@@ -306,7 +305,7 @@ def _static_problems(chapter: Chapter, folder: Path, links: dict[str, str] | Non
             problems[ex.id] = T("job.not_utf8", file=ex.filename, **not_utf8)
             continue
         try:
-            ast.parse(data, filename=ex.filename)
+            parsed(data, filename=ex.filename)
         except SyntaxError as exc:
             problems[ex.id] = T("job.syntax_error", file=ex.filename, line=exc.lineno or "?", message=exc.msg)
         except ValueError as exc:  # null bytes

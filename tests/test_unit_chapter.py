@@ -277,6 +277,26 @@ def test_minimal_chapter_loads(write_chapter):
     assert chapter.solutions == (chapter.folder / "../solutions/chx").resolve()
 
 
+def test_a_chapter_read_before_is_read_again_only_where_its_words_or_modules_changed(write_chapter, tmp_path):
+    """A grading asks for its chapter several times and a batch's worker for every student: the chapter this
+    process read is given again while its TOML files and its imported packages are the same; a changed word
+    (an exercise's title, the same length: the content is compared, not the size or the time) or a package
+    Python forgot reads it anew, and a file that no longer reads is the author's error again."""
+    chapter = write_chapter()
+    assert load_chapter("chx") is chapter
+    words = tmp_path / "chx" / "ex01_a" / "exercise.toml"
+    words.write_text(words.read_text(encoding="utf-8").replace('en = "A"', 'en = "B"'), encoding="utf-8")
+    changed = load_chapter("chx")
+    assert changed is not chapter and changed.exercises[0].title == Bilingual("B", "甲")
+    assert load_chapter("chx") is changed
+    forget_chx()  # Python imports the exercise's package again, and the chapter is read with it
+    again = load_chapter("chx")
+    assert again is not changed and again.exercises[0].package is not changed.exercises[0].package
+    words.write_text(exercise_toml(category="speed", second="f.more"), encoding="utf-8")
+    with pytest.raises(ChapterError, match=r"f\.values has category 'speed'"):
+        load_chapter("chx")
+
+
 def test_missing_chinese_text_is_named(write_chapter):
     text = exercise_toml(second="f.more").replace('title = { en = "t", zh = "题" }', 'title = { en = "t" }')
     with pytest.raises(ChapterError, match=r"ex01_a/exercise\.toml: exercise ex01_a: check f\.values title needs "

@@ -334,3 +334,27 @@ def test_the_numbers_behind_a_verdict_are_cut_between_items_never_inside_a_numbe
     assert "0.1429" in text and "0.14285" not in text  # four significant digits
     small = {"compiles": 3, "expected": 1}
     assert json.loads(measured_text(small)) == small  # short: whole, as JSON
+
+
+def test_a_module_is_parsed_once_per_content_and_a_syntax_error_each_time():
+    """A grading reads each of the submission's modules several times (what it answers, its problems, its
+    imports, JAX's private API): the same bytes give the same tree, other bytes their own; a module that does
+    not parse raises each time, naming its file; no more than ``KEEP_TREES`` trees are kept."""
+    import ast
+
+    from grader import module_bytes
+
+    source = b"import jax\n\ndef f(x):\n    return x + 1\n"
+    tree = module_bytes.parsed(source, filename="ex01.py")
+    assert module_bytes.parsed(bytes(bytearray(source)), filename="ex01.py") is tree
+    assert ast.dump(tree) == ast.dump(ast.parse(source))
+    other = module_bytes.parsed(source.replace(b"+ 1", b"+ 2"))
+    assert other is not tree and ast.dump(other) != ast.dump(tree)
+    for name in ("ex02.py", "ex03.py"):
+        with pytest.raises(SyntaxError) as raised:
+            module_bytes.parsed(b"def f(:\n", filename=name)
+        assert raised.value.filename == name
+    for i in range(module_bytes.KEEP_TREES + 5):
+        module_bytes.parsed(f"x = {i}\n".encode())
+    assert len(module_bytes._TREES) == module_bytes.KEEP_TREES
+    assert module_bytes.parsed(source) is not tree  # pushed out by newer ones, parsed again
