@@ -16,6 +16,7 @@ submission being the reference's.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -31,30 +32,48 @@ VARIANT_LIST = [v for chapter in CHAPTERS for v in variants.load(chapter)]
 GRADED = [c for c in CHAPTERS if any(v.chapter == c.id for v in VARIANT_LIST)]
 
 
-def _rounds(chapter) -> list[dict]:
+def _rounds(chapter, asked: set[tuple[str, str]] | None = None) -> list[dict]:
+    """The chapter's variants in rounds, one variant of each exercise a round; ``asked``: only these
+    (``(chapter, variant id)``), where the run's tests ask for no more."""
     by_exercise: dict[str, list] = {}
     for v in VARIANT_LIST:
-        if v.chapter == chapter.id:
+        if v.chapter == chapter.id and (asked is None or (v.chapter, v.id) in asked):
             by_exercise.setdefault(v.exercise, []).append(v)
     rounds = []
-    for i in range(max(len(vs) for vs in by_exercise.values())):
+    for i in range(max((len(vs) for vs in by_exercise.values()), default=0)):
         rounds.append({ex: vs[i] for ex, vs in by_exercise.items() if i < len(vs)})
     return rounds
+
+
+def _asked(session) -> set[tuple[str, str]] | None:
+    """The variants the run's selected tests of this file grade (``-k ex02`` selects ex02's verdicts), by
+    ``(chapter, variant id)``; ``None`` where one of them reads every variant of a chapter."""
+    asked = set()
+    for item in session.items:
+        if Path(str(item.path)) != Path(__file__):
+            continue
+        if item.originalname == "test_no_sentence_shows_a_placeholder":
+            return None
+        if item.originalname == "test_variant_verdict":
+            variant = item.callspec.params["variant"]
+            asked.add((variant.chapter, variant.id))
+    return asked
 
 
 class _Graded(dict):
     """Every variant's exercise as its report says it in ``lang``, by ``(chapter, variant id)``: a chapter's
     rounds graded when one of its variants is first asked for (``-k toy`` grades toy's alone), each round
-    once, then rendered in every language asked for."""
+    once, then rendered in every language asked for. ``asked``: the variants the run's tests grade
+    (:func:`_asked`): the rounds hold only these (a run of ``-k ex02`` grades ex02's variants alone)."""
 
-    def __init__(self, grade_cache, lang: str):
+    def __init__(self, grade_cache, lang: str, asked: set[tuple[str, str]] | None = None):
         super().__init__()
-        self.grade_cache, self.lang, self.done = grade_cache, lang, set()
+        self.grade_cache, self.lang, self.asked, self.done = grade_cache, lang, asked, set()
 
     def chapter(self, chapter) -> dict:
         if chapter.id not in self.done:
             self.done.add(chapter.id)
-            for round_ in _rounds(chapter):
+            for round_ in _rounds(chapter, self.asked):
                 report = self.grade_cache({ex: v.source for ex, v in round_.items()},
                                           exercises=tuple(sorted(round_)), seed=4242, lang=self.lang,
                                           base=chapter.solutions)
@@ -63,13 +82,15 @@ class _Graded(dict):
         return {k: v for k, v in self.items() if k[0] == chapter.id}
 
     def __missing__(self, key):
+        if key[0] in self.done:  # graded without it: a test the run's selection did not name
+            raise KeyError(f"{key[1]} was not graded: the rounds held the variants of the selected tests only")
         self.chapter(next(c for c in GRADED if c.id == key[0]))
         return self[key]
 
 
 @pytest.fixture(scope="module")
-def verdicts(grade_cache):
-    return _Graded(grade_cache, "en")
+def verdicts(grade_cache, request):
+    return _Graded(grade_cache, "en", _asked(request.session))
 
 
 @pytest.fixture(scope="module")
