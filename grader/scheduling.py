@@ -2,10 +2,10 @@
 
 The untimed exercises run side by side, as many at once as there are cores and one more
 (an exercise that mostly waits, like a timing harness's, leaves its core to the others),
-the longest first, so that no long one is left for the end: longest by the wall time it
-took when last graded (``expected``, kept by :func:`grader.store.durations`: ex05's
-harness mostly sleeps in its instruments, and started first it waits while the others
-compute), else by its limit. Meanwhile each timed exercise's jobs are started
+an exercise that mostly waits first (``waits``: ex05's harness sleeps in its instruments, and
+started first it waits while the others compute), then the longest, so that no long one is
+left for the end: longest by the wall time it took when last graded (``expected``, kept by
+:func:`grader.store.durations`), else by its limit. Meanwhile each timed exercise's jobs are started
 (``prepare``): they prepare and wait. Then each timed exercise runs alone (ex06 times the
 student's and the reference's processes in turn, and nothing else of the grading may run
 meanwhile), but for an exercise that mostly waits (``waits``: ex05's harness sleeps in its
@@ -182,6 +182,9 @@ def at_once_default() -> int:
 
 
 def longest_first(exercises: list[ExerciseSpec], expected: dict[str, float]) -> list[ExerciseSpec]:
-    """``exercises`` in the order they start: the longest by the wall seconds they took when last graded
-    (``expected``), else by their limit."""
-    return sorted(exercises, key=lambda ex: (-expected.get(ex.id, 0.0), -ex.timeout_s))
+    """``exercises`` in the order they start: those that mostly wait first (``waits``: ex05's harness sleeps
+    in its instruments, and started first it sleeps while the others compute; started after them, as the
+    wall seconds of a crowded last grading could place it, its sleeping was the grading's last 0.9 s), then
+    the longest by the wall seconds they took when last graded (``expected``), else by their limit."""
+    return sorted(exercises, key=lambda ex: (not getattr(ex, "waits", False), -expected.get(ex.id, 0.0),
+                                             -ex.timeout_s))

@@ -520,6 +520,22 @@ def test_the_exercise_that_took_longest_last_time_starts_first_and_timed_ones_pr
     assert events.index(("prepare", "timed")) < events.index(("grade", "other"))  # prepared meanwhile
 
 
+def test_an_exercise_that_mostly_waits_starts_before_longer_ones_that_compute():
+    """ex05's harness sleeps in its instruments (``waits``): it starts first whatever the wall seconds of the
+    last grading say (a crowded one made the computing exercises look longer, and ex05 started last and
+    slept at the grading's end); the others then by those seconds, then by their limits."""
+    from types import SimpleNamespace
+
+    from grader.scheduling import longest_first
+
+    exercises = [SimpleNamespace(id=name, timeout_s=limit, waits=waits)
+                 for name, limit, waits in (("ex07", 60, False), ("ex05", 90, True), ("ex02", 60, False),
+                                            ("ex03", 120, False))]
+    expected = {"ex07": 1.07, "ex02": 0.78, "ex05": 0.66}
+    assert [ex.id for ex in longest_first(exercises, expected)] == ["ex05", "ex07", "ex02", "ex03"]
+    assert [ex.id for ex in longest_first(exercises, {})] == ["ex05", "ex03", "ex07", "ex02"]
+
+
 def test_an_exercise_that_hangs_holds_back_no_other_exercises_result():
     """The longest-expected exercise starts first; when it hangs, the others' results still reach
     ``done`` as they end (the progress line says "1/2 done", Ctrl-C keeps them): in the order of
