@@ -186,5 +186,4 @@ def longest_first(exercises: list[ExerciseSpec], expected: dict[str, float]) -> 
     in its instruments, and started first it sleeps while the others compute; started after them, as the
     wall seconds of a crowded last grading could place it, its sleeping was the grading's last 0.9 s), then
     the longest by the wall seconds they took when last graded (``expected``), else by their limit."""
-    return sorted(exercises, key=lambda ex: (not getattr(ex, "waits", False), -expected.get(ex.id, 0.0),
-                                             -ex.timeout_s))
+    return sorted(exercises, key=lambda ex: (not ex.waits, -expected.get(ex.id, 0.0), -ex.timeout_s))

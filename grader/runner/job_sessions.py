@@ -14,6 +14,7 @@ what it keeps of the job's output, in :mod:`grader.runner.job_output`.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -344,10 +345,8 @@ class JobSession:
         and :meth:`finish` kills it without waiting."""
         self._end("abandoned")
         if self.channel is not None:
-            try:  # wakes a thread blocked reading from the job
+            with contextlib.suppress(OSError):  # wakes a thread blocked reading from the job
                 self.channel.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def run_to_end(self) -> None:
         done = self.expect({FromJob.DONE})
@@ -418,10 +417,8 @@ class JobSession:
     def _kill(self) -> None:
         if self.uid is not None:
             sandboxes.kill_uid(self.uid)
-        try:
+        with contextlib.suppress(OSError):
             self.host.send(message(ToHost.KILL, job=self.name))
-        except OSError:
-            pass
 
     def _read_output(self) -> None:
         if self._output is None or not self._output.exists():
