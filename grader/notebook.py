@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader import interrupts
 from grader.i18n import LANGS, Catalog, T, Text, default_lang, grader_catalog
 from grader.ipynb import Run
 
@@ -314,7 +315,7 @@ def main(argv: list[str]) -> int:
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_text(json.dumps(checked.__dict__, ensure_ascii=False, default=str), encoding="utf-8")
     os.replace(tmp, target)
-    return 0
+    return interrupts.interrupted_exit(0) if checked.interrupted else 0  # a thread an interrupt left stuck
 
 
 def _grade_order(order: dict) -> Checked:

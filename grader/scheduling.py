@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
 
 from grader import affinity as cores
+from grader import interrupts
 
 if TYPE_CHECKING:
     from grader.chapter import ExerciseSpec
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 #: the core left to a timed exercise's rounds is taken to be busy with others' work when, once the
 #: grading's processes left it, it was busier than this over 50 ms (:func:`grader.affinity.busy`)
 BUSY_ELSEWHERE = 0.3
+
+#: after Ctrl-C, how long the grading's threads are waited for (their processes stopped, they end at once)
+AFTER_CTRL_C_S = 3.0
 
 
 class Work(Protocol):
@@ -132,8 +136,9 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
     ``beside``: each timed exercise is graded at once too, in a thread of its own (its rounds move the
     rest of the grading off their core: :meth:`Schedule.alone`); ``untimed_over()`` is
     called once every untimed exercise has its result."""
-    pool = ThreadPoolExecutor(max_workers=at_once or at_once_default())
-    aside = ThreadPoolExecutor(max_workers=1)
+    pool = ThreadPoolExecutor(max_workers=at_once or at_once_default(), thread_name_prefix="grading-untimed")
+    aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-timed")
+    interrupted = False
     try:
         plain = longest_first([ex for ex in exercises if not ex.timed], expected or {})
         timed = [ex for ex in exercises if ex.timed]
@@ -167,13 +172,18 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         for future in as_completed(left):
             done(running[future], future.result())
     except KeyboardInterrupt:
+        interrupted = True
+        interrupts.release_import_locks()  # an import it cut short holds no grading thread back
         cancel()
         if untimed_over is not None:  # a timed exercise waiting for the untimed ones to end waits no more
             untimed_over()
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        aside.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        aside.shutdown(wait=not interrupted, cancel_futures=True)
+        if interrupted:  # their processes are gone: they end at once, unless stuck (interrupts.interrupted_exit)
+            interrupts.join_within([t for t in threading.enumerate() if t.name.startswith("grading-")],
+                                   AFTER_CTRL_C_S)
 
 
 def at_once_default() -> int:

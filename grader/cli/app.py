@@ -21,7 +21,7 @@ from typing import Any, Callable
 import click
 
 import grader
-from grader import __version__, safetext
+from grader import __version__, interrupts, safetext
 from grader.i18n import LANGS, Catalog, T, default_lang, grader_catalog
 
 log = logging.getLogger("grader")
@@ -153,7 +153,13 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: one line for every error, never a traceback for the user's mistake."""
+    """Console entry point: one line for every error, never a traceback for the user's mistake; after
+    Ctrl-C, status 130 (:func:`grader.interrupts.interrupted_exit`)."""
+    code = _main(argv)
+    return interrupts.interrupted_exit() if code == interrupts.EXIT_INTERRUPTED else code
+
+
+def _main(argv: list[str] | None) -> int:
     if signal.getsignal(signal.SIGINT) is grader._quiet_interrupt:  # started: Ctrl-C is handled below from now
         signal.signal(signal.SIGINT, signal.default_int_handler)
     args = sys.argv[1:] if argv is None else list(argv)
@@ -173,16 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except click.Abort:
         click.echo("grade: interrupted", err=True)
-        return 130
+        return interrupts.EXIT_INTERRUPTED
     except KeyboardInterrupt:
         click.echo("grade: interrupted", err=True)
-        return 130
+        return interrupts.EXIT_INTERRUPTED
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 0
     except Exception as exc:  # noqa: BLE001 - the grader's own bug: one line, details in a file
         if _interrupted(exc):  # Ctrl-C inside something that wraps what it raised (a class being made)
             click.echo("grade: interrupted", err=True)
-            return 130
+            return interrupts.EXIT_INTERRUPTED
         log_path = Path(tempfile.gettempdir()) / f"grade-error-{os.getpid()}.log"
         log_path.write_text(traceback.format_exc(), encoding="utf-8")
         lang = default_lang()
