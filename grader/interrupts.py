@@ -20,17 +20,59 @@ than the 130 it says:
   ``Py_RunMain`` (``Modules/main.c``) sees the flag and calls ``exit_sigint``: SIGINT's default action,
   status -2 instead of 130 (one Ctrl-C in 60 at 0.1 to 0.6 s into a grading, while its modules import).
   Each ``run_eval_code_obj`` sets the flag to 0 as it begins: :func:`interrupted_exit` runs one.
+
+Worse, an interrupt raised in a weakref callback (``_get_module_lock``'s ``cb``, which takes the import
+lock too) is printed as "Exception ignored" and lost: the lock stays held, no ``KeyboardInterrupt`` reaches
+the grading, which waits for its threads for good (seen in ``test_ctrl_c`` at 0.3 s). So the command's
+handler, :func:`on_sigint`, raises the interrupt only where it cannot land in the import machinery: caught
+inside ``importlib._bootstrap``'s code (an import under way in the main thread, its locks' callbacks), it is
+delivered again 20 ms later, for at most :data:`DEFER_AT_MOST_S`; :func:`release_import_locks` and
+:func:`interrupted_exit` stay as the net beneath it.
 """
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
+from types import FrameType
 
 #: the ``grade`` command's status after Ctrl-C (the shell's 128 + SIGINT)
 EXIT_INTERRUPTED = 130
+
+#: how long an interrupt caught inside the import machinery waits for it to be left (an import of the
+#: grader's own takes milliseconds; one stuck for good is interrupted where it is after this)
+DEFER_AT_MOST_S = 5.0
+
+_deferred_since: list[float] = []
+
+
+def _in_the_import_machinery(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def on_sigint(signum: int, frame: FrameType | None) -> None:
+    """SIGINT's handler for the grader's processes: ``KeyboardInterrupt``, as Python's own, but never inside
+    ``importlib._bootstrap``'s code, where it would leave an import lock held or be lost (see the module):
+    there it comes again 20 ms later, until the main thread has left it (or :data:`DEFER_AT_MOST_S`)."""
+    if _in_the_import_machinery(frame):
+        now = time.monotonic()
+        if not _deferred_since:
+            _deferred_since.append(now)
+        if now - _deferred_since[0] < DEFER_AT_MOST_S:
+            # a signal, not _thread.interrupt_main: a signal wakes the main thread from a wait (a lock, a sleep)
+            timer = threading.Timer(0.02, signal.pthread_kill, (threading.main_thread().ident, signum))
+            timer.daemon = True
+            timer.start()
+            return
+    _deferred_since.clear()
+    raise KeyboardInterrupt
 
 
 def release_import_locks() -> int:
@@ -38,11 +80,8 @@ def release_import_locks() -> int:
     in ``importlib._bootstrap`` between taking a lock and the ``try`` that releases it; see the module);
     return how many it gave back. Nothing is released while an import is under way in this thread (its
     locks are its own)."""
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
-            return 0
-        frame = frame.f_back
+    if _in_the_import_machinery(sys._getframe()):
+        return 0
     import _imp
 
     released = 0
@@ -75,13 +114,15 @@ def join_within(threads: list[threading.Thread], seconds: float) -> list[threadi
     return [thread for thread in threads if thread.is_alive()]
 
 
-def interrupted_exit(code: int = EXIT_INTERRUPTED, wait_s: float = 2.0) -> int:
+def interrupted_exit(code: int = EXIT_INTERRUPTED, *, end_process: bool = True, wait_s: float = 2.0) -> int:
     """End the ``grade`` command after Ctrl-C, with status ``code`` (its report, where there is one, written).
-    A thread of this process that is not a daemon and still runs ``wait_s`` later is stuck (Python would
-    wait for it before it exits, for ever): then the process ends here, its output flushed. Otherwise
-    CPython's flag for an interrupt it saw go unhandled is cleared (see the module) and ``code`` is returned."""
-    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if join_within(others, wait_s):
+    A thread of the grading's (named ``grading-...``: :func:`grader.scheduling.run_all`'s) that still runs
+    ``wait_s`` later is stuck, and Python would wait for it before it exits, for ever: then, where
+    ``end_process`` (the command's own process, not a program that calls its ``main``), the process ends
+    here, its output flushed. Otherwise CPython's flag for an interrupt it saw go unhandled is cleared (see
+    the module) and ``code`` is returned."""
+    grading = [t for t in threading.enumerate() if t.name.startswith("grading-") and t.is_alive()]
+    if join_within(grading, wait_s) and end_process:
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -305,6 +305,8 @@ def main(argv: list[str]) -> int:
     error, one JSON line per exercise graded.
     """
     order = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # the kernel's interrupt, as grade's Ctrl-C
+        signal.signal(signal.SIGINT, interrupts.on_sigint)
     try:
         _stop_with_the_kernel()
         checked = _grade_order(order)

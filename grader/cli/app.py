@@ -156,12 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line for every error, never a traceback for the user's mistake; after
     Ctrl-C, status 130 (:func:`grader.interrupts.interrupted_exit`)."""
     code = _main(argv)
-    return interrupts.interrupted_exit() if code == interrupts.EXIT_INTERRUPTED else code
+    if code == interrupts.EXIT_INTERRUPTED:  # the command's own process (no argv given) may end itself
+        return interrupts.interrupted_exit(end_process=argv is None)
+    return code
 
 
 def _main(argv: list[str] | None) -> int:
     if signal.getsignal(signal.SIGINT) is grader._quiet_interrupt:  # started: Ctrl-C is handled below from now
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, interrupts.on_sigint)
     args = sys.argv[1:] if argv is None else list(argv)
     if not args:  # `grade` alone: show how to use it
         with click.Context(cli, info_name="grade") as ctx:
