@@ -46,7 +46,15 @@ EXIT_INTERRUPTED = 130
 #: grader's own takes milliseconds; one stuck for good is interrupted where it is after this)
 DEFER_AT_MOST_S = 5.0
 
+#: the names of a grading's threads begin so (:func:`grader.scheduling.run_all`'s pools)
+GRADING_THREADS = "grading-"
+
 _deferred_since: list[float] = []
+
+
+def grading_threads() -> list[threading.Thread]:
+    """The grading's threads still running in this process."""
+    return [t for t in threading.enumerate() if t.name.startswith(GRADING_THREADS) and t.is_alive()]
 
 
 def _in_the_import_machinery(frame: FrameType | None) -> bool:
@@ -116,13 +124,12 @@ def join_within(threads: list[threading.Thread], seconds: float) -> list[threadi
 
 def interrupted_exit(code: int = EXIT_INTERRUPTED, *, end_process: bool = True, wait_s: float = 2.0) -> int:
     """End the ``grade`` command after Ctrl-C, with status ``code`` (its report, where there is one, written).
-    A thread of the grading's (named ``grading-...``: :func:`grader.scheduling.run_all`'s) that still runs
+    A thread of the grading's (:func:`grading_threads`) that still runs
     ``wait_s`` later is stuck, and Python would wait for it before it exits, for ever: then, where
     ``end_process`` (the command's own process, not a program that calls its ``main``), the process ends
     here, its output flushed. Otherwise CPython's flag for an interrupt it saw go unhandled is cleared (see
     the module) and ``code`` is returned."""
-    grading = [t for t in threading.enumerate() if t.name.startswith("grading-") and t.is_alive()]
-    if join_within(grading, wait_s) and end_process:
+    if join_within(grading_threads(), wait_s) and end_process:
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:

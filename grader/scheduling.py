@@ -136,8 +136,9 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
     ``beside``: each timed exercise is graded at once too, in a thread of its own (its rounds move the
     rest of the grading off their core: :meth:`Schedule.alone`); ``untimed_over()`` is
     called once every untimed exercise has its result."""
-    pool = ThreadPoolExecutor(max_workers=at_once or at_once_default(), thread_name_prefix="grading-untimed")
-    aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-timed")
+    pool = ThreadPoolExecutor(max_workers=at_once or at_once_default(),
+                              thread_name_prefix=f"{interrupts.GRADING_THREADS}untimed")
+    aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{interrupts.GRADING_THREADS}timed")
     interrupted = False
     try:
         plain = longest_first([ex for ex in exercises if not ex.timed], expected or {})
@@ -182,8 +183,7 @@ def run_all(exercises: list[ExerciseSpec], grade: Callable[[ExerciseSpec], Exerc
         pool.shutdown(wait=not interrupted, cancel_futures=True)
         aside.shutdown(wait=not interrupted, cancel_futures=True)
         if interrupted:  # their processes are gone: they end at once, unless stuck (interrupts.interrupted_exit)
-            interrupts.join_within([t for t in threading.enumerate() if t.name.startswith("grading-")],
-                                   AFTER_CTRL_C_S)
+            interrupts.join_within(interrupts.grading_threads(), AFTER_CTRL_C_S)
 
 
 def at_once_default() -> int:
