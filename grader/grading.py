@@ -32,7 +32,9 @@ from grader.results import ExerciseResult, Report, mark_selection
 from grader.runner import devices, sandbox as sandboxes
 from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import Limits
+from grader.runner import service as service_hosts
 from grader.runner.reference_host import reference_host
+from grader.runner.service import ServiceHosts
 from grader.runner.warm import WarmHosts
 from grader.scheduling import Schedule
 from grader.sides import BothSides
@@ -108,6 +110,9 @@ class Machinery:
     #: record what each graded function traces to, and each exercise file's text (``Report.programs``), for
     #: the class's similarity (``grade batch --similarity``)
     programs: bool = False
+    #: fork the hosts from the user's warm service (:mod:`grader.runner.service`), started if none serves
+    #: these settings, where it can serve them: a student's own gradings (``grade PATH``, watch mode)
+    service: bool = False
 
 
 @dataclass
@@ -208,11 +213,14 @@ class Grading:
         self.warm = run.hosts
         if self.warm is None and self.plan.uid_isolation:  # a grading killed before it cleaned up
             sandboxes.sweep_stale_scratch(Path(run.scratch_root or tempfile.gettempdir()))
-        self.scratch = self.warm.grading_scratch() if self.warm is not None else \
-            Path(tempfile.mkdtemp(prefix="grade-", dir=run.scratch_root))
         #: the group its jobs take besides their uids (per-job uids): it alone may enter the scratch folder,
         #: so no other local user (a classmate's job included) reads a grading in progress
         self.group = self.uids.acquire() if self.uids is not None else None
+        #: the user's warm service, whose templates fork this grading's hosts (``None``: it starts its own)
+        self.service: ServiceHosts | None = self._service() if run.service and self.warm is None else None
+        self.scratch = self.warm.grading_scratch() if self.warm is not None else \
+            self.service.grading_scratch() if self.service is not None else \
+            Path(tempfile.mkdtemp(prefix="grade-", dir=run.scratch_root))
         _private(self.scratch, self.group)
         self.hosts: tuple[HostProcess, HostProcess | None] | None = None
         self._start_hosts()  # JAX imports in them while the submission is read
@@ -293,6 +301,8 @@ class Grading:
                                                       and tally.results[ex_id].status != "not_attempted"})
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 both.timings["host_restarts"] = student.restarts
+                if self.service is not None:
+                    both.timings["hosts_from"] = "warm service"
                 # this process's, all threads
                 both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)
             except KeyboardInterrupt:
@@ -335,19 +345,48 @@ class Grading:
                 self.hosts[0].start()
                 return self.hosts
             student_cache, readable = self._compile_caches()
-            self.hosts = (HostProcess(side="student", module_dir=module_dir, scratch=self.scratch / "student",
+            service = self.service  # its templates' folders are the hosts' (the same for every grading)
+            self.hosts = (HostProcess(side="student", module_dir=module_dir,
+                                      scratch=service.scratch["student"] if service else self.scratch / "student",
                                       plan=self.plan, uids=self.uids, compile_cache=student_cache,
                                       read_caches=readable, modules=chapter.child_modules, limits=self.options.limits,
-                                      chapter_folders=chapter.import_folders, device=self.device),
+                                      chapter_folders=chapter.import_folders, device=self.device,
+                                      template=service.student if service else None),
                           None if self.records is not None else
-                          reference_host(chapter, self.reference_dir, self.scratch, limits=self.options.limits,
-                                         compile_cache=readable[0] if readable else None, device=self.device))
+                          reference_host(chapter, self.reference_dir,
+                                         service.scratch["reference"].parent if service else self.scratch,
+                                         limits=self.options.limits, compile_cache=readable[0] if readable else None,
+                                         device=self.device))
+            if service is not None and self.hosts[1] is not None:
+                self.hosts[1].template = service.reference
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
             self.hosts[0].group = self.group
             for host in filter(None, self.hosts):
                 host.start()
         return self.hosts
+
+    def _service(self) -> ServiceHosts | None:
+        """The user's warm service for this grading's settings, where one can serve it: the student's hosts
+        in bubblewrap (its template starts each clean), no accelerator here (whose device files a grading's
+        own plan binds), the reference run (not a preview's records)."""
+        if self.records is not None or self.plan.kind != "bwrap" or self.device.accelerator is not None:
+            return None
+        student_cache, readable = self._compile_caches()
+        chapter = self.chapter
+        config = {"submission": str(self.path.resolve()), "sandbox": self.options.sandbox,
+                  "plan": {"kind": self.plan.kind, "uid_isolation": self.plan.uid_isolation},
+                  "modules": list(chapter.child_modules), "chapter_folders": [str(f) for f in chapter.import_folders],
+                  "reference_dir": str(Path(self.reference_dir).resolve()),
+                  "student_cache": str(student_cache) if student_cache is not None else None,
+                  "read_caches": [str(p) for p in readable], "reference_cache": str(readable[0]) if readable else None,
+                  "disk_bytes": self.options.limits.disk_bytes,
+                  "scratch_root": str(self.machinery.scratch_root) if self.machinery.scratch_root else None}
+        try:
+            return service_hosts.connect(config)
+        except Exception as exc:  # noqa: BLE001 - no service: the grading starts its own hosts, as always
+            log.info("warm service not used: %s", exc)
+            return None
 
     def _compile_caches(self) -> tuple[Path | None, list[Path]]:
         """The student's own compilation cache (where it can be used safely) and the caches its jobs
@@ -375,6 +414,9 @@ class Grading:
         else:
             sandboxes.release_folder(self.scratch)  # the jobs' capped folder (root)
             shutil.rmtree(self.scratch, ignore_errors=True)
+            if self.service is not None:  # its hosts ended, what they left emptied: the next grading's
+                self.service.close()
+                self.service = None
         if self.group is not None and self.uids is not None:
             self.uids.release(self.group)
             self.group = None

@@ -9,6 +9,7 @@ is a :class:`ProtocolError` the moment it arrives, never a wait that ends in a t
 
     grade batch ──JSON lines──▶ batch worker        ToWorker             (grader.batch.worker)
     grading ──control socket──▶ host template       ToTemplate / FromTemplate (grader.child.template)
+    grading ──unix socket─────▶ warm service        ToService / FromService (grader.runner.service_daemon)
     grading ──control socket──▶ host                ToHost / FromHost    (grader.child.host)
     grading ───job socket─────▶ job                 ToJob / FromJob      (grader.child.job, .probe)
 
@@ -53,6 +54,9 @@ from grader.word_fields import (
     ReferenceFields,
     WarmFields,
     GradeFields,
+    HelloServiceFields,
+    SpawnHostFields,
+    ServiceReadyFields,
 )
 
 #: the key under which a message carries its word
@@ -85,6 +89,28 @@ class FromTemplate(StrEnum):
     READY = "ready"  #: imported and listening: ``versions``, ``pid``, ``template``
     SPAWNED = "spawned"  #: forked the host ``host`` (its ``pid``)
     HOST_EXITED = "host_exited"  #: the host ``host`` has ended
+
+
+class ToService(StrEnum):
+    """A grading to the warm service of its user (:mod:`grader.runner.service_daemon`), on its unix socket."""
+
+    HELLO = "hello"  #: the grading's ``key`` (its settings): answered ``ready``, ``busy``, ``other`` or ``failed``
+    SPAWN = "spawn"  #: fork a host of ``side`` named ``host``, whose control socket travels with the message
+    KILL = "kill"  #: kill the host ``host`` and its jobs
+    RELEASE = "release"  #: the grading is over: its hosts ended, what they left emptied; answered ``released``
+    EXIT = "exit"  #: end now
+
+
+class FromService(StrEnum):
+    """The warm service to a grading."""
+
+    READY = "ready"  #: its templates are ready: where a grading's modules and its hosts' folders lie
+    BUSY = "busy"  #: another grading holds it (this one starts hosts of its own)
+    OTHER = "other"  #: it serves other settings (the grading starts a service of its own in its place)
+    FAILED = "failed"  #: it cannot serve (``error``), or a host could not be forked
+    SPAWNED = "spawned"  #: forked the host ``host`` (its ``pid``)
+    HOST_EXITED = "host_exited"  #: the host ``host`` has ended
+    RELEASED = "released"  #: the grading's hosts are gone, what they left is emptied
 
 
 class ToHost(StrEnum):
@@ -151,6 +177,11 @@ FIELDS: dict[type[StrEnum], dict[str, type]] = {
     ToTemplate: {ToTemplate.SPAWN: HostNamed, ToTemplate.KILL: HostNamed, ToTemplate.EXIT: Empty},
     FromTemplate: {FromTemplate.READY: ReadyFields, FromTemplate.SPAWNED: SpawnedFields,
                    FromTemplate.HOST_EXITED: HostNamed},
+    ToService: {ToService.HELLO: HelloServiceFields, ToService.SPAWN: SpawnHostFields, ToService.KILL: HostNamed,
+                ToService.RELEASE: Empty, ToService.EXIT: Empty},
+    FromService: {FromService.READY: ServiceReadyFields, FromService.BUSY: Empty, FromService.OTHER: Empty,
+                  FromService.FAILED: FailedFields, FromService.SPAWNED: SpawnedFields,
+                  FromService.HOST_EXITED: HostNamed, FromService.RELEASED: Empty},
     ToHost: {ToHost.FORK: ForkFields, ToHost.DUMP: JobNamed, ToHost.KILL: JobNamed, ToHost.CORES: CoresFields,
              ToHost.EXIT: Empty},
     FromHost: {FromHost.READY: ReadyFields, FromHost.FAILED: FailedFields, FromHost.STARTED: StartedFields,
@@ -169,7 +200,8 @@ FIELDS: dict[type[StrEnum], dict[str, type]] = {
 Word = TypeVar("Word", bound=StrEnum)
 
 #: every boundary's words, in both directions
-BOUNDARIES: tuple[type[StrEnum], ...] = (ToWorker, ToTemplate, FromTemplate, ToHost, FromHost, ToJob, FromJob)
+BOUNDARIES: tuple[type[StrEnum], ...] = (ToWorker, ToTemplate, FromTemplate, ToService, FromService, ToHost, FromHost,
+                                         ToJob, FromJob)
 
 
 def message(word: StrEnum, **fields: Any) -> dict:

@@ -265,6 +265,29 @@ class ReferenceFields(TypedDict):
     reference: dict
 
 
+class HelloServiceFields(TypedDict):
+    """``ToService.HELLO``: the grading's settings, as a digest (the service serves one set of them)."""
+
+    key: str
+
+
+class SpawnHostFields(TypedDict):
+    """``ToService.SPAWN``: fork a host of ``side`` (``student`` or ``reference``) named ``host``."""
+
+    host: str
+    side: str
+
+
+class ServiceReadyFields(TypedDict):
+    """``FromService.READY``: where a grading's modules go (``stage``: a folder of the grading's own is made
+    under it) and the scratch folders of the hosts it forks, by side."""
+
+    stage: str
+    student_scratch: str
+    reference_scratch: str
+    pid: int
+
+
 class _WarmFieldsRequired(TypedDict):
     chapter: str
     #: the batch's settings (``grader.batch.run._settings``): the sandbox, the limits

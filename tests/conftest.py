@@ -22,6 +22,9 @@ os.environ.setdefault("GRADER_BUILD", "0")
 # a student's gradings keep seeds drawn ahead (grader.ahead): not in the tests, which expect the seeds they
 # give or a reference run (tests/test_seeds_ahead.py turns it on)
 os.environ.setdefault("GRADER_SEEDS_AHEAD", "0")
+# No warm service between a test's gradings (each test sees the processes its own grading starts, and none
+# outlives it): tests/test_warm_service.py starts them on purpose.
+os.environ.setdefault("GRADER_WARM_S", "0")
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"

@@ -115,9 +115,9 @@ def _copy_for_student(source: Path, home: Path, name: str) -> Path:
     return folder
 
 
-def _grade(python: str, folder: Path, home: Path, *args: str) -> tuple[dict, float]:
+def _grade(python: str, folder: Path, home: Path, *args: str, warm_s: int = 0) -> tuple[dict, float]:
     env = {k: v for k, v in os.environ.items() if k not in ("GRADER_CACHE_DIR", "XDG_CACHE_HOME")}
-    env.update(HOME=str(home), GRADER_CACHE_DIR=str(home / "cache"), GRADER_BUILD="0")
+    env.update(HOME=str(home), GRADER_CACHE_DIR=str(home / "cache"), GRADER_BUILD="0", GRADER_WARM_S=str(warm_s))
     began = time.monotonic()
     done = subprocess.run(_as_student([python, "-m", "grader", str(folder), "--json", "--lang", "en",
                                        "--report-dir", str(folder.parent / "report"), *args]),
@@ -204,3 +204,36 @@ def test_64_children_forked_at_import_cost_nothing_to_the_other_exercises(deskto
     assert others == {ex_id: 10 for ex_id in others}, others
     assert by_id["ex01_jit_forms"]["status"] in ("passed", "partial"), by_id["ex01_jit_forms"]
     print(f"64 children forked at import beside {desktop} threads: {report['score']:g}/{FULL:g} in {took:.1f} s")
+
+
+CAPABILITIES = '''import os as _os
+
+_status = open("/proc/self/status").read().splitlines()
+print("CapEff", [line.split()[1] for line in _status if line.startswith("CapEff")][0],
+      "service-folder-seen", _os.path.exists(f"/tmp/grader-service-{_os.getuid()}"), flush=True)
+'''
+
+
+@needs_a_student
+def test_the_warm_service_serves_an_ordinary_user_and_its_jobs_keep_no_capability(desktop, student_home, python):
+    """As an ordinary user, the service's template of the student's hosts keeps CAP_SYS_ADMIN in bubblewrap's user
+    namespace to start each host clean (its own /tmp and IPC namespace), and each host drops every capability as
+    it starts: the student's code runs with none, as without the service, and never sees the service's socket."""
+    folder = _copy_for_student(SOLUTIONS, student_home, "warm")
+    ex01 = folder / "ex01_jit_forms.py"
+    ex01.write_text(CAPABILITIES + ex01.read_text(encoding="utf-8"), encoding="utf-8")
+    try:
+        reports = [_grade(python, folder, student_home, "--seed", "5", warm_s=60) for _ in range(2)]
+    finally:
+        subprocess.run(_as_student([python, "-m", "grader", "dev", "service", "--stop"]), cwd=student_home,
+                       env={**os.environ, "HOME": str(student_home)}, capture_output=True, timeout=60)
+    for report, took in reports:
+        assert report["timings"].get("hosts_from") == "warm service", report["timings"]
+        assert report["score"] == FULL, [(e["id"], e["score"]) for e in report["exercises"]]
+        text = json.dumps(report)
+        assert "CapEff 0000000000000000 service-folder-seen False" in text, text[:3000]
+    left = subprocess.run(["pgrep", "-u", str(STUDENT_UID if ROOT_USER else os.getuid()), "-f", "grader"],
+                          capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout  # the service stopped, nothing of the gradings left
+    print(f"through the warm service as an ordinary user: {reports[0][1]:.1f} s, then {reports[1][1]:.1f} s")
+

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import sys
@@ -32,10 +33,24 @@ from grader.protocol import FromHost, FromTemplate, ToHost, ToTemplate, message,
 CLONE_NEWIPC = 0x08000000
 
 
+def mount_points() -> list[str]:
+    """Where something is mounted in this process's view (``/proc/self/mountinfo``'s fifth field,
+    its octal escapes undone)."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+        for line in info:
+            fields = line.split(" ")
+            if len(fields) > 4:
+                points.append(re.sub(r"\\([0-7]{3})", lambda found: chr(int(found.group(1), 8)), fields[4]))
+    return points
+
+
 def isolate() -> int:
     """Make this process (a host about to be born) start clean: an IPC namespace of its own
     (no System V shared memory, queue or semaphore an earlier host's jobs made), and a
-    ``/tmp`` with nothing in it that a job made (the sandbox's own folders, root's, stay).
+    ``/tmp`` with nothing in it that a job made (the sandbox's own folders stay: root's, and
+    every folder that is or holds a mount point, whoever owns it: as an ordinary user, bubblewrap
+    makes the folders above the sandbox's mounts the user's).
     Needs ``CAP_SYS_ADMIN``, ``CAP_DAC_OVERRIDE`` and ``CAP_FOWNER`` (the template's, in its
     sandbox); raises :class:`OSError` without them. Returns how many entries of ``/tmp`` it removed."""
     import shutil
@@ -45,10 +60,13 @@ def isolate() -> int:
         number = ctypes.get_errno()
         raise OSError(number, f"unshare(CLONE_NEWIPC): {os.strerror(number)}")
     removed = 0
+    mounted = mount_points()
     for name in os.listdir("/tmp"):
         path = os.path.join("/tmp", name)
         if os.lstat(path).st_uid == 0:  # the sandbox's own (the folders above its mounts): no job's
             continue
+        if any(point == path or point.startswith(path + "/") for point in mounted):
+            continue  # a mount of the sandbox's, or a folder above one: never emptied through it
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
@@ -57,8 +75,22 @@ def isolate() -> int:
     return removed
 
 
-def _template(control, control_fd: int, versions: dict) -> int:
-    """Fork isolated hosts on order; report each one's birth and end; end what they leave behind."""
+def drop_capabilities() -> None:
+    """Give up every capability (an ordinary user's host, forked by a template that kept some in the
+    sandbox's user namespace to start it clean: its jobs change no uid, so nothing else would drop them).
+    Raises :class:`OSError` when they cannot be dropped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice (64 capabilities), all none
+    if libc.capset(header, data) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"capset: {os.strerror(number)}")
+
+
+def _template(control, control_fd: int, versions: dict, clean: bool = True) -> int:
+    """Fork isolated hosts on order (``clean``: each starts clean, :func:`isolate`; the trusted
+    reference's template, outside any sandbox, forks them as they are); report each one's birth and
+    end; end what they leave behind."""
     control.send(message(FromTemplate.READY, versions=versions, pid=os.getpid(), template=True))
     hosts: dict[int, str] = {}
 
@@ -67,7 +99,7 @@ def _template(control, control_fd: int, versions: dict) -> int:
         if op is ToTemplate.SPAWN and len(fds) == 1:
             pid = os.fork()
             if pid == 0:
-                _host_child(fds[0], control_fd, versions)
+                _host_child(fds[0], control_fd, versions, clean)
             hosts[pid] = str(order.get("host"))
             control.send(message(FromTemplate.SPAWNED, host=hosts[pid], pid=pid))
         elif op is ToTemplate.KILL:
@@ -78,8 +110,8 @@ def _template(control, control_fd: int, versions: dict) -> int:
     return 0
 
 
-def _host_child(fd: int, control_fd: int, versions: dict) -> None:
-    """In a host forked by the template: isolate it, then serve its grader. Never returns."""
+def _host_child(fd: int, control_fd: int, versions: dict, clean: bool = True) -> None:
+    """In a host forked by the template: isolate it (when ``clean``), then serve its grader. Never returns."""
     code = 70
     try:
         os.close(control_fd)
@@ -88,7 +120,10 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
 
         channel = Channel(socket.socket(fileno=fd), expects=ToHost)
         try:
-            isolate()
+            if clean:
+                isolate()
+                if os.geteuid() != 0:  # no job of an ordinary user's grading keeps what the template kept
+                    drop_capabilities()
         except OSError as exc:  # never serve without a /tmp of its own
             channel.send(message(FromHost.FAILED, error=str(exc)))
             code = 71
@@ -109,7 +144,9 @@ def _host_child(fd: int, control_fd: int, versions: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    return _template(*begin(argv, ToTemplate))
+    import json
+
+    return _template(*begin(argv, ToTemplate), clean=json.loads(argv[1]).get("isolate", True) is not False)
 
 
 if __name__ == "__main__":

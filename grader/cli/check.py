@@ -146,6 +146,7 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     if unsupported_system() is not None and hint is None:  # before anything that needs Linux (fcntl, /proc)
         raise UserError(catalog.render(unsupported_system(), lang))
     from grader.grading import Interrupted, Machinery, grade
+    from grader.runner.service import idle_seconds
     from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
@@ -160,7 +161,8 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     try:
         options = limits.grade_options(chapter=what.chapter, exercises=exercises, inside=what.inside, seed=what.seed,
                                        allow_weak_sandbox=allow_weak_sandbox)
-        machinery = Machinery(ahead=ahead.count())  # a student's own gradings: seeds drawn ahead
+        # a student's own gradings: seeds drawn ahead, hosts forked warm from the user's service
+        machinery = Machinery(ahead=ahead.count(), service=idle_seconds() > 0)
         _build_once(path, what.chapter, limits.sandbox, catalog, lang)
         if watch:
             _watch(path, options, machinery, report_dir or _default_report_dir(path), lang)

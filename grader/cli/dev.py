@@ -106,6 +106,28 @@ def dev_build(chapter: str, sandbox: str, lang: str | None) -> None:
         sys.exit(EXIT_FAIL_UNDER)
 
 
+@dev.command("service", short_help="Show (or stop) the warm service that keeps JAX imported between gradings.")
+@click.option("--stop", is_flag=True, help="End every warm service of this user now.")
+@lang_option
+def dev_service(stop: bool, lang: str | None) -> None:
+    """Show the user's warm services: each keeps two processes with JAX imported (about 350 MB) so that
+    the next grade of a folder forks its hosts instead of importing JAX twice; each ends after
+    GRADER_WARM_S seconds (600) without a grading. --stop ends them now. 显示（或停止）预热服务。"""
+    from grader.runner import service
+
+    lang, catalog = lang or default_lang(), grader_catalog()
+    if stop:
+        click.echo(catalog.render(T("service.stopped", count=service.stop_all()), lang))
+        return
+    found = service.running()
+    if not found:
+        click.echo(catalog.render(T("service.none"), lang))
+    for each in found:
+        settings = each["settings"]
+        click.echo(catalog.render(T("service.running", pid=each["pid"], idle_s=settings.get("idle_s", "?"),
+                                    folder=settings.get("submission", "?")), lang))
+
+
 def _chapter(chapter_id: str | None):
     """The chapter named, or the one chapter the grader finds when none is (two or more: say which)."""
     from grader.chapter import available_chapters

@@ -46,10 +46,21 @@ log = logging.getLogger("grader")
 GRADER_PACKAGE = Path(__file__).resolve().parent.parent
 
 
-class Template(Protocol):
-    """What a host that a template forks needs of it (:class:`grader.runner.host_template.HostTemplate`)."""
+class Spawned(Protocol):
+    """A host a template forked, seen as :class:`subprocess.Popen` sees a process."""
 
-    def spawn(self, sock: socket.socket) -> subprocess.Popen:
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class Template(Protocol):
+    """What a host that a template forks needs of it (:class:`grader.runner.host_template.HostTemplate`, or
+    one of the user's warm service: :class:`grader.runner.service.RemoteTemplate`)."""
+
+    def spawn(self, sock: socket.socket) -> Spawned:
         """Fork a host whose control socket is ``sock``, seen as :class:`subprocess.Popen` sees a process."""
         ...
 
@@ -105,7 +116,7 @@ class HostProcess:
         self.uids = uids
         self.start_timeout_s = start_timeout_s
         self.versions: dict = {}
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | Spawned | None = None
         self._control: Channel | None = None
         self._send_lock = threading.Lock()
         self._ready = threading.Event()
@@ -185,6 +196,7 @@ class HostProcess:
             binds_rw=[self.scratch / "jobs", home, *([self.compile_cache] if self.compile_cache else [])],
             # a student's host may give each job a /tmp of its own (:func:`grader.child.confine.private_tmp`)
             keep_fds=[theirs.fileno()], caps=self.caps + (("CAP_SYS_ADMIN",) if self.side == "student" else ()),
+            user_caps=self.caps if self.side == "template" else (),
             devices=plan.accelerator.nodes if plan.accelerator is not None and plan.platform != "cpu" else (),
         )
         return subprocess.Popen(

@@ -29,11 +29,16 @@ class HostTemplate:
     """
 
     def __init__(self, *, stage: Path, scratch: Path, plan: sandboxes.SandboxPlan, limits: Limits,
-                 modules: list[str], chapter_folders: list[Path] | None = None, read_caches: list[Path] | None = None):
-        self.process = HostProcess(side="template", module_dir=stage, scratch=scratch, plan=plan, limits=limits,
-                                   modules=modules, chapter_folders=chapter_folders, read_caches=read_caches,
+                 modules: list[str], chapter_folders: list[Path] | None = None, read_caches: list[Path] | None = None,
+                 compile_cache: Path | None = None, isolate: bool = True):
+        """``compile_cache``: a cache its hosts' jobs write (bound writable in its sandbox); ``isolate``:
+        each host starts clean (``False``: the trusted reference's template, outside any sandbox)."""
+        self.process = HostProcess(side="template" if isolate else "reference", module_dir=stage, scratch=scratch,
+                                   plan=plan, limits=limits, modules=modules, chapter_folders=chapter_folders,
+                                   read_caches=read_caches, compile_cache=compile_cache,
                                    entry="grader.child.template",
-                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER"),
+                                   caps=("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER") if isolate else (),
+                                   config={} if isolate else {"isolate": False},
                                    words=(ToTemplate, FromTemplate))
         self._counter = 0
         self._lock = threading.Lock()

@@ -215,11 +215,13 @@ def plan(requested: str = "auto") -> SandboxPlan:
 
 def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[tuple[Path, Path]],
                  binds_rw: list[Path], keep_fds: list[int], caps: tuple[str, ...] = (),
-                 devices: tuple[str, ...] = ()) -> list[str]:
+                 devices: tuple[str, ...] = (), user_caps: tuple[str, ...] = ()) -> list[str]:
     """The command line that starts a host under ``plan_``; ``caps``: capabilities it keeps besides
     changing uids and moving its jobs (of other uids) between CPUs (``CAP_SYS_NICE``,
     :mod:`grader.affinity`): a template's ``CAP_SYS_ADMIN``, to give each host it forks namespaces of
-    its own. A job drops them all when it takes its own uid. ``devices``: the accelerator's device files
+    its own. A job drops them all when it takes its own uid. ``user_caps``: those an ordinary user's
+    process keeps (bubblewrap gives them in the sandbox's user namespace, never as a setuid program): a
+    template's, whose hosts drop them as they start (they change no uid). ``devices``: the accelerator's device files
     (:attr:`grader.runner.devices.Accelerator.nodes`), shown inside bubblewrap's ``/dev`` with the
     system's ``/sys`` (read-only: JAX and libtpu find the chips on its PCI bus)."""
     if plan_.kind != "bwrap":
@@ -262,7 +264,19 @@ def host_command(plan_: SandboxPlan, *, python_argv: list[str], binds_ro: list[t
     if os.geteuid() == 0:
         for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_NICE", *caps):
             argv += ["--cap-add", cap]
+    elif user_caps and not _setuid(argv[0]):
+        for cap in user_caps:
+            argv += ["--cap-add", cap]
     return argv + python_argv
+
+
+def _setuid(program: str) -> bool:
+    """Whether ``program`` (bubblewrap) is installed set-uid (it then refuses capabilities to an ordinary user)."""
+    found = program if os.path.isabs(program) else shutil.which(program)
+    try:
+        return bool(found and os.stat(found).st_mode & stat.S_ISUID)
+    except OSError:
+        return True
 
 
 # ------------------------------------------------------------------ uids
