@@ -4,8 +4,13 @@
 Every measurement is a whole command, timed from outside, side by side in one run:
 the rounds alternate between the commands, and each figure is the median of
 ``--runs`` rounds (min–max beside it), in wall seconds and in core-seconds (the CPU
-time of every process the command started, from ``perf stat`` where it runs: on a
-shared machine the steadier figure). Printed for each, its ratio to the floor (a bare
+time of every process the command started, from ``perf stat`` where it runs, and what the
+user's warm services ran meanwhile: on a shared machine the steadier figure). As a student's
+``grade`` does, each grade command forks its hosts from a warm service of its cache
+(:mod:`grader.runner.service`): its first run starts it (the templates import JAX as hosts
+would), the next ones find it; a command on a fresh cache (a first grading, nothing built, the
+first run on a machine) starts one each round, stopped after it. ``GRADER_WARM_S=0`` in the
+environment times them without (each starts its own hosts). Printed for each, its ratio to the floor (a bare
 Python process that imports JAX and compiles one function):
 
 * ``grade solutions/ch4`` (all eight exercises), ``-k ex02``, ``-k ex01 -k ex02 -k ex03``: each a
@@ -58,7 +63,7 @@ from machine import Machine  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from batch_throughput import counted, perf_seconds  # noqa: E402
+from batch_throughput import _children_cpu, counted, perf_seconds  # noqa: E402
 
 FLOOR = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()"
 VARIANTS = ROOT / "tests" / "variants" / "ch4"
@@ -76,15 +81,75 @@ def _grade(*args: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main())", *args]
 
 
+def services_cpu() -> float:
+    """CPU seconds of the user's warm services (:mod:`grader.runner.service`) and everything under them, so far:
+    each living process's own and its reaped children's (``/proc/PID/stat``, fields 14-17). A grading served by
+    one runs its hosts and jobs there, not under the command ``perf stat`` counts: :func:`_timed` adds their
+    growth over the command."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    roots = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
+        if b"grader.runner.service_daemon" in argv:
+            roots.append(int(entry))
+    under = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in under and pid not in under:
+                under.add(pid)
+                changed = True
+    return sum(cpu[pid] for pid in under)
+
+
+def stop_services(caches: list[Path]) -> None:
+    """End the warm services the benchmark's caches started (each cache has one)."""
+    from grader import store
+    from grader.runner import service
+
+    slots = {service.slot_of(Path(cache) / store.root().name) for cache in caches}
+    stopped = []
+    for found in service.running():
+        if Path(found["socket"]).stem in slots:
+            try:
+                os.kill(found["pid"], 15)
+                stopped.append(found["pid"])
+            except OSError:
+                pass
+    deadline = time.monotonic() + 10  # gone before the next command is timed (its CPU leaves the sum)
+    while any(service.alive(pid) for pid in stopped) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> tuple[float, float]:
-    """Wall seconds and core-seconds of one command."""
-    argv, perf_out = counted(argv)
+    """Wall seconds and core-seconds of one command: a grade command's from the kernel's count of the processes
+    it waited for (its hosts and their jobs, or none where the warm service forked them) and what the user's
+    warm services ran meanwhile (a service the command started counted whole: its templates' JAX imports are
+    that grading's); another command's (the floor, otter) from ``perf stat``, which also counts what a
+    process leaves running (a grade command's service is its child's child: perf would count part of it twice)."""
+    grade = "grader" in " ".join(argv)
+    argv, perf_out = counted(argv) if not grade else (argv, None)
+    served, waited = services_cpu(), _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[-6:])} failed ({done.returncode}): {done.stderr[-500:]}")
-    return took, perf_seconds(perf_out) if perf_out else float("nan")
+    if perf_out is not None:
+        return took, perf_seconds(perf_out)
+    return took, _children_cpu() - waited + max(0.0, services_cpu() - served)
 
 
 def _versions(python: str) -> str:
@@ -134,6 +199,7 @@ FIRST_RUN = "the first run on a machine: the stubs, the build included"
 OTTER = "otter run (ex01-ex03 equivalent)"
 ALL, FIRST3 = "grade solutions/ch4 (all)", "grade solutions/ch4 -k ex01 -k ex02 -k ex03"
 NOT_AHEAD = "grade solutions/ch4 (all), no seed drawn ahead (GRADER_SEEDS_AHEAD=0)"
+NO_SERVICE = "grade solutions/ch4 (all), no warm service (GRADER_WARM_S=0)"
 
 
 def main() -> int:
@@ -155,6 +221,7 @@ def main() -> int:
         "floor: python, import jax, compile one function": ([sys.executable, "-c", FLOOR], "none"),
         ALL: (_grade(solutions, *report), "warm"),
         NOT_AHEAD: (_grade(solutions, *report), "warm-not-ahead"),
+        NO_SERVICE: (_grade(solutions, *report), "warm-no-service"),
         "grade solutions/ch4 -k ex02": (_grade(solutions, "-k", "2", *report), "warm"),
         FIRST3: (_grade(solutions, "-k", "1", "-k", "2", "-k", "3", *report), "warm"),
         "grade exercises/ch4 (the stubs)": (_grade(str(ROOT / "exercises/ch4"), *report), "warm"),
@@ -175,8 +242,9 @@ def main() -> int:
         else:
             print(f"otter-grader or its assignment not found ({args.otter_bin}, {folder}): see this script's "
                   "help for how to install it, or pass --otter-bin and --otter-dir", file=sys.stderr)
-    base = {k: v for k, v in os.environ.items() if k not in ("GRADER_CACHE_DIR", "GRADER_BUILD", "GRADER_SEEDS_AHEAD")}
-    prepared = {"warm": warm_cache, "warm-not-ahead": warm_cache, "own": own_cache}
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GRADER_CACHE_DIR", "GRADER_BUILD", "GRADER_SEEDS_AHEAD", "GRADER_WARM_S")}
+    prepared = {"warm": warm_cache, "warm-not-ahead": warm_cache, "warm-no-service": warm_cache, "own": own_cache}
     # the programs built once, as setup.sh builds them; the warm caches start from them and one grading
     subprocess.run(_grade("dev", "build", "--sandbox", args.sandbox), env={**base, "GRADER_CACHE_DIR": str(built)},
                    check=True, stdout=subprocess.DEVNULL)
@@ -193,7 +261,8 @@ def main() -> int:
             for drawn in (work / f"cache-{i}").glob("*/seeds-ahead"):
                 shutil.rmtree(drawn)
             env[name] = {**base, "GRADER_CACHE_DIR": str(work / f"cache-{i}"),
-                         **({"GRADER_SEEDS_AHEAD": "0"} if cache == "warm-not-ahead" else {})}
+                         **({"GRADER_SEEDS_AHEAD": "0"} if cache == "warm-not-ahead" else {}),
+                         **({"GRADER_WARM_S": "0"} if cache == "warm-no-service" else {})}
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for round_ in range(args.runs):
         for name, (argv, cache) in commands.items():
@@ -203,6 +272,7 @@ def main() -> int:
                     built_copy(built, fresh)
                 extra = {"GRADER_BUILD": "0"} if cache == "cold" else {}
                 times[name].append(_timed(argv, env={**base, "GRADER_CACHE_DIR": str(fresh), **extra}, cwd=work))
+                stop_services([fresh])  # a fresh machine's: not kept for the next round
                 shutil.rmtree(fresh, ignore_errors=True)
             else:
                 times[name].append(_timed(argv, env=env[name], cwd=work))
@@ -224,7 +294,9 @@ def main() -> int:
                             ("nothing built / second grading, the solutions", NOTHING_BUILT, SECOND_SOLUTIONS),
                             ("grade -k ex01 -k ex02 -k ex03 / otter run", FIRST3, OTTER),
                             ("grade (all eight) / otter run", ALL, OTTER),
-                            ("grade (all eight), no seed drawn ahead / otter run", NOT_AHEAD, OTTER)):
+                            ("grade (all eight), no seed drawn ahead / otter run", NOT_AHEAD, OTTER),
+                            ("grade (all eight), no warm service / otter run", NO_SERVICE, OTTER),
+                            ("grade (all eight) / the same without the warm service", ALL, NO_SERVICE)):
         if num in medians and den in medians:
             means = statistics.mean(w for w, _ in times[num]) / statistics.mean(w for w, _ in times[den])
             print(f"  {label}: {medians[num] / medians[den]:.2f} ({cpu[num] / cpu[den]:.2f}); of the means {means:.2f}")
@@ -233,6 +305,7 @@ def main() -> int:
         otter_python = Path(args.otter_bin).resolve().parent / "python"
         print(f"otter's environment: {_versions(str(otter_python))} (compare like with like)")
     print(f"\n{machine.describe()}; sandbox {args.sandbox}")
+    stop_services([warm_cache, own_cache, built, *(work / f"cache-{i}" for i in range(len(commands)))])
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -148,7 +148,8 @@ def by_process(seen: dict[int, dict]) -> dict[str, float]:
 def run(mode: str, n: int, seed: int, extra: list[str], work: Path) -> tuple[float, float, list[dict], dict]:
     """Grade; returns the wall seconds, the CPU seconds of everything started, the reports and the CPU
     seconds by kind of process (:func:`by_process`)."""
-    env = {**os.environ, "GRADER_CACHE_DIR": str(fresh_cache(work / "cache"))}
+    # no warm service in --mode single: its hosts are not the command's descendants, whose CPU this splits
+    env = {**os.environ, "GRADER_CACHE_DIR": str(fresh_cache(work / "cache")), "GRADER_WARM_S": "0"}
     reports = []
     cpu, wall = 0.0, 0.0
     split: dict[str, float] = defaultdict(float)

@@ -34,7 +34,7 @@ from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import Limits
 from grader.runner import service as service_hosts
 from grader.runner.reference_host import reference_host
-from grader.runner.service import ServiceHosts
+from grader.runner.service import Later, ServiceHosts
 from grader.runner.warm import WarmHosts
 from grader.scheduling import Schedule
 from grader.sides import BothSides
@@ -216,8 +216,12 @@ class Grading:
         #: the group its jobs take besides their uids (per-job uids): it alone may enter the scratch folder,
         #: so no other local user (a classmate's job included) reads a grading in progress
         self.group = self.uids.acquire() if self.uids is not None else None
+        found = self._service() if run.service and self.warm is None else None
         #: the user's warm service, whose templates fork this grading's hosts (``None``: it starts its own)
-        self.service: ServiceHosts | None = self._service() if run.service and self.warm is None else None
+        self.service: ServiceHosts | None = found if isinstance(found, ServiceHosts) else None
+        #: none serves these settings: one is started as a grading that ran to its end closes
+        self._later: Later | None = found if isinstance(found, Later) else None
+        self._completed = False
         self.scratch = self.warm.grading_scratch() if self.warm is not None else \
             self.service.grading_scratch() if self.service is not None else \
             Path(tempfile.mkdtemp(prefix="grade-", dir=run.scratch_root))
@@ -300,6 +304,7 @@ class Grading:
                                                       if isinstance(t, dict) and ex_id in tally.results
                                                       and tally.results[ex_id].status != "not_attempted"})
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
+                self._completed = True
                 both.timings["host_restarts"] = student.restarts
                 if self.service is not None:
                     both.timings["hosts_from"] = "warm service"
@@ -366,27 +371,17 @@ class Grading:
                 host.start()
         return self.hosts
 
-    def _service(self) -> ServiceHosts | None:
+    def _service(self) -> ServiceHosts | Later | None:
         """The user's warm service for this grading's settings, where one can serve it: the student's hosts
         in bubblewrap (its template starts each clean), no accelerator here (whose device files a grading's
         own plan binds), the reference run (not a preview's records)."""
         if self.records is not None or self.plan.kind != "bwrap" or self.device.accelerator is not None:
             return None
         student_cache, readable = self._compile_caches()
-        chapter = self.chapter
-        config = {"submission": str(self.path.resolve()), "sandbox": self.options.sandbox,
-                  "plan": {"kind": self.plan.kind, "uid_isolation": self.plan.uid_isolation},
-                  "modules": list(chapter.child_modules), "chapter_folders": [str(f) for f in chapter.import_folders],
-                  "reference_dir": str(Path(self.reference_dir).resolve()),
-                  "student_cache": str(student_cache) if student_cache is not None else None,
-                  "read_caches": [str(p) for p in readable], "reference_cache": str(readable[0]) if readable else None,
-                  "disk_bytes": self.options.limits.disk_bytes,
-                  "scratch_root": str(self.machinery.scratch_root) if self.machinery.scratch_root else None}
-        try:
-            return service_hosts.connect(config)
-        except Exception as exc:  # noqa: BLE001 - no service: the grading starts its own hosts, as always
-            log.info("warm service not used: %s", exc)
-            return None
+        return service_hosts.connect_for(self.path, self.chapter, self.plan, sandbox=self.options.sandbox,
+                                         reference_dir=self.reference_dir, student_cache=student_cache,
+                                         readable=readable, disk_bytes=self.options.limits.disk_bytes,
+                                         scratch_root=self.machinery.scratch_root)
 
     def _compile_caches(self) -> tuple[Path | None, list[Path]]:
         """The student's own compilation cache (where it can be used safely) and the caches its jobs
@@ -417,6 +412,9 @@ class Grading:
             if self.service is not None:  # its hosts ended, what they left emptied: the next grading's
                 self.service.close()
                 self.service = None
+            elif self._later is not None and self._completed:  # for the next grading (not after a Ctrl-C)
+                self._later.start()
+                self._later = None
         if self.group is not None and self.uids is not None:
             self.uids.release(self.group)
             self.group = None

@@ -93,7 +93,7 @@ def test_options_hold_what_the_user_says_and_machinery_the_rest():
     machinery = {f.name for f in dataclasses.fields(Machinery)}
     assert not user & machinery
     assert {"hosts", "reference_cache", "on_progress", "at_once", "scratch_root", "ahead", "preview",
-            "programs"} == machinery
+            "programs", "service"} == machinery
     assert {"chapter", "exercises", "seed", "sandbox", "device", "limits", "submission_timeout_s"} <= user
 
 

@@ -1,13 +1,14 @@
 """The warm service (issue 47, "fast on the slower machine too"): a student's next ``grade`` forks its two hosts
 from a service of the user's own that keeps JAX imported (:mod:`grader.runner.service`,
-:mod:`grader.runner.service_daemon`), instead of importing JAX twice.
+:mod:`grader.runner.service_daemon`), instead of importing JAX twice. The first grading of a folder starts its own
+hosts and, as it ends, the service.
 
 What must hold, each with a grading as a student runs it (``python -m grader``, real bubblewrap, real processes):
 the same verdicts as a grading that starts its own hosts (a correct submission and a wrong one); nothing a grading
-started outlives it (its hosts and their jobs), whether it ends, is interrupted with Ctrl-C or is killed; a second
-grading while one is served starts hosts of its own; another folder takes the service's place; an idle service
-ends, leaving no folder; ``grade dev service`` shows and stops it. The conftest turns the service off for every
-other test (``GRADER_WARM_S=0``).
+started outlives it (its hosts and their jobs), whether it ends, is interrupted with Ctrl-C or is killed; a grading
+stopped with Ctrl-C starts no service; a second grading while one is served starts hosts of its own; another folder
+takes the service's place; an idle service ends, leaving no folder; ``grade dev service`` shows and stops it. The
+conftest turns the service off for every other test (``GRADER_WARM_S=0``).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import pytest
 
 from conftest import ROOT, SOLUTIONS, sigint_as_at_a_terminal
 from grader.runner import sandbox as sandboxes
+from grader.runner.service import alive
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sandboxes.bwrap_works() is None,
@@ -43,8 +45,9 @@ def env(tmp_path):
 def _stop(cache: Path) -> None:
     """End the service of ``cache``'s slot (a test's own), as ``grade dev service --stop`` ends all."""
     for found in _services(cache):
-        os.kill(found["pid"], signal.SIGTERM)
-        _wait(lambda: not _alive(found["pid"]), 15)
+        pid = found["pid"]
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda pid=pid: not alive(pid), 15)
 
 
 def _services(cache: Path) -> list[dict]:
@@ -55,14 +58,6 @@ def _services(cache: Path) -> list[dict]:
                           env=dict(os.environ, GRADER_CACHE_DIR=str(cache)))
     slot = service.slot_of(Path(cache) / service.store.root().name)
     return [s for s in json.loads(done.stdout) if Path(s["socket"]).stem == slot]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _wait(condition, timeout: float) -> bool:
@@ -116,6 +111,18 @@ def _scratch_of(pid: int) -> list[Path]:
     return [p.parent for p in Path("/tmp").glob("grade-service-*/owner") if p.read_text().split()[:1] == [str(pid)]]
 
 
+def _service_up(cache: Path, submission: Path) -> dict:
+    """The service a grading of ``submission`` started as it ended (it takes a moment to listen)."""
+    found: list[dict] = []
+
+    def up() -> bool:
+        found[:] = [s for s in _services(cache) if s["settings"].get("submission") == str(submission)]
+        return bool(found) and len(_templates(found[0]["pid"])) == 2
+
+    assert _wait(up, 60), f"no service for {submission}: {_services(cache)}"
+    return found[0]
+
+
 def _grade(env: dict, folder: Path, *args: str, report: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "grader", str(folder), "--lang", "en", "--report-dir", str(report),
                            *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
@@ -139,59 +146,70 @@ def _wrong(tmp_path: Path) -> Path:
 
 
 def test_gradings_fork_their_hosts_from_one_service_and_are_judged_alike(env, tmp_path):
+    cache = Path(env["GRADER_CACHE_DIR"])
     picked = ("-k", "ex01", "-k", "ex03", "-k", "ex07", "--seed", "11")
     first = _grade(env, SOLUTIONS, *picked, report=tmp_path / "r1")
-    assert first["timings"].get("hosts_from") == "warm service", first["timings"]
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
-    assert len(_templates(service["pid"])) == 2
-    assert not _wait(lambda: _hosts_left(service["pid"]), 0.5), "a host outlived its grading"
+    assert "hosts_from" not in first["timings"]  # its own hosts; the service starts as it ends
+    service = _service_up(cache, SOLUTIONS)
     second = _grade(env, SOLUTIONS, *picked, report=tmp_path / "r2")
-    assert second["timings"].get("hosts_from") == "warm service"
-    assert [s["pid"] for s in _services(Path(env["GRADER_CACHE_DIR"]))] == [service["pid"]]  # the same one
-    assert _verdicts(first) == _verdicts(second) and first["score"] == first["max_score"]
-    # a wrong submission (another folder: a service of its own) judged as by hosts of its own
+    third = _grade(env, SOLUTIONS, *picked, report=tmp_path / "r3")
+    assert second["timings"].get("hosts_from") == third["timings"].get("hosts_from") == "warm service"
+    assert [s["pid"] for s in _services(cache)] == [service["pid"]]  # the same one
+    assert not _hosts_left(service["pid"]), "a host outlived its grading"
+    assert _verdicts(first) == _verdicts(second) == _verdicts(third) and first["score"] == first["max_score"]
+    [scratch] = _scratch_of(service["pid"])
+    assert not list((scratch / "stage").iterdir()), "a grading's folder was left in the stage"
+    # a wrong submission (another folder: a service of its own in the first one's place) judged alike
     wrong = _wrong(tmp_path)
-    served = _grade(env, wrong, *picked, report=tmp_path / "r3")
-    alone = _grade({**env, "GRADER_WARM_S": "0"}, wrong, *picked, report=tmp_path / "r4")
+    alone = _grade(env, wrong, *picked, report=tmp_path / "r4")
+    replaced = _service_up(cache, wrong)
+    assert _wait(lambda: not alive(service["pid"]), 10), "the service replaced did not end"
+    served = _grade(env, wrong, *picked, report=tmp_path / "r5")
     assert served["timings"].get("hosts_from") == "warm service" and "hosts_from" not in alone["timings"]
     assert _verdicts(served) == _verdicts(alone)
     assert served["score"] < served["max_score"]
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
-    assert service["settings"]["submission"] == str(wrong)
-    assert not _hosts_left(service["pid"])
-    [scratch] = _scratch_of(service["pid"])
-    assert not list((scratch / "stage").iterdir()), "a grading's folder was left in the stage"
+    assert not _hosts_left(replaced["pid"])
 
 
 def test_a_grading_interrupted_or_killed_leaves_nothing_of_its_own(env, tmp_path):
+    cache = Path(env["GRADER_CACHE_DIR"])
     folder = tmp_path / "slow" / "ch4"
     shutil.copytree(SOLUTIONS, folder)
     slow = folder / "ex08_aot_debug.py"  # every moment below is inside the grading
     slow.write_text("import time\ntime.sleep(12)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
-    _grade(env, folder, "-k", "ex02", report=tmp_path / "r0")  # the service of this folder is up
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
-    for how in (signal.SIGINT, signal.SIGKILL):
+
+    def interrupted(how: signal.Signals, service: dict | None) -> None:
         process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--lang", "en"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True,
                                    preexec_fn=lambda: (sigint_as_at_a_terminal(), os.setpgrp()))
-        assert _wait(lambda: _hosts_left(service["pid"]), 30), "the grading forked no host from the service"
-        time.sleep(1.0)
+        if service is not None:
+            assert _wait(lambda: _hosts_left(service["pid"]), 30), "the grading forked no host from the service"
+        time.sleep(1.5)
         os.killpg(process.pid, how)
         _out, err = process.communicate(timeout=15)
         assert process.returncode == (130 if how == signal.SIGINT else -signal.SIGKILL), err[-2000:]
+
+    interrupted(signal.SIGINT, None)  # stopped with Ctrl-C: no service started as it ends
+    time.sleep(1.0)
+    assert not _services(cache)
+    _grade(env, folder, "-k", "ex02", report=tmp_path / "r0")  # this one starts it
+    service = _service_up(cache, folder)
+    for how in (signal.SIGINT, signal.SIGKILL):
+        interrupted(how, service)
         assert _wait(lambda: not _hosts_left(service["pid"]), 10), f"after {how.name}: a host or job left"
-        assert _alive(service["pid"]) and len(_templates(service["pid"])) == 2
+        assert alive(service["pid"]) and len(_templates(service["pid"])) == 2
     after = _grade(env, folder, "-k", "ex02", report=tmp_path / "r1")
     assert after["timings"].get("hosts_from") == "warm service" and after["score"] == after["max_score"]
 
 
 def test_a_second_grading_at_once_starts_its_own_hosts_and_another_folder_takes_the_service(env, tmp_path):
+    cache = Path(env["GRADER_CACHE_DIR"])
     folder = tmp_path / "slow" / "ch4"
     shutil.copytree(SOLUTIONS, folder)
     slow = folder / "ex02_where.py"
     slow.write_text("import time\ntime.sleep(6)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
     _grade(env, folder, "-k", "ex01", report=tmp_path / "r0")
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
+    service = _service_up(cache, folder)
     holding = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "-k", "ex02", "--report-dir",
                                 str(tmp_path / "r1")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
@@ -200,27 +218,28 @@ def test_a_second_grading_at_once_starts_its_own_hosts_and_another_folder_takes_
     assert "hosts_from" not in beside["timings"] and beside["score"] == beside["max_score"]
     assert holding.wait(timeout=120) == 0
     assert json.loads((tmp_path / "r1" / "report.partial.json").read_text())["timings"]["hosts_from"] == "warm service"
-    other = _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r3")  # another folder: another service
-    assert other["timings"].get("hosts_from") == "warm service"
-    assert _wait(lambda: not _alive(service["pid"]), 10), "the service replaced did not end"
-    assert [s["settings"]["submission"] for s in _services(Path(env["GRADER_CACHE_DIR"]))] == [str(SOLUTIONS)]
+    assert [s["pid"] for s in _services(cache)] == [service["pid"]]  # the grading beside it started none
+    other = _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r3")  # another folder: its own hosts...
+    assert "hosts_from" not in other["timings"]
+    _service_up(cache, SOLUTIONS)  # ... and a service of its own as it ends, in the first one's place
+    assert _wait(lambda: not alive(service["pid"]), 10), "the service replaced did not end"
+    assert _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r4")["timings"].get("hosts_from") == "warm service"
 
 
 def test_an_idle_service_ends_and_leaves_no_folder(env, tmp_path):
     env = {**env, "GRADER_WARM_S": "2"}
-    report = _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r0")
-    assert report["timings"].get("hosts_from") == "warm service"
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
+    _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r0")
+    service = _service_up(Path(env["GRADER_CACHE_DIR"]), SOLUTIONS)
     templates = _templates(service["pid"])
     scratch = _scratch_of(service["pid"])
     assert len(templates) == 2 and len(scratch) == 1
-    assert _wait(lambda: not _alive(service["pid"]) and not any(map(_alive, templates)), 20)
+    assert _wait(lambda: not alive(service["pid"]) and not any(map(alive, templates)), 20)
     assert not scratch[0].exists() and not Path(service["socket"]).exists()
 
 
 def test_grade_dev_service_shows_and_stops_it_in_both_languages(env, tmp_path):
     _grade(env, SOLUTIONS, "-k", "ex01", report=tmp_path / "r0")
-    [service] = _services(Path(env["GRADER_CACHE_DIR"]))
+    service = _service_up(Path(env["GRADER_CACHE_DIR"]), SOLUTIONS)
 
     def dev(*args: str) -> str:
         done = subprocess.run([sys.executable, "-m", "grader", "dev", "service", *args], capture_output=True,
@@ -231,5 +250,5 @@ def test_grade_dev_service_shows_and_stops_it_in_both_languages(env, tmp_path):
     assert f"pid {service['pid']}" in dev("--lang", "en") and str(SOLUTIONS) in dev("--lang", "en")
     assert "预热服务" in dev("--lang", "zh")
     assert "Stopped" in dev("--stop", "--lang", "en")
-    assert not _alive(service["pid"]) and not _services(Path(env["GRADER_CACHE_DIR"]))
+    assert not alive(service["pid"]) and not _services(Path(env["GRADER_CACHE_DIR"]))
     assert "No warm service" in dev("--lang", "en") or str(SOLUTIONS) not in dev("--lang", "en")

@@ -1,19 +1,21 @@
 """A grading's hold on its user's warm service (:mod:`grader.runner.service_daemon`): :func:`connect`,
-:class:`ServiceHosts`.
+:class:`ServiceHosts`, :class:`Later`.
 
 A student grades the same folder again and again, and each ``grade`` started two hosts that each imported
 JAX (about a core-second each on a 2-core laptop, a third of a whole grading). The first ``grade`` of a
-folder starts a service (a process of the user's own, in a session of its own) that keeps two templates of
-hosts with JAX imported; it and every later ``grade`` of that folder with the same settings fork their two
-hosts from them in milliseconds. The service ends after ``$GRADER_WARM_S`` seconds (600) without a
-grading; ``GRADER_WARM_S=0`` never starts one.
+folder starts its own hosts as always and, as it ends, a service (a process of the user's own, in a session
+of its own) that keeps two templates of hosts with JAX imported, importing it while the student reads the
+report; every later ``grade`` of that folder with the same settings forks its two hosts from them in
+milliseconds (one that comes while the templates still import waits for them). The service ends after
+``$GRADER_WARM_S`` seconds (600) without a grading; ``GRADER_WARM_S=0`` never starts one.
 
 One service serves a user's cache (``$GRADER_CACHE_DIR``), one set of settings at a time: the grader's
 code, Python, the chapter's modules, the sandbox, the submission's own compilation cache and the
-reference's folder (:func:`service_key`). A grading with other settings replaces it; a grading while
-another is served starts hosts of its own, as without a service. It is used where the student's hosts run
-in bubblewrap (whose template gives each host a clean ``/tmp`` and IPC namespace) and no accelerator is
-installed (an accelerator's device files are bound per grading's plan: those gradings start their hosts).
+reference's folder (:func:`service_key`). A grading with other settings starts its own hosts and, as it
+ends, a service in that one's place; a grading while another is served starts hosts of its own, as without
+a service. It is used where the student's hosts run in bubblewrap (whose template gives each host a clean
+``/tmp`` and IPC namespace) and no accelerator is installed (an accelerator's device files are bound per
+grading's plan: those gradings start their hosts).
 """
 from __future__ import annotations
 
@@ -29,10 +31,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader import store
 from grader.protocol import OP, FromService, ToService, message, word_of
 from grader.wire import Channel, ProtocolError
+
+if TYPE_CHECKING:
+    from grader.chapter import Chapter
+    from grader.runner.sandbox import SandboxPlan
 
 log = logging.getLogger("grader")
 
@@ -209,10 +216,57 @@ class RemoteHost:
             pass
 
 
-def connect(config: dict) -> ServiceHosts | None:
-    """The user's service for ``config`` (its settings: see :func:`service_key`), started when none serves
-    them; ``None`` where none can serve this grading (another grading holds it, it failed before with these
-    settings, no folder of the user's own): the grading starts its own hosts."""
+def connect_for(submission: Path, chapter: "Chapter", plan: "SandboxPlan", *, sandbox: str, reference_dir: Path,
+                student_cache: Path | None, readable: list[Path], disk_bytes: int,
+                scratch_root: Path | None) -> "ServiceHosts | Later | None":
+    """:func:`connect` for a grading of ``submission`` (its settings as :func:`connect` takes them); ``None``
+    whatever went wrong (the grading starts its own hosts, as without a service)."""
+    config = {"submission": str(Path(submission).resolve()), "sandbox": sandbox,
+              "plan": {"kind": plan.kind, "uid_isolation": plan.uid_isolation},
+              "modules": list(chapter.child_modules), "chapter_folders": [str(f) for f in chapter.import_folders],
+              "reference_dir": str(Path(reference_dir).resolve()),
+              "student_cache": str(student_cache) if student_cache is not None else None,
+              "read_caches": [str(p) for p in readable], "reference_cache": str(readable[0]) if readable else None,
+              "disk_bytes": disk_bytes, "scratch_root": str(scratch_root) if scratch_root else None}
+    try:
+        return connect(config)
+    except Exception as exc:  # noqa: BLE001 - no service: the grading starts its own hosts
+        log.info("warm service not used: %s", exc)
+        return None
+
+
+class Later:
+    """No service serves a grading's settings: it starts its own hosts, and one as it ends (:meth:`start`),
+    in the background, for the next grading (a student's next ``grade`` comes after the time it takes to
+    import JAX in two processes)."""
+
+    def __init__(self, config: dict, sock_path: Path, replace: bool):
+        self.config, self.sock_path, self.replace = config, sock_path, replace
+
+    def start(self) -> bool:
+        """Start the service, not waiting for it (another that took the slot meanwhile is left alone);
+        whether one was started."""
+        with open(self.sock_path.with_suffix(".lock"), "a") as lock:
+            if not _lock(lock, 2.0):
+                return False
+            if self.replace:
+                try:  # the old service ends once it sees its name taken
+                    self.sock_path.unlink()
+                except OSError:
+                    pass
+            else:
+                running = _dial(self.sock_path)
+                if running is not None:  # another grading started one meanwhile
+                    running.close()
+                    return False
+            return _spawn(self.sock_path, self.config) is not None
+
+
+def connect(config: dict) -> "ServiceHosts | Later | None":
+    """The user's service for ``config`` (its settings: see :func:`service_key`), waited for while its
+    templates import JAX; :class:`Later` where none serves them (none runs, or one with other settings):
+    the grading starts its own hosts and the service as it ends; ``None`` where none can serve this grading
+    (another grading holds it, it failed before with these settings, no folder of the user's own)."""
     base = folder()
     if base is None:
         return None
@@ -224,33 +278,22 @@ def connect(config: dict) -> ServiceHosts | None:
             return None  # these settings could not be served here: not tried again
     except OSError:
         pass
-    with open(base / f"{slot}.lock", "a") as lock:
-        if not _lock(lock, 5.0):
-            return None
-        for attempt in range(2):
-            channel = _dial(sock_path)
-            if channel is None:
-                channel = _start(sock_path, config)
-                if channel is None:
-                    return None
-            said = _hello(channel, config["key"])
-            word = word_of(said, FromService) if said is not None else None
-            if word is FromService.READY:
-                return ServiceHosts(channel, said)
-            channel.close()
-            if word is FromService.OTHER and attempt == 0:
-                try:  # the old service ends once it sees its name taken
-                    sock_path.unlink()
-                except OSError:
-                    pass
-                continue
-            if word is FromService.FAILED:
-                log.info("warm service failed: %s", said.get("error"))
-                try:
-                    failed.write_text(config["key"])
-                except OSError:
-                    pass
-            return None
+    channel = _dial(sock_path)
+    if channel is None:
+        return Later(config, sock_path, replace=False)
+    said = _hello(channel, config["key"])
+    word = word_of(said, FromService) if said is not None else None
+    if word is FromService.READY:
+        return ServiceHosts(channel, said)
+    channel.close()
+    if word is FromService.OTHER:
+        return Later(config, sock_path, replace=True)
+    if word is FromService.FAILED:
+        log.info("warm service failed: %s", said.get("error"))
+        try:
+            failed.write_text(config["key"])
+        except OSError:
+            pass
     return None
 
 
@@ -289,26 +332,19 @@ def _hello(channel: Channel, key: str) -> dict | None:
         return None
 
 
-def _start(sock_path: Path, config: dict) -> Channel | None:
-    """Start a service for ``config`` and connect to it (its socket appears once it listens)."""
+def _spawn(sock_path: Path, config: dict) -> subprocess.Popen | None:
+    """Start a service for ``config`` in a session of its own; it takes ``sock_path`` once it listens."""
     log_path = sock_path.with_suffix(".log")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GRADER_PACKAGE.parent), env.get("PYTHONPATH")]))
     try:
         with open(log_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "grader.runner.service_daemon", str(sock_path),
+            return subprocess.Popen([sys.executable, "-m", "grader.runner.service_daemon", str(sock_path),
                                      json.dumps(config)], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=env, cwd="/", start_new_session=True)
     except OSError as exc:
         log.info("warm service not started: %s", exc)
         return None
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and proc.poll() is None:
-        channel = _dial(sock_path)  # refused until the service has taken the name
-        if channel is not None:
-            return channel
-        time.sleep(0.01)
-    return None
 
 
 def running() -> list[dict]:
@@ -343,7 +379,7 @@ def stop_all(timeout: float = 10.0) -> int:
             pass
     deadline = time.monotonic() + timeout
     for service in services:
-        while Path(f"/proc/{service['pid']}").exists() and _alive(service["pid"]):
+        while alive(service["pid"]):
             if time.monotonic() > deadline:
                 try:
                     os.kill(service["pid"], signal.SIGKILL)
@@ -354,7 +390,7 @@ def stop_all(timeout: float = 10.0) -> int:
     return len(services)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie of this process's, a service it started and that ended, does not)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:

@@ -43,6 +43,7 @@ from grader.protocol import FromService, ToService, message, word_of
 from grader.runner import sandbox as sandboxes
 from grader.runner.host_template import HostTemplate
 from grader.runner.job_sessions import Limits
+from grader.runner.warm import empty_folder
 from grader.wire import Channel, ProtocolError
 
 #: how long a host is given to end when its grading goes (then it is killed)
@@ -86,14 +87,13 @@ class Service:
     # ------------------------------------------------------------- life
     def run(self) -> int:
         """Start the templates, listen, serve gradings until idle for ``idle_s`` (or told to end)."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal that started it is its grading's
-        signal.signal(signal.SIGTERM, self._terminate)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.student.start()  # both import JAX at once, from this thread (bubblewrap dies with its parent's)
             self.reference.start()
             self._listen(listener)
             threading.Thread(target=self._accept, args=(listener,), daemon=True, name="service-accept").start()
+            self.ready()  # now, not when the next grading comes: it finds the templates ready
             last = time.monotonic()
             while not self._stop.is_set():
                 try:
@@ -116,11 +116,6 @@ class Service:
                         pass
             self.close()
         return 0
-
-    def _terminate(self, *_) -> None:
-        """SIGTERM (``grade dev service --stop``): end now, a grading served or not (its hosts end)."""
-        self._stop.set()
-        raise SystemExit(0)
 
     def _listen(self, listener: socket.socket) -> None:
         """Bind the socket under a name of its own, then take ``sock_path`` for it (the grading that started
@@ -258,7 +253,7 @@ class Service:
     def _release(self, hosts: dict) -> None:
         """The grading's hosts ended (killed after :data:`HOST_END_S`); what they left emptied."""
         for _template, forked in hosts.values():
-            if self._stop.is_set():  # ending now: no grading waits for them
+            if self._stop.is_set() or ENDING.is_set():  # ending now: no grading waits for them
                 forked.kill()  # type: ignore[attr-defined]
             try:
                 forked.wait(HOST_END_S)  # type: ignore[attr-defined]
@@ -272,8 +267,19 @@ class Service:
         for template in (self.student, self.reference):
             shared = template.process.scratch
             for folder in (shared / "home", shared / "output", shared / "jobs"):
-                _empty(folder)
-        _empty(self.stage)
+                empty_folder(folder)
+        empty_folder(self.stage)
+
+
+#: set by SIGTERM: a grading's hosts are killed, not waited for
+ENDING = threading.Event()
+
+
+def _terminate(*_) -> None:
+    """SIGTERM (``grade dev service --stop``): end now, a grading served or not; :meth:`Service.run`'s ending
+    stops the templates (and with them the grading's hosts)."""
+    ENDING.set()
+    raise SystemExit(0)
 
 
 def _same_user(conn: socket.socket) -> bool:
@@ -286,22 +292,9 @@ def _same_user(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def _empty(folder: Path) -> None:
-    try:
-        entries = list(folder.iterdir())
-    except OSError:
-        return
-    for entry in entries:
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            try:
-                entry.unlink()
-            except OSError:
-                pass
-
-
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal that started it is its grading's
+    signal.signal(signal.SIGTERM, _terminate)
     service = Service(Path(argv[0]), json.loads(argv[1]))
     return service.run()
 

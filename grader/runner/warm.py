@@ -123,7 +123,7 @@ class WarmHosts:
         if self.template is not None:
             shared = self.template.process.scratch
             for folder in (shared / "home", shared / "output", shared / "jobs"):
-                _empty(folder)
+                empty_folder(folder)
 
     def close(self) -> None:
         """Stop every host (the kept reference jobs first); remove the scratch folder."""
@@ -139,7 +139,8 @@ class WarmHosts:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def _empty(folder: Path) -> None:
+def empty_folder(folder: Path) -> None:
+    """Remove what ``folder`` holds (what a grading's jobs left), keeping the folder."""
     try:
         entries = list(folder.iterdir())
     except OSError:
