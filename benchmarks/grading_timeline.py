@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Where one grading's wall time goes, phase by phase: the critical path of ``grade solutions/ch4``.
 
-    python benchmarks/grading_timeline.py [--runs 5] [-k ex02 ...]
+    python benchmarks/grading_timeline.py [--runs 5] [-k ex02 ...] [--no-service]
 
 Each run is a student's next grading (a cache of its own, warmed by one grading first, so that
 the reference's outcomes are known from the seeds drawn ahead and only the timed exercise's
-reference job runs). While the command runs, every process it starts is watched in ``/proc``
-(its descendants, every 10 ms): when each host started
-(``grader.child.host``), when each job started (a child of a host) and when it was last seen;
-the report adds ex06's phases. Printed, as medians over
+reference job runs, and the user's warm service started: :mod:`grader.runner.service`; with
+``--no-service``, ``GRADER_WARM_S=0``). While the command runs, every process it starts is watched
+in ``/proc`` (its descendants, and what the warm service's templates fork meanwhile, every 10 ms):
+when each host started (``grader.child.host``, or a fork of a template), when each job started (a
+child of a host) and when it was last seen; the report adds ex06's phases. Printed, as medians over
 the runs (min–max):
 
 * the command's own start: Python, the command's imports, the chapter, the sandbox's plan, up to
   the first host's start;
-* the hosts' start: from the first host to the first job (JAX imported in each host);
+* the hosts' start: from the first host to the first job (JAX imported in each host; forked warm from
+  the service's templates, milliseconds);
 * the jobs: from the first job to the last one gone;
 * in it, ex06: its jobs' preparation, the wait for a core of its own (``rounds_from_s`` minus
   the later side's ``ready``), its timed rounds;
@@ -88,16 +90,26 @@ def _ours(argv: list[str]) -> bool:
         and argv[argv.index("-m") + 1].startswith("grader.child")
 
 
+def _templates() -> list[int]:
+    """The warm services' templates of hosts running now (``python -m grader.child.template``, under a
+    ``grader.runner.service_daemon``)."""
+    services = [int(e) for e in os.listdir("/proc") if e.isdigit()
+                and "grader.runner.service_daemon" in _cmdline(int(e))]
+    return [pid for service in services for pid in _descendants(service)
+            if _ours(_cmdline(pid)) and "grader.child.template" in _cmdline(pid)]
+
+
 def watch(command: list[str], env: dict) -> dict:
-    """Run ``command``; the processes it started, as seen in /proc."""
+    """Run ``command``; the processes it started (and the service's templates forked for it), as seen in /proc."""
+    templates = _templates()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     began = _stat(process.pid)
     seen: dict[int, dict] = {}
     while process.poll() is None:
         now = time.monotonic()
-        for pid in _descendants(process.pid):
+        for pid in [*_descendants(process.pid), *(p for t in templates for p in _descendants(t))]:
             found = _stat(pid)
-            if found is None:
+            if found is None or (began is not None and found[1] < began[1]):
                 continue
             if pid in seen:
                 seen[pid].update(cpu=found[2], last=now)
@@ -105,7 +117,7 @@ def watch(command: list[str], env: dict) -> dict:
                 seen[pid] = {"parent": found[0], "start": found[1], "cpu": found[2], "first": now, "last": now}
         time.sleep(0.01)
     ended = time.monotonic()
-    hosts = {pid: p for pid, p in seen.items() if p["parent"] not in seen}
+    hosts = {pid: p for pid, p in seen.items() if p["parent"] not in seen}  # the command's, or a template's fork
     jobs = {pid: p for pid, p in seen.items() if p["parent"] in hosts}
     start = began[1] if began else 0.0
     to_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()  # /proc's starts count from boot
@@ -137,18 +149,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("-k", "--exercise", action="append", default=[])
+    parser.add_argument("--no-service", action="store_true", help="each grading starts its own hosts (GRADER_WARM_S=0)")
     args = parser.parse_args()
     machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="grading-timeline-"))
     try:
         submission = work / "ch4"
         shutil.copytree(ROOT / "solutions" / "ch4", submission)
-        # no warm service: its hosts are not the command's descendants, which this follows (grading_speed.py
-        # times gradings through it)
-        env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache"), "PYTHONPATH": "", "GRADER_WARM_S": "0"}
+        env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache"), "PYTHONPATH": "",
+               "GRADER_WARM_S": "0" if args.no_service else "600"}
         command = [sys.executable, "-m", "grader", str(submission), "--lang", "en",
                    *(item for k in args.exercise for item in ("-k", k))]
         subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)  # the first: builds, draws
+        time.sleep(0 if args.no_service else 5)  # the service it started as it ended imports JAX
         rows: dict[str, list[float]] = {}
         for _ in range(args.runs):
             watched = watch(command, env)
@@ -157,6 +170,14 @@ def main() -> int:
             for key, value in phases(watched, report).items():
                 rows.setdefault(key, []).append(value)
     finally:
+        if not args.no_service:  # the service of this run's cache, not the user's others
+            from grader import store
+            from grader.runner import service
+
+            slot = service.slot_of(work / "cache" / store.root().name)
+            for found in service.running():
+                if Path(found["socket"]).stem == slot:
+                    os.kill(found["pid"], 15)
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n`grade solutions/ch4{''.join(' -k ' + k for k in args.exercise)}`, a student's next grading: "
           f"{args.runs} runs, medians (min–max), seconds\n")

@@ -372,10 +372,9 @@ class Grading:
         return self.hosts
 
     def _service(self) -> ServiceHosts | Later | None:
-        """The user's warm service for this grading's settings, where one can serve it: the student's hosts
-        in bubblewrap (its template starts each clean), no accelerator here (whose device files a grading's
-        own plan binds), the reference run (not a preview's records)."""
-        if self.records is not None or self.plan.kind != "bwrap" or self.device.accelerator is not None:
+        """The user's warm service for this grading's settings, where one can serve it (:func:`grader.runner.
+        service.serves`), and the reference run (not a preview's records)."""
+        if self.records is not None or not service_hosts.serves(self.plan, self.device):
             return None
         student_cache, readable = self._compile_caches()
         return service_hosts.connect_for(self.path, self.chapter, self.plan, sandbox=self.options.sandbox,

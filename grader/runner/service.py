@@ -14,8 +14,8 @@ code, Python, the chapter's modules, the sandbox, the submission's own compilati
 reference's folder (:func:`service_key`). A grading with other settings starts its own hosts and, as it
 ends, a service in that one's place; a grading while another is served starts hosts of its own, as without
 a service. It is used where the student's hosts run in bubblewrap (whose template gives each host a clean
-``/tmp`` and IPC namespace) and no accelerator is installed (an accelerator's device files are bound per
-grading's plan: those gradings start their hosts).
+``/tmp`` and IPC namespace) or, as an ordinary user, in the process sandbox, and no accelerator is installed
+(an accelerator's device files are bound per grading's plan: those gradings start their hosts): :func:`serves`.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
     from grader.chapter import Chapter
+    from grader.runner.devices import DevicePlan
     from grader.runner.sandbox import SandboxPlan
 
 log = logging.getLogger("grader")
@@ -214,6 +215,16 @@ class RemoteHost:
             self.hosts.send(message(ToService.KILL, host=self.name))
         except OSError:
             pass
+
+
+def serves(plan: "SandboxPlan", device: "DevicePlan") -> bool:
+    """Whether a service can serve a grading under ``plan`` on ``device``: the student's hosts in bubblewrap (its
+    template gives each a clean ``/tmp`` and IPC namespace), or in the process sandbox as an ordinary user (the
+    hosts and their jobs are the user's own processes with the machine's ``/tmp`` anyway, as without a service);
+    and no accelerator installed (its device files are bound per grading's device plan)."""
+    if device.accelerator is not None:
+        return False
+    return plan.kind == "bwrap" or (plan.kind == "process" and not plan.uid_isolation and os.geteuid() != 0)
 
 
 def connect_for(submission: Path, chapter: "Chapter", plan: "SandboxPlan", *, sandbox: str, reference_dir: Path,

@@ -5,10 +5,11 @@ Started by a grading (:func:`grader.runner.service.connect`) as ``python -m grad
 SOCKET CONFIG``, in a session of its own, as the grading's own user. It is the grader's own code and runs
 none of a student's: it starts
 
-* a :class:`~grader.runner.host_template.HostTemplate` in the student's sandbox (bubblewrap), whose hosts
-  each start clean (a ``/tmp`` and an IPC namespace of their own) and import the student's modules from a
-  folder of the grading's own under its ``stage`` (read-only in the sandbox), and write the
-  submission's own compilation cache (the one folder its settings name);
+* a :class:`~grader.runner.host_template.HostTemplate` in the student's sandbox, whose hosts import the
+  student's modules from a folder of the grading's own under its ``stage`` (read-only in the sandbox) and
+  write the submission's own compilation cache (the one folder its settings name): in bubblewrap each host
+  starts clean (a ``/tmp`` and an IPC namespace of its own); in an ordinary user's process sandbox it is
+  the user's own process, as a host a grading starts there is;
 * a template of the trusted reference's hosts, outside any sandbox, as a grading starts the reference's host;
 
 then serves one grading at a time on ``SOCKET`` (a folder only its user enters; a peer of another uid is
@@ -69,10 +70,12 @@ class Service:
         limits = Limits(disk_bytes=int(config["disk_bytes"])) if config.get("disk_bytes") else Limits()
         modules, folders = list(config["modules"]), [Path(f) for f in config.get("chapter_folders", [])]
         student_cache = Path(config["student_cache"]) if config.get("student_cache") else None
+        # in bubblewrap each host starts clean; in the process sandbox (an ordinary user's) it is the user's own
+        # process with the machine's /tmp, as a host started afresh there is
         self.student = HostTemplate(stage=self.stage, scratch=self.scratch / "student", plan=self.plan, limits=limits,
                                     modules=modules, chapter_folders=folders,
                                     read_caches=[Path(p) for p in config.get("read_caches", [])],
-                                    compile_cache=student_cache)
+                                    compile_cache=student_cache, isolate=self.plan.kind == "bwrap")
         reference_cache = Path(config["reference_cache"]) if config.get("reference_cache") else None
         self.reference = HostTemplate(stage=Path(config["reference_dir"]), scratch=self.scratch / "reference",
                                       plan=sandboxes.SandboxPlan("process", False), limits=limits, modules=modules,
