@@ -81,11 +81,11 @@ def _grade(*args: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from grader.cli import main; sys.exit(main())", *args]
 
 
-def services_cpu() -> float:
-    """CPU seconds of the user's warm services (:mod:`grader.runner.service`) and everything under them, so far:
-    each living process's own and its reaped children's (``/proc/PID/stat``, fields 14-17). A grading served by
-    one runs its hosts and jobs there, not under the command ``perf stat`` counts: :func:`_timed` adds their
-    growth over the command."""
+def services_cpu() -> dict[int, float]:
+    """CPU seconds of each of the user's warm services (:mod:`grader.runner.service`) and everything under it, so
+    far, by the service's pid: each living process's own and its reaped children's (``/proc/PID/stat``, fields
+    14-17). A grading served by one runs its hosts and jobs there, not under the command ``perf stat`` counts:
+    :func:`_timed` adds their growth over the command."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -103,15 +103,16 @@ def services_cpu() -> float:
         cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / tick
         if b"grader.runner.service_daemon" in argv:
             roots.append(int(entry))
-    under = set(roots)
-    changed = True
-    while changed:
-        changed = False
-        for pid, parent in parents.items():
-            if parent in under and pid not in under:
-                under.add(pid)
-                changed = True
-    return sum(cpu[pid] for pid in under)
+    totals = {}
+    for root in roots:
+        under, todo = {root}, [root]
+        while todo:
+            parent = todo.pop()
+            children = [pid for pid, p in parents.items() if p == parent and pid not in under]
+            under.update(children)
+            todo += children
+        totals[root] = sum(cpu[pid] for pid in under)
+    return totals
 
 
 def stop_services(caches: list[Path]) -> None:
@@ -134,22 +135,23 @@ def stop_services(caches: list[Path]) -> None:
 
 
 def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> tuple[float, float]:
-    """Wall seconds and core-seconds of one command: a grade command's from the kernel's count of the processes
-    it waited for (its hosts and their jobs, or none where the warm service forked them) and what the user's
-    warm services ran meanwhile (a service the command started counted whole: its templates' JAX imports are
-    that grading's); another command's (the floor, otter) from ``perf stat``, which also counts what a
-    process leaves running (a grade command's service is its child's child: perf would count part of it twice)."""
-    grade = "grader" in " ".join(argv)
-    argv, perf_out = counted(argv) if not grade else (argv, None)
-    served, waited = services_cpu(), _children_cpu()
+    """Wall seconds and core-seconds of one command: what ``perf stat`` counts of its processes, and the growth
+    over the command of each warm service that ran before it (a grade command's hosts and jobs where the
+    service forked them). A service the command started as it ended (a first grading's, for the next one)
+    imports JAX after it: counted in neither (perf counts a child that outlives the command only as it
+    ends), as it is in no grading's time; about two core-seconds once."""
+    argv, perf_out = counted(argv)
+    served = services_cpu()
+    waited = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[-6:])} failed ({done.returncode}): {done.stderr[-500:]}")
-    if perf_out is not None:
-        return took, perf_seconds(perf_out)
-    return took, _children_cpu() - waited + max(0.0, services_cpu() - served)
+    after = services_cpu()
+    grown = sum(max(0.0, after[pid] - before) for pid, before in served.items() if pid in after)
+    own = perf_seconds(perf_out) if perf_out is not None else _children_cpu() - waited
+    return took, own + grown
 
 
 def _versions(python: str) -> str:
