@@ -42,6 +42,7 @@ from pathlib import Path
 
 from grader.protocol import FromService, ToService, message, word_of
 from grader.runner import sandbox as sandboxes
+from grader.runner.host_handles import Spawned
 from grader.runner.host_template import HostTemplate
 from grader.runner.job_sessions import Limits
 from grader.runner.warm import empty_folder
@@ -49,6 +50,9 @@ from grader.wire import Channel, ProtocolError
 
 #: how long a host is given to end when its grading goes (then it is killed)
 HOST_END_S = 5.0
+#: how long a grading that comes while another is served waits before it hears ``busy`` (the other may be gone
+#: already: its hosts see their sockets close as this service sees its own)
+BUSY_GRACE_S = 0.5
 
 
 class Service:
@@ -111,8 +115,8 @@ class Service:
                     last = time.monotonic()
         finally:
             listener.close()
-            if self._still_ours():
-                for path in (self.sock_path, self.sock_path.with_suffix(".pid")):
+            if self._still_ours():  # its name, its number, its log and the lock of its starts
+                for path in (self.sock_path, *(self.sock_path.with_suffix(x) for x in (".pid", ".log", ".lock"))):
                     try:
                         path.unlink()
                     except OSError:
@@ -150,6 +154,9 @@ class Service:
             if not _same_user(conn):
                 conn.close()
                 continue
+            deadline = time.monotonic() + BUSY_GRACE_S  # a grading that has just gone is noticed first
+            while self._busy.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
             if self._busy.is_set():
                 try:
                     Channel(conn).send(message(FromService.BUSY), timeout=1)
@@ -183,7 +190,7 @@ class Service:
     def _serve(self, conn: socket.socket) -> None:
         channel = Channel(conn, expects=ToService)
         lock = threading.Lock()
-        hosts: dict[str, tuple[HostTemplate, object]] = {}
+        hosts: dict[str, tuple[Spawned, threading.Event]] = {}  # each forked host, and the moment it ended
 
         def say(word, **fields) -> None:
             with lock:
@@ -214,7 +221,7 @@ class Service:
                 if word is ToService.SPAWN and len(fds) == 1:
                     self._spawn(str(order["host"]), str(order["side"]), fds[0], hosts, say)
                 elif word is ToService.KILL and str(order.get("host")) in hosts:
-                    hosts[str(order["host"])][1].kill()  # type: ignore[attr-defined]
+                    hosts[str(order["host"])][0].kill()
                 elif word is ToService.RELEASE:
                     self._busy.clear()  # the next grading waits for the cleaning, not for a grading
                     self._release(hosts)
@@ -244,28 +251,25 @@ class Service:
             return
         finally:
             sock.close()
-        hosts[name] = (template, forked)
+        ended = threading.Event()  # the watcher below takes the template's word of the host's end: this is it
+        hosts[name] = (forked, ended)
         say(FromService.SPAWNED, host=name, pid=0)
 
         def watch() -> None:
             forked.wait(None)
+            ended.set()
             say(FromService.HOST_EXITED, host=name)
 
         threading.Thread(target=watch, daemon=True, name=f"service-{name}").start()
 
     def _release(self, hosts: dict) -> None:
         """The grading's hosts ended (killed after :data:`HOST_END_S`); what they left emptied."""
-        for _template, forked in hosts.values():
+        for forked, ended in hosts.values():
             if self._stop.is_set() or ENDING.is_set():  # ending now: no grading waits for them
-                forked.kill()  # type: ignore[attr-defined]
-            try:
-                forked.wait(HOST_END_S)  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - still running: killed below
-                forked.kill()  # type: ignore[attr-defined]
-                try:
-                    forked.wait(HOST_END_S)  # type: ignore[attr-defined]
-                except Exception:  # noqa: BLE001
-                    pass
+                forked.kill()
+            if not ended.wait(HOST_END_S):
+                forked.kill()
+                ended.wait(HOST_END_S)
         hosts.clear()
         for template in (self.student, self.reference):
             shared = template.process.scratch
