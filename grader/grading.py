@@ -34,7 +34,7 @@ from grader.runner.host_handles import HostProcess
 from grader.runner.job_sessions import Limits
 from grader.runner import service as service_hosts
 from grader.runner.reference_host import reference_host
-from grader.runner.service import Later, ServiceHosts
+from grader.runner.service import Warm
 from grader.runner.warm import WarmHosts
 from grader.scheduling import Schedule
 from grader.sides import BothSides
@@ -216,14 +216,12 @@ class Grading:
         #: the group its jobs take besides their uids (per-job uids): it alone may enter the scratch folder,
         #: so no other local user (a classmate's job included) reads a grading in progress
         self.group = self.uids.acquire() if self.uids is not None else None
-        found = self._service() if run.service and self.warm is None else None
-        #: the user's warm service, whose templates fork this grading's hosts (``None``: it starts its own)
-        self.service: ServiceHosts | None = found if isinstance(found, ServiceHosts) else None
-        #: none serves these settings: one is started as a grading that ran to its end closes
-        self._later: Later | None = found if isinstance(found, Later) else None
-        self._completed = False
+        #: its part in the user's warm service: hosts forked from it, or one started as it ends (``None``: neither)
+        self.service: Warm | None = self._service() if run.service and self.warm is None else None
+        self._completed = False  # ran to its end (a Ctrl-C'd grading starts no service)
+        served = self.service.hosts if self.service is not None else None
         self.scratch = self.warm.grading_scratch() if self.warm is not None else \
-            self.service.grading_scratch() if self.service is not None else \
+            served.grading_scratch() if served is not None else \
             Path(tempfile.mkdtemp(prefix="grade-", dir=run.scratch_root))
         _private(self.scratch, self.group)
         self.hosts: tuple[HostProcess, HostProcess | None] | None = None
@@ -306,7 +304,7 @@ class Grading:
                 both.timings["exercises_s"] = round(time.monotonic() - t0, 3)
                 self._completed = True
                 both.timings["host_restarts"] = student.restarts
-                if self.service is not None:
+                if self.service is not None and self.service.hosts is not None:
                     both.timings["hosts_from"] = "warm service"
                 # this process's, all threads
                 both.timings["grader_cpu_s"] = round(time.process_time() - cpu_started, 3)
@@ -350,7 +348,7 @@ class Grading:
                 self.hosts[0].start()
                 return self.hosts
             student_cache, readable = self._compile_caches()
-            service = self.service  # its templates' folders are the hosts' (the same for every grading)
+            service = self.service.hosts if self.service is not None else None  # its templates' folders are theirs
             self.hosts = (HostProcess(side="student", module_dir=module_dir,
                                       scratch=service.scratch["student"] if service else self.scratch / "student",
                                       plan=self.plan, uids=self.uids, compile_cache=student_cache,
@@ -361,9 +359,7 @@ class Grading:
                           reference_host(chapter, self.reference_dir,
                                          service.scratch["reference"].parent if service else self.scratch,
                                          limits=self.options.limits, compile_cache=readable[0] if readable else None,
-                                         device=self.device))
-            if service is not None and self.hosts[1] is not None:
-                self.hosts[1].template = service.reference
+                                         device=self.device, template=service.reference if service else None))
             for folder in (self.scratch / "submission", module_dir):
                 os.chmod(folder, 0o755)
             self.hosts[0].group = self.group
@@ -371,7 +367,7 @@ class Grading:
                 host.start()
         return self.hosts
 
-    def _service(self) -> ServiceHosts | Later | None:
+    def _service(self) -> Warm | None:
         """The user's warm service for this grading's settings, where one can serve it (:func:`grader.runner.
         service.serves`), and the reference run (not a preview's records)."""
         if self.records is not None or not service_hosts.serves(self.plan, self.device):
@@ -408,12 +404,9 @@ class Grading:
         else:
             sandboxes.release_folder(self.scratch)  # the jobs' capped folder (root)
             shutil.rmtree(self.scratch, ignore_errors=True)
-            if self.service is not None:  # its hosts ended, what they left emptied: the next grading's
-                self.service.close()
+            if self.service is not None:  # its hosts given back, or the service started, for the next grading
+                self.service.close(self._completed)
                 self.service = None
-            elif self._later is not None and self._completed:  # for the next grading (not after a Ctrl-C)
-                self._later.start()
-                self._later = None
         if self.group is not None and self.uids is not None:
             self.uids.release(self.group)
             self.group = None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from grader import store
 from grader.runner import sandbox as sandboxes
 from grader.runner.devices import DevicePlan
-from grader.runner.host_handles import HostProcess
+from grader.runner.host_handles import HostProcess, Template
 from grader.runner.job_sessions import Limits
 
 if TYPE_CHECKING:
@@ -32,14 +32,16 @@ Ran = TypeVar("Ran")
 
 
 def reference_host(chapter: Chapter, reference_dir: Path, scratch: Path, *, limits: Limits | None = None,
-                   compile_cache: Path | None = None, device: DevicePlan | None = None) -> HostProcess:
+                   compile_cache: Path | None = None, device: DevicePlan | None = None,
+                   template: Template | None = None) -> HostProcess:
     """A host (not started) for the reference's side of ``chapter``, importing from ``reference_dir``,
     its scratch under ``scratch``; its jobs write ``compile_cache`` (the reference's), if any; ``device``:
-    where its jobs run (a grading's plan; ``None``: :func:`grader.runner.devices.default_plan`)."""
+    where its jobs run (a grading's plan; ``None``: :func:`grader.runner.devices.default_plan`); ``template``:
+    what forks it (the user's warm service's), else a process of its own."""
     return HostProcess(side="reference", module_dir=reference_dir, scratch=scratch / "reference",
                        plan=sandboxes.SandboxPlan("process", False), limits=limits or Limits(),
                        modules=chapter.child_modules, chapter_folders=chapter.import_folders,
-                       compile_cache=compile_cache, device=device)
+                       compile_cache=compile_cache, device=device, template=template)
 
 
 def reference_jobs(chapter: Chapter, exercises: list[ExerciseSpec], run: Callable[[HostProcess, ExerciseSpec], Ran],

@@ -1,5 +1,5 @@
 """A grading's hold on its user's warm service (:mod:`grader.runner.service_daemon`): :func:`connect`,
-:class:`ServiceHosts`, :class:`Later`.
+:class:`Warm` (:class:`ServiceHosts`, or :class:`Later`).
 
 A student grades the same folder again and again, and each ``grade`` started two hosts that each imported
 JAX (about a core-second each on a 2-core laptop, a third of a whole grading). The first ``grade`` of a
@@ -229,7 +229,7 @@ def serves(plan: "SandboxPlan", device: "DevicePlan") -> bool:
 
 def connect_for(submission: Path, chapter: "Chapter", plan: "SandboxPlan", *, sandbox: str, reference_dir: Path,
                 student_cache: Path | None, readable: list[Path], disk_bytes: int,
-                scratch_root: Path | None) -> "ServiceHosts | Later | None":
+                scratch_root: Path | None) -> Warm | None:
     """:func:`connect` for a grading of ``submission`` (its settings as :func:`connect` takes them); ``None``
     whatever went wrong (the grading starts its own hosts, as without a service)."""
     config = {"submission": str(Path(submission).resolve()), "sandbox": sandbox,
@@ -244,6 +244,22 @@ def connect_for(submission: Path, chapter: "Chapter", plan: "SandboxPlan", *, sa
     except Exception as exc:  # noqa: BLE001 - no service: the grading starts its own hosts
         log.info("warm service not used: %s", exc)
         return None
+
+
+class Warm:
+    """A grading's part in its user's warm service: the hosts it forks from it (``hosts``), or the service it starts
+    as it ends (``later``: none served its settings)."""
+
+    def __init__(self, hosts: "ServiceHosts | None" = None, later: "Later | None" = None):
+        self.hosts, self.later = hosts, later
+
+    def close(self, completed: bool) -> None:
+        """The grading is over: its hosts given back (ended, what they left emptied), or, where it ran to its end
+        (not after a Ctrl-C), the service started for the next grading."""
+        if self.hosts is not None:
+            self.hosts.close()
+        elif self.later is not None and completed:
+            self.later.start()
 
 
 class Later:
@@ -273,11 +289,12 @@ class Later:
             return _spawn(self.sock_path, self.config) is not None
 
 
-def connect(config: dict) -> "ServiceHosts | Later | None":
+def connect(config: dict) -> Warm | None:
     """The user's service for ``config`` (its settings: see :func:`service_key`), waited for while its
-    templates import JAX; :class:`Later` where none serves them (none runs, or one with other settings):
-    the grading starts its own hosts and the service as it ends; ``None`` where none can serve this grading
-    (another grading holds it, it failed before with these settings, no folder of the user's own)."""
+    templates import JAX (:attr:`Warm.hosts`); :attr:`Warm.later` where none serves them (none runs, or one
+    with other settings): the grading starts its own hosts and the service as it ends; ``None`` where none
+    can serve this grading (another grading holds it, it failed before with these settings, no folder of the
+    user's own)."""
     base = folder()
     if base is None:
         return None
@@ -291,14 +308,14 @@ def connect(config: dict) -> "ServiceHosts | Later | None":
         pass
     channel = _dial(sock_path)
     if channel is None:
-        return Later(config, sock_path, replace=False)
+        return Warm(later=Later(config, sock_path, replace=False))
     said = _hello(channel, config["key"])
     word = word_of(said, FromService) if said is not None else None
     if word is FromService.READY:
-        return ServiceHosts(channel, said)
+        return Warm(hosts=ServiceHosts(channel, said))
     channel.close()
     if word is FromService.OTHER:
-        return Later(config, sock_path, replace=True)
+        return Warm(later=Later(config, sock_path, replace=True))
     if word is FromService.FAILED:
         log.info("warm service failed: %s", said.get("error"))
         try:
