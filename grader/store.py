@@ -36,12 +36,12 @@ import hashlib
 import os
 from pathlib import Path
 
+from grader.service_folder import cache_base
+
 
 def root() -> Path:
     """The cache's root for this JAX version."""
-    base = os.environ.get("GRADER_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "jit-grader")
-    return Path(base) / f"jaxlib-{_jaxlib_version()}"
+    return cache_base() / f"jaxlib-{_jaxlib_version()}"
 
 
 @functools.lru_cache(maxsize=1)

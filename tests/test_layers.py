@@ -24,7 +24,8 @@ GRADER = Path(__file__).resolve().parent.parent / "grader"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: no import of the grader's own but another foundation (grader.safetext: text made safe per format); "
      "the packages' own __init__, which run before any of their modules", [
-        "grader", "grader.protocol", "grader.word_fields", "grader.wire", "grader.store", "grader.bytecode",
+        "grader", "grader.protocol", "grader.word_fields", "grader.wire", "grader.store", "grader.service_folder",
+        "grader.bytecode",
         "grader.signing", "grader.safetext", "grader.affinity", "grader.interrupts",
         "grader.ziptools", "grader.platform_names", "grader.magics", "grader.trusted", "grader.module_bytes",
         "grader.chapters", "grader.child", "grader.primitives", "grader.runner", "grader.report", "grader.batch",

@@ -14,6 +14,7 @@ import click
 
 from grader import ahead, safetext
 from grader.chapter import ChapterError, load_chapter
+from grader.cli import relay
 from grader.cli.app import EXIT_FAIL_UNDER, UserError, cli, gather, lang_option, limit_options, setup_logging
 from grader.cli.keys import signing_key
 from grader.copies import REPORT_DIR_NAME
@@ -180,6 +181,8 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
         click.echo(catalog.render(T("ui.interrupted", done=len(report.exercises), total=len(report.exercises)
                                     + len(stop.pending), path=str(written)), lang), err=True)
         sys.exit(130)
+    if relay.SERVED[0]:
+        report.timings["command_from"] = "warm command"  # this process forked from one (grader.cli.command_server)
     catalog = _chapter_of(report).catalog
     target = report_dir or _default_report_dir(path)
     earlier = last_full_report(target) if report.partial else None

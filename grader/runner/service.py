@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from grader import store
 from grader.protocol import OP, FromService, ToService, message, word_of
+from grader.service_folder import folder
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
@@ -59,24 +60,6 @@ def idle_seconds() -> int:
         return max(0, int(text)) if text else DEFAULT_IDLE_S
     except ValueError:
         return DEFAULT_IDLE_S
-
-
-def folder() -> Path | None:
-    """Where the user's services' sockets lie: a folder only the user enters (``$XDG_RUNTIME_DIR``'s, else
-    ``/tmp/grader-service-UID``), or ``None`` where it is not the user's own (someone else made it first)."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "jit-grader" if runtime and os.path.isdir(runtime) else \
-        Path(tempfile.gettempdir()) / f"grader-service-{os.getuid()}"
-    try:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        seen = os.lstat(base)
-    except OSError:
-        return None
-    import stat
-
-    if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != os.getuid() or seen.st_mode & 0o077:
-        return None
-    return base
 
 
 def service_key(config: dict) -> str:
@@ -364,6 +347,7 @@ def _spawn(sock_path: Path, config: dict) -> subprocess.Popen | None:
     """Start a service for ``config`` in a session of its own; it takes ``sock_path`` once it listens."""
     log_path = sock_path.with_suffix(".log")
     env = dict(os.environ)
+    env["GRADER_COMMAND_PYTHONPATH"] = json.dumps(env.get("PYTHONPATH"))  # the warm command's, as the user's
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(GRADER_PACKAGE.parent), env.get("PYTHONPATH")]))
     try:
         with open(log_path, "wb") as out:

@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +47,7 @@ from grader.runner.host_handles import Spawned
 from grader.runner.host_template import HostTemplate
 from grader.runner.job_sessions import Limits
 from grader.runner.warm import empty_folder
+from grader.service_folder import command_socket
 from grader.wire import Channel, ProtocolError
 
 #: how long a host is given to end when its grading goes (then it is killed)
@@ -90,6 +92,7 @@ class Service:
         self._waiting: queue.Queue[socket.socket] = queue.Queue()
         self._busy = threading.Event()
         self._inode: int | None = None
+        self.command: subprocess.Popen | None = None
 
     # ------------------------------------------------------------- life
     def run(self) -> int:
@@ -98,6 +101,7 @@ class Service:
         try:
             self.student.start()  # both import JAX at once, from this thread (bubblewrap dies with its parent's)
             self.reference.start()
+            self.command = _start_command()
             self._listen(listener)
             threading.Thread(target=self._accept, args=(listener,), daemon=True, name="service-accept").start()
             self.ready()  # now, not when the next grading comes: it finds the templates ready
@@ -168,6 +172,12 @@ class Service:
             self._waiting.put(conn)
 
     def close(self) -> None:
+        if self.command is not None:
+            self.command.terminate()
+            try:
+                self.command.wait(2)
+            except subprocess.TimeoutExpired:
+                self.command.kill()
         for template in (self.student, self.reference):
             template.close()
         sandboxes.release_folder(self.scratch)  # the jobs' capped folder (root)
@@ -278,6 +288,23 @@ class Service:
         empty_folder(self.stage)
 
 
+def _start_command() -> subprocess.Popen | None:
+    """The user's warm command (:mod:`grader.cli.command_server`), with the environment of the grading that
+    started this service (its own ``PYTHONPATH`` given back); ``None`` where it has no socket to take."""
+    sock_path = command_socket()
+    if sock_path is None:
+        return None
+    env = dict(os.environ)
+    env["GRADER_COMMAND_PYTHONPATH"] = COMMAND_PYTHONPATH
+    try:
+        return subprocess.Popen([sys.executable, "-m", "grader.cli.command_server", str(sock_path)],
+                                stdin=subprocess.DEVNULL, env=env, cwd="/")  # its words in the service's log
+    except OSError:
+        return None
+
+
+#: the ``PYTHONPATH`` of the grading that started the service, as JSON (the service's own names the grader)
+COMMAND_PYTHONPATH = os.environ.pop("GRADER_COMMAND_PYTHONPATH", "null")
 #: set by SIGTERM: a grading's hosts are killed, not waited for
 ENDING = threading.Event()
 

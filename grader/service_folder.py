@@ -1,0 +1,44 @@
+"""Where a user's warm processes listen: the folder of their sockets (:func:`folder`), and the warm command's
+socket (:func:`command_socket`). A foundation, light to import: the ``grade`` command reads it before
+anything else (:mod:`grader.cli.relay`), and the warm service (:mod:`grader.runner.service`) beside it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def folder() -> Path | None:
+    """Where the user's services' sockets lie: a folder only the user enters (``$XDG_RUNTIME_DIR``'s, else
+    ``/tmp/grader-service-UID``), or ``None`` where it is not the user's own (someone else made it first)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) / "jit-grader" if runtime and os.path.isdir(runtime) else \
+        Path(tempfile.gettempdir()) / f"grader-service-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        seen = os.lstat(base)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != os.getuid() or seen.st_mode & 0o077:
+        return None
+    return base
+
+
+def cache_base() -> Path:
+    """The user's cache of the grader, every JAX version's (:func:`grader.store.root` is its ``jaxlib-*``
+    folder): ``$GRADER_CACHE_DIR``, else ``$XDG_CACHE_HOME/jit-grader``, else ``~/.cache/jit-grader``."""
+    return Path(os.environ.get("GRADER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "jit-grader"))
+
+
+def command_socket(base: Path | None = None) -> Path | None:
+    """The socket of the user's warm command for the cache at ``base`` (:func:`cache_base`), one a user's cache:
+    ``None`` where the user has no folder of their own for it."""
+    where = folder()
+    if where is None:
+        return None
+    digest = hashlib.sha256(str(cache_base() if base is None else base).encode()).hexdigest()[:16]
+    return where / f"command-{digest}.sock"
