@@ -48,6 +48,7 @@ Python process that imports JAX and compiles one function):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -152,6 +153,12 @@ def _timed(argv: list[str], *, env: dict, cwd: Path | None = None) -> tuple[floa
     grown = sum(max(0.0, after[pid] - before) for pid, before in served.items() if pid in after)
     own = perf_seconds(perf_out) if perf_out is not None else _children_cpu() - waited
     return took, own + grown
+
+
+def _latest_report(folder: Path) -> tuple[Path, int] | None:
+    """The report a grading wrote last in ``folder`` (a whole chapter's or a partial one), with its time."""
+    found = [(p, p.stat().st_mtime_ns) for p in (folder / "report.json", folder / "report.partial.json") if p.exists()]
+    return max(found, key=lambda f: f[1]) if found else None
 
 
 def _versions(python: str) -> str:
@@ -266,8 +273,10 @@ def main() -> int:
                          **({"GRADER_SEEDS_AHEAD": "0"} if cache == "warm-not-ahead" else {}),
                          **({"GRADER_WARM_S": "0"} if cache == "warm-no-service" else {})}
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    served: dict[str, list[tuple[bool, bool]]] = {name: [] for name in commands}
     for round_ in range(args.runs):
         for name, (argv, cache) in commands.items():
+            before = _latest_report(work / "report")
             if cache in ("cold", "built", "first"):
                 fresh = work / f"cache-{cache}-{round_}"
                 if cache == "built":
@@ -278,18 +287,26 @@ def main() -> int:
                 shutil.rmtree(fresh, ignore_errors=True)
             else:
                 times[name].append(_timed(argv, env=env[name], cwd=work))
+            after = _latest_report(work / "report")
+            if after is not None and after != before:
+                timings = json.loads(after[0].read_text(encoding="utf-8")).get("timings", {})
+                served[name].append((timings.get("command_from") == "warm command",
+                                     timings.get("hosts_from") == "warm service"))
         print(f"round {round_ + 1} of {args.runs} done", file=sys.stderr)
 
     medians = {name: statistics.median(w for w, _ in values) for name, values in times.items()}
     cpu = {name: statistics.median(c for _, c in values) for name, values in times.items()}
     floor = medians[next(iter(commands))]
     width = max(len(name) for name in commands)
-    print(f"\n| {'command'.ljust(width)} | wall, median (min–max) | mean | core-seconds | × floor |")
-    print(f"|{'-' * (width + 2)}|---:|---:|---:|---:|")
+    print(f"\n| {'command'.ljust(width)} | wall, median (min–max) | mean | core-seconds | × floor "
+          "| warm command, warm hosts |")
+    print(f"|{'-' * (width + 2)}|---:|---:|---:|---:|---|")
     for name, values in times.items():
         walls = [w for w, _ in values]
+        runs = served[name]
+        where = f"{sum(c for c, _ in runs)}/{len(runs)}, {sum(h for _, h in runs)}/{len(runs)}" if runs else ""
         print(f"| {name.ljust(width)} | {medians[name]:5.2f} s ({min(walls):.2f}–{max(walls):.2f}) "
-              f"| {statistics.mean(walls):5.2f} s | {cpu[name]:5.2f} | {medians[name] / floor:5.2f} |")
+              f"| {statistics.mean(walls):5.2f} s | {cpu[name]:5.2f} | {medians[name] / floor:5.2f} | {where} |")
     print("\nratios measured side by side in this run (wall; core-seconds in brackets):")
     for label, num, den in (("first grading / second, the solutions", FIRST_SOLUTIONS, SECOND_SOLUTIONS),
                             ("first grading / second, a student's own work", FIRST_OWN, SECOND_OWN),

@@ -295,8 +295,14 @@ def _same_user(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
+def _terminate(*_) -> None:
+    """SIGTERM (the service ending): out of the loop, its socket removed (a child resets it: it is a command's)."""
+    raise SystemExit(0)
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal that started the service is not ours
+    signal.signal(signal.SIGTERM, _terminate)
     server = Server(Path(argv[0]))
     return server.run()
 

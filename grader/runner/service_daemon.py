@@ -119,7 +119,9 @@ class Service:
                     last = time.monotonic()
         finally:
             listener.close()
-            if self._still_ours():  # its name, its number, its log and the lock of its starts
+            # its name, its number, its log and the lock of its starts; also where it ended before it listened
+            # (stopped as it started) and no other took the name meanwhile: else they are left for ever
+            if self._still_ours() or (self._inode is None and not self.sock_path.exists()):
                 for path in (self.sock_path, *(self.sock_path.with_suffix(x) for x in (".pid", ".log", ".lock"))):
                     try:
                         path.unlink()
