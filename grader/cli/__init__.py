@@ -12,11 +12,12 @@ from typing import Any
 
 __all__ = ["EXIT_FAIL_UNDER", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "UserError", "cli", "main"]
 
+# Before NumPy loads: its BLAS would start a thread per core, which spins after each call;
+# the command's own arrays are tiny, and the cores belong to the code being graded.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def _app() -> Any:
-    # Before NumPy loads: its BLAS would start a thread per core, which spins after each call;
-    # the command's own arrays are tiny, and the cores belong to the code being graded.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from grader.cli import app, batch, check, dev  # noqa: F401 - they add their commands to the group
 
     return app

@@ -116,9 +116,7 @@ def request(argv: list[str]) -> dict:
 
     umask = os.umask(0)
     os.umask(umask)
-    env = dict(os.environ)
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the command sets it before NumPy loads (grader.cli)
-    return {"argv": list(argv), "cwd": os.getcwd(), "env": env, "umask": umask,
+    return {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask,
             "executable": sys.executable, "version": sys.version, "prefix": sys.prefix,
             "grader": os.path.dirname(os.path.abspath(grader.__file__)), "stdio": _stdio(), "limits": _limits()}
 
