@@ -99,9 +99,16 @@ def _templates() -> list[int]:
             if _ours(_cmdline(pid)) and "grader.child.template" in _cmdline(pid)]
 
 
+def _warm_commands() -> list[int]:
+    """The warm commands running now (``python -m grader.cli.command_server``): a served ``grade`` runs in a child
+    of one, and the hosts it starts itself are that child's."""
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and "grader.cli.command_server" in _cmdline(int(e))]
+
+
 def watch(command: list[str], env: dict) -> dict:
-    """Run ``command``; the processes it started (and the service's templates forked for it), as seen in /proc."""
-    templates = _templates()
+    """Run ``command``; the processes it started (and the service's templates and warm command forked for it),
+    as seen in /proc."""
+    templates = _templates() + _warm_commands()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     began = _stat(process.pid)
     seen: dict[int, dict] = {}
