@@ -31,7 +31,18 @@ def main(argv: list[str] | None = None) -> int:
         code = through_warm_command(sys.argv[1:])
         if code is not None:
             return code
-    return _app().main(argv)
+    try:
+        return _app().main(argv)
+    finally:
+        after_the_command()
+
+
+def after_the_command() -> None:
+    """What waits for the command to have said everything: a warm service to start for the next grading
+    (:func:`grader.runner.service.defer_starts`)."""
+    service = sys.modules.get("grader.runner.service")
+    if service is not None:
+        service.start_deferred()
 
 
 def __getattr__(name: str) -> Any:

@@ -147,7 +147,7 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
     if unsupported_system() is not None and hint is None:  # before anything that needs Linux (fcntl, /proc)
         raise UserError(catalog.render(unsupported_system(), lang))
     from grader.grading import Interrupted, Machinery, grade
-    from grader.runner.service import idle_seconds
+    from grader.runner.service import defer_starts, idle_seconds
     from grader.report.render import write_reports
     from grader.submission import SubmissionError
 
@@ -168,6 +168,7 @@ def check_cmd(path: Path, what: Selection, limits: LimitOptions, output: Output,
         if watch:
             _watch(path, options, machinery, report_dir or _default_report_dir(path), lang)
             return
+        defer_starts()  # a service for the next grading starts once this command has said everything (grader.cli)
         live = sys.stderr.isatty() and not output.as_json
         if live:
             click.echo(safetext.terminal(f"grade: {path} …"), err=True)  # a folder's name: its controls shown

@@ -181,6 +181,9 @@ class Server:
             relay.send(conn, {"exit": code})
         except OSError:
             pass
+        from grader.cli import after_the_command
+
+        after_the_command()  # the student has the prompt back
         return code
 
     def refusal(self, said: dict) -> str | None:

@@ -229,6 +229,26 @@ def connect_for(submission: Path, chapter: "Chapter", plan: "SandboxPlan", *, sa
         return None
 
 
+#: the services a command starts once it has said everything (:func:`defer_starts`); ``None``: each at once
+_DEFERRED: list["Later"] | None = None
+
+
+def defer_starts() -> None:
+    """From now on, a service a grading would start as it ends waits for :func:`start_deferred`: a one-shot ``grade``
+    writes and shows its report first (the service's three processes importing would slow that tail on two cores),
+    or, run by the warm command, has already said its status (the student has the prompt back)."""
+    global _DEFERRED
+    _DEFERRED = []
+
+
+def start_deferred() -> None:
+    """Start the services deferred since :func:`defer_starts`; later ones start at once again."""
+    global _DEFERRED
+    waiting, _DEFERRED = _DEFERRED or [], None
+    for later in waiting:
+        later.start()
+
+
 class Warm:
     """A grading's part in its user's warm service: the hosts it forks from it (``hosts``), or the service it starts
     as it ends (``later``: none served its settings)."""
@@ -242,7 +262,10 @@ class Warm:
         if self.hosts is not None:
             self.hosts.close()
         elif self.later is not None and completed:
-            self.later.start()
+            if _DEFERRED is not None:
+                _DEFERRED.append(self.later)
+            else:
+                self.later.start()
 
 
 class Later:
