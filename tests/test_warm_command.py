@@ -120,11 +120,23 @@ def test_ctrl_c_stops_a_served_command_and_a_killed_one_leaves_nothing(env, tmp_
     slow = folder / "ex08_aot_debug.py"  # every moment below is inside the grading
     slow.write_text("import time\ntime.sleep(15)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
 
+    one_cpu = min(os.sched_getaffinity(0))
+
+    def as_a_student(niceness: int) -> None:  # `nice -n 3 taskset -c 0 grade ...`, interrupted at a terminal
+        sigint_as_at_a_terminal()
+        os.setpgrp()
+        os.sched_setaffinity(0, {one_cpu})
+        os.nice(niceness)
+
     def interrupted(how: signal.Signals) -> subprocess.Popen:
+        niceness = os.getpriority(os.PRIO_PROCESS, 0) + 3
         process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--lang", "en"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True,
-                                   preexec_fn=lambda: (sigint_as_at_a_terminal(), os.setpgrp()))
+                                   preexec_fn=lambda: as_a_student(3))
         assert _wait(lambda: _children(command), 30), "the warm command forked no child"
+        [child] = _children(command)
+        status = Path(f"/proc/{child}/status").read_text()  # the command's CPUs and niceness, taken over
+        assert f"Cpus_allowed_list:\t{one_cpu}\n" in status and os.getpriority(os.PRIO_PROCESS, child) == niceness
         time.sleep(2.0)
         os.killpg(process.pid, how)  # the terminal's Ctrl-C goes to the command's own process group
         process.communicate(timeout=30)

@@ -17,12 +17,13 @@ itself, as it would without a warm command:
   (:func:`grader.cli.relay.matters`);
 * the grader's files changed since this process imported them (their sizes and times, :func:`code_signature`):
   then this process ends too, and the service that starts next starts a new one;
-* a limit the child cannot take (a hard limit above its own).
+* another control group (``/proc/self/cgroup``: the command's CPU and memory limits, which a process cannot
+  take up), a limit the child cannot take (a hard limit above its own), a niceness below its own.
 
 Otherwise the child becomes the command: the three standard streams passed with the request on descriptors
-0 to 1 (written as the command's Python writes them: :func:`_streams`), its folder, environment, umask and
-limits, a process group of its own (the command relays Ctrl-C and the like to it), SIGINT handled as the
-``grade`` command handles it, and ``tempfile``'s folder found again. It says ``started``, runs
+0 to 2 (written as the command's Python writes them: :func:`_streams`), its folder, environment, umask,
+limits, CPUs and niceness, a process group of its own (the command relays Ctrl-C and the like to it),
+SIGINT handled as the ``grade`` command handles it, and ``tempfile``'s folder found again. It says ``started``, runs
 :func:`grader.cli.app.main` with the command's arguments, says ``exit`` with the status and ends. The
 command gone before that (killed) is a Ctrl-C: the grading stops as after one, and after
 :data:`ORPHAN_KILL_S` its process group is killed.
@@ -198,6 +199,8 @@ class Server:
         for name in set(env) | set(self.env):
             if relay.matters(name) and env.get(name) != self.env.get(name):
                 return f"another {name}"
+        if said.get("cgroup") != relay.cgroup():  # its CPU and memory limits, which a process cannot take up
+            return "another control group"
         if code_signature() != self.signature:
             return "the grader's files changed"
         return None
@@ -235,6 +238,9 @@ def _become(said: dict, fds: list[int]) -> None:
         number = getattr(resource, name, None)
         if number is not None and resource.getrlimit(number) != (soft, hard):
             resource.setrlimit(number, (soft, hard))  # above its own hard limit: refused (OSError/ValueError)
+    os.sched_setaffinity(0, [int(cpu) for cpu in said["cpus"]])  # the cores the grading plans with (grader.affinity)
+    if os.getpriority(os.PRIO_PROCESS, 0) != int(said["nice"]):
+        os.setpriority(os.PRIO_PROCESS, 0, int(said["nice"]))  # a higher priority than its own: refused (OSError)
     _streams(dict(said["stdio"]))
     signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -110,6 +110,15 @@ def _limits() -> dict:
     return found
 
 
+def cgroup() -> str:
+    """The control groups this process is in (``/proc/self/cgroup``): its CPU and memory limits."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
 def request(argv: list[str]) -> dict:
     """What the child needs to be this command (see :mod:`grader.cli.command_server`)."""
     import grader
@@ -118,7 +127,8 @@ def request(argv: list[str]) -> dict:
     os.umask(umask)
     return {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask,
             "executable": sys.executable, "version": sys.version, "prefix": sys.prefix,
-            "grader": os.path.dirname(os.path.abspath(grader.__file__)), "stdio": _stdio(), "limits": _limits()}
+            "grader": os.path.dirname(os.path.abspath(grader.__file__)), "stdio": _stdio(), "limits": _limits(),
+            "cpus": sorted(os.sched_getaffinity(0)), "nice": os.getpriority(os.PRIO_PROCESS, 0), "cgroup": cgroup()}
 
 
 def through_warm_command(argv: list[str]) -> int | None:
