@@ -133,11 +133,17 @@ def test_ctrl_c_stops_a_served_command_and_a_killed_one_leaves_nothing(env, tmp_
         process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--lang", "en"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True,
                                    preexec_fn=lambda: as_a_student(3))
-        assert _wait(lambda: _children(command), 30), "the warm command forked no child"
-        [child] = _children(command)
-        status = Path(f"/proc/{child}/status").read_text()  # the command's CPUs and niceness, taken over
-        assert f"Cpus_allowed_list:\t{one_cpu}\n" in status and os.getpriority(os.PRIO_PROCESS, child) == niceness
-        time.sleep(2.0)
+        try:
+            assert _wait(lambda: _children(command), 30), "the warm command forked no child"
+            [child] = _children(command)
+            status = Path(f"/proc/{child}/status").read_text()  # the command's CPUs and niceness, taken over
+            assert f"Cpus_allowed_list:\t{one_cpu}\n" in status
+            assert os.getpriority(os.PRIO_PROCESS, child) == niceness
+            time.sleep(2.0)
+        except BaseException:  # nothing of the test's left running: the command, and its child as it goes
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+            raise
         os.killpg(process.pid, how)  # the terminal's Ctrl-C goes to the command's own process group
         process.communicate(timeout=30)
         return process
