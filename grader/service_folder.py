@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
+import struct
 import tempfile
 from pathlib import Path
 
@@ -42,3 +44,38 @@ def command_socket(base: Path | None = None) -> Path | None:
         return None
     digest = hashlib.sha256(str(cache_base() if base is None else base).encode()).hexdigest()[:16]
     return where / f"command-{digest}.sock"
+
+
+class Listening:
+    """A warm process's socket at ``path``: bound under a name of its own, then given ``path`` at once (a process
+    that waits for the name finds it listening; one it replaces sees its name taken and ends)."""
+
+    def __init__(self, path: Path, backlog: int = 8):
+        self.path = path
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        fresh = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            fresh.unlink()
+        except FileNotFoundError:
+            pass
+        self.socket.bind(str(fresh))
+        os.chmod(fresh, 0o600)
+        self.socket.listen(backlog)
+        os.replace(fresh, path)
+        self.inode = os.stat(path).st_ino
+
+    def still_ours(self) -> bool:
+        """Whether ``path`` is still this socket (no other process took the name)."""
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Whether the peer of ``conn`` runs as this process's uid (``SO_PEERCRED``)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    return struct.unpack("3i", creds)[1] == os.getuid()

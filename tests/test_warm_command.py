@@ -26,22 +26,16 @@ import pytest
 from conftest import ROOT, SOLUTIONS, sigint_as_at_a_terminal
 from grader.runner import sandbox as sandboxes
 from grader.runner.service import alive
-from test_warm_service import _children, _service_up, _stop, _wait
+import test_warm_service
+from test_warm_service import _children, _service_up, _wait
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(sandboxes.bwrap_works() is None,
                                  reason="the warm command starts with the warm service, which serves gradings whose "
                                         "hosts run in bubblewrap: none works here")]
+env = test_warm_service.env  # the fixture: a cache of the test's own (so a service of its own), the service on
 #: the command run by itself, in this process's Python, whatever runs warm (what a served command must equal)
 BY_ITSELF = "import sys; from grader.cli import _app; sys.exit(_app().main(sys.argv[1:]))"
-
-
-@pytest.fixture
-def env(tmp_path):
-    cache = tmp_path / "cache"
-    environment = dict(os.environ, GRADER_CACHE_DIR=str(cache), GRADER_WARM_S="60")
-    yield environment
-    _stop(cache)
 
 
 def _command_pid(env: dict) -> int:

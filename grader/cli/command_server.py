@@ -35,13 +35,13 @@ import json
 import os
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
 from pathlib import Path
 
 from grader.cli import relay
+from grader.service_folder import Listening, same_user
 
 #: the modules a grading imports (not the chapters', not JAX), imported before any request
 WARM_MODULES = (
@@ -99,29 +99,19 @@ class Server:
                 __import__(name)
             except Exception:  # noqa: BLE001 - an optional extra not installed: imported in the child if needed
                 pass
-        self._inode: int | None = None
 
     def run(self) -> int:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        fresh = self.sock_path.with_name(f".{self.sock_path.name}.{os.getpid()}")
-        try:
-            fresh.unlink()
-        except FileNotFoundError:
-            pass
-        listener.bind(str(fresh))
-        os.chmod(fresh, 0o600)
-        listener.listen(8)
-        os.replace(fresh, self.sock_path)
-        self._inode = os.stat(self.sock_path).st_ino
+        listening = Listening(self.sock_path)
+        listener = listening.socket
         listener.settimeout(LOOK_S)
         try:
-            while os.getppid() == self.parent and self._still_ours():
+            while os.getppid() == self.parent and listening.still_ours():
                 _reap()
                 try:
                     conn, _ = listener.accept()
                 except TimeoutError:
                     continue
-                if not _same_user(conn):
+                if not same_user(conn):
                     conn.close()
                     continue
                 conn.settimeout(None)
@@ -135,18 +125,12 @@ class Server:
                 conn.close()
         finally:
             listener.close()
-            if self._still_ours():
+            if listening.still_ours():
                 try:
                     self.sock_path.unlink()
                 except OSError:
                     pass
         return 0
-
-    def _still_ours(self) -> bool:
-        try:
-            return os.stat(self.sock_path).st_ino == self._inode
-        except OSError:
-            return False
 
     # ------------------------------------------------------------- the child: one command
     def _child(self, conn: socket.socket) -> int:
@@ -294,14 +278,6 @@ def _reap() -> None:
             return
         if pid == 0:
             return
-
-
-def _same_user(conn: socket.socket) -> bool:
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    return struct.unpack("3i", creds)[1] == os.getuid()
 
 
 def _terminate(*_) -> None:

@@ -33,7 +33,6 @@ import queue
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,7 @@ from grader.runner.host_handles import Spawned
 from grader.runner.host_template import HostTemplate
 from grader.runner.job_sessions import Limits
 from grader.runner.warm import empty_folder
-from grader.service_folder import command_socket
+from grader.service_folder import Listening, command_socket, same_user
 from grader.wire import Channel, ProtocolError
 
 #: how long a host is given to end when its grading goes (then it is killed)
@@ -91,26 +90,27 @@ class Service:
         self._stop = threading.Event()
         self._waiting: queue.Queue[socket.socket] = queue.Queue()
         self._busy = threading.Event()
-        self._inode: int | None = None
         self.command: subprocess.Popen | None = None
 
     # ------------------------------------------------------------- life
     def run(self) -> int:
         """Start the templates, listen, serve gradings until idle for ``idle_s`` (or told to end)."""
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening: Listening | None = None
         try:
             self.student.start()  # both import JAX at once, from this thread (bubblewrap dies with its parent's)
             self.reference.start()
             self.command = _start_command()
-            self._listen(listener)
-            threading.Thread(target=self._accept, args=(listener,), daemon=True, name="service-accept").start()
+            listening = Listening(self.sock_path)  # the grading that started this service waits for the name
+            self.sock_path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
+            threading.Thread(target=self._accept, args=(listening.socket,), daemon=True,
+                             name="service-accept").start()
             self.ready()  # now, not when the next grading comes: it finds the templates ready
             last = time.monotonic()
             while not self._stop.is_set():
                 try:
                     conn = self._waiting.get(timeout=0.5)
                 except queue.Empty:
-                    if time.monotonic() - last > self.idle_s or not self._still_ours():
+                    if time.monotonic() - last > self.idle_s or not listening.still_ours():
                         break
                     continue
                 try:
@@ -118,10 +118,11 @@ class Service:
                 finally:
                     last = time.monotonic()
         finally:
-            listener.close()
+            if listening is not None:
+                listening.socket.close()
             # its name, its number, its log and the lock of its starts; also where it ended before it listened
             # (stopped as it started) and no other took the name meanwhile: else they are left for ever
-            if self._still_ours() or (self._inode is None and not self.sock_path.exists()):
+            if listening.still_ours() if listening is not None else not self.sock_path.exists():
                 for path in (self.sock_path, *(self.sock_path.with_suffix(x) for x in (".pid", ".log", ".lock"))):
                     try:
                         path.unlink()
@@ -130,34 +131,13 @@ class Service:
             self.close()
         return 0
 
-    def _listen(self, listener: socket.socket) -> None:
-        """Bind the socket under a name of its own, then take ``sock_path`` for it (the grading that started
-        this service waits for that name; a service it replaces sees its name taken and ends)."""
-        fresh = self.sock_path.with_name(f".{self.sock_path.name}.{os.getpid()}")
-        try:
-            fresh.unlink()
-        except FileNotFoundError:
-            pass
-        listener.bind(str(fresh))
-        os.chmod(fresh, 0o600)
-        listener.listen(8)
-        os.replace(fresh, self.sock_path)
-        self._inode = os.stat(self.sock_path).st_ino
-        self.sock_path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
-
-    def _still_ours(self) -> bool:
-        try:
-            return os.stat(self.sock_path).st_ino == self._inode
-        except OSError:
-            return False
-
     def _accept(self, listener: socket.socket) -> None:
         while not self._stop.is_set():
             try:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            if not _same_user(conn):
+            if not same_user(conn):
                 conn.close()
                 continue
             deadline = time.monotonic() + BUSY_GRACE_S  # a grading that has just gone is noticed first
@@ -316,16 +296,6 @@ def _terminate(*_) -> None:
     stops the templates (and with them the grading's hosts)."""
     ENDING.set()
     raise SystemExit(0)
-
-
-def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's uid (``SO_PEERCRED``)."""
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return False
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
 
 
 def main(argv: list[str]) -> int:
