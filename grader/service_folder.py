@@ -10,6 +10,7 @@ import socket
 import stat
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -79,3 +80,57 @@ def same_user(conn: socket.socket) -> bool:
     except OSError:
         return False
     return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+#: a slot's files (its start's lock, its log) this old with no service of it alive were left by one killed as it
+#: started (before it could remove them): a service listens within seconds of its start
+LEFT_AFTER_S = 300.0
+
+
+def sweep(base: Path, now: float | None = None) -> int:
+    """Remove from ``base`` the files of slots no service holds (no ``.pid`` of a living service) and that nothing
+    touched for :data:`LEFT_AFTER_S`, and the warm commands' sockets nobody listens on; how many were removed."""
+    now = time.time() if now is None else now
+    removed = 0
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return 0
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > LEFT_AFTER_S
+        except OSError:
+            continue
+        if not old or path.suffix not in (".lock", ".log", ".pid", ".sock"):
+            continue
+        try:
+            pid = int(path.with_suffix(".pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = 0
+        if pid and alive(pid):
+            continue
+        if path.suffix == ".sock":  # a warm command's (or a service's) socket: only one nobody answers
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+                continue
+            except OSError:
+                pass
+            finally:
+                probe.close()
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie of this process's, a service it started and that ended, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

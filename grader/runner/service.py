@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from grader import store
 from grader.protocol import OP, FromService, ToService, message, word_of
-from grader.service_folder import folder
+from grader.service_folder import alive, folder, sweep
 from grader.wire import Channel, ProtocolError
 
 if TYPE_CHECKING:
@@ -279,6 +279,7 @@ class Later:
     def start(self) -> bool:
         """Start the service, not waiting for it (another that took the slot meanwhile is left alone);
         whether one was started."""
+        sweep(self.sock_path.parent)
         with open(self.sock_path.with_suffix(".lock"), "a") as lock:
             if not _lock(lock, 2.0):
                 return False
@@ -422,13 +423,7 @@ def stop_all(timeout: float = 10.0) -> int:
                     pass
                 break
             time.sleep(0.02)
+    base = folder()
+    if base is not None:
+        sweep(base)  # what services killed as they started left
     return len(services)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie of this process's, a service it started and that ended, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
