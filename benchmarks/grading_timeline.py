@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Where one grading's wall time goes, phase by phase: the critical path of ``grade solutions/ch4``.
 
-    python benchmarks/grading_timeline.py [--runs 5] [-k ex02 ...] [--no-service]
+    python benchmarks/grading_timeline.py [--runs 5] [-k ex02 ...] [--no-service | --first]
 
-Each run is a student's next grading (a cache of its own, warmed by one grading first, so that
-the reference's outcomes are known from the seeds drawn ahead and only the timed exercise's
-reference job runs, and the user's warm service started: :mod:`grader.runner.service`; with
-``--no-service``, ``GRADER_WARM_S=0``). While the command runs, every process it starts is watched
-in ``/proc`` (its descendants, and what the warm service's templates fork meanwhile, every 10 ms):
-when each host started (``grader.child.host``, or a fork of a template), when each job started (a
-child of a host) and when it was last seen; the report adds ex06's phases. Printed, as medians over
-the runs (min–max):
+Each run is a student's next grading (a cache of its own, warmed by one grading first, so that the reference's
+outcomes are known from the seeds drawn ahead and only the timed exercise's reference job runs, and the user's
+warm service started: :mod:`grader.runner.service`; with ``--no-service``, ``GRADER_WARM_S=0``). With
+``--first``, each run is instead the first grading of a student's own work
+(``benchmarks/grading_speed.py``'s): on a fresh copy of a cache as ``grade dev build`` leaves it, no service
+running, every program of the student's compiled there. While the command runs, every process it starts is
+watched in ``/proc`` (its descendants, and what the warm service's templates fork meanwhile, every 10 ms):
+when each host started (``grader.child.host``, or a fork of a template), when each job started (a child of a
+host) and when it was last seen; the report adds ex06's phases. Printed, as medians over the runs (min–max):
 
 * the command's own start: Python, the command's imports, the chapter, the sandbox's plan, up to
   the first host's start;
@@ -157,27 +158,46 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("-k", "--exercise", action="append", default=[])
     parser.add_argument("--no-service", action="store_true", help="each grading starts its own hosts (GRADER_WARM_S=0)")
+    parser.add_argument("--first", action="store_true", help="each run a first grading of a student's own work")
     args = parser.parse_args()
     machine = Machine()
     work = Path(tempfile.mkdtemp(prefix="grading-timeline-"))
+    caches = [work / "cache"]
     try:
         submission = work / "ch4"
-        shutil.copytree(ROOT / "solutions" / "ch4", submission)
+        if args.first:
+            from grading_speed import built_copy, own_work, stop_services
+
+            submission = own_work(work)
+        else:
+            shutil.copytree(ROOT / "solutions" / "ch4", submission)
         env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache"), "PYTHONPATH": "",
                "GRADER_WARM_S": "0" if args.no_service else "600"}
         command = [sys.executable, "-m", "grader", str(submission), "--lang", "en",
                    *(item for k in args.exercise for item in ("-k", k))]
-        subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)  # the first: builds, draws
-        time.sleep(0 if args.no_service else 5)  # the service it started as it ended imports JAX
+        if args.first:  # the programs built once, as setup.sh builds them; each run on a fresh copy
+            subprocess.run([sys.executable, "-m", "grader", "dev", "build"], env=env, cwd=ROOT, capture_output=True,
+                           check=True)
+        else:
+            subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)  # the first: builds, draws
+            time.sleep(0 if args.no_service else 5)  # the service it started as it ended imports JAX
         rows: dict[str, list[float]] = {}
-        for _ in range(args.runs):
-            watched = watch(command, env)
+        for run in range(args.runs):
+            if args.first:
+                caches.append(built_copy(work / "cache", work / f"cache-{run}"))
+                stop_services(caches)
+                time.sleep(1)
+                watched = watch(command, {**env, "GRADER_CACHE_DIR": str(caches[-1])})
+            else:
+                watched = watch(command, env)
             name = "report.partial.json" if args.exercise else "report.json"
             report = json.loads((submission / ".grade" / name).read_text(encoding="utf-8"))
             for key, value in phases(watched, report).items():
                 rows.setdefault(key, []).append(value)
     finally:
-        if not args.no_service:  # the service of this run's cache, not the user's others
+        if args.first:
+            stop_services(caches)
+        elif not args.no_service:  # the service of this run's cache, not the user's others
             from grader import store
             from grader.runner import service
 
@@ -186,7 +206,8 @@ def main() -> int:
                 if Path(found["socket"]).stem == slot:
                     os.kill(found["pid"], 15)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n`grade solutions/ch4{''.join(' -k ' + k for k in args.exercise)}`, a student's next grading: "
+    which = "a first grading of a student's own work" if args.first else "a student's next grading"
+    print(f"\n`grade {'own' if args.first else 'solutions'}/ch4{''.join(' -k ' + k for k in args.exercise)}`, {which}: "
           f"{args.runs} runs, medians (min–max), seconds\n")
     print("| phase | seconds |")
     print("|---|---:|")
