@@ -86,15 +86,44 @@ class Cell:
 def read_cells(path: Path) -> tuple[list[Cell], bool]:
     """The cells of the notebook at ``path`` to grade, in order (see the module's docstring),
     and whether they are the runs of a kernel's history."""
-    import nbformat
+    text = path.read_text(encoding="utf-8")
+    nb = _version_4(text)
+    if nb is None:  # another version (converted), or not a notebook: nbformat reads it, or says what is wrong
+        import nbformat
 
-    try:
-        nb = nbformat.reads(_with_ids_allowed(path.read_text(encoding="utf-8")), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
-        raise NotebookError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            nb = nbformat.reads(_with_ids_allowed(text), as_version=4)
+        except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+            raise NotebookError(f"{type(exc).__name__}: {exc}") from None
     if (nb.metadata.get("grader") or {}).get("history"):
         return history_cells([_run_of(cell) for cell in nb.cells if cell.get("cell_type") == "code"]), True
     return saved_cells(nb), False
+
+
+class _Notebook:
+    """A notebook of nbformat 4 as its JSON has it: ``cells`` (dicts), ``metadata`` (a dict)."""
+
+    def __init__(self, cells: list, metadata: dict):
+        self.cells, self.metadata = cells, metadata
+
+
+def _version_4(text: str) -> _Notebook | None:
+    """The notebook ``text`` holds, where it is plainly of nbformat 4 (a front end's, or :func:`grader.notebook.check`'s
+    history), read as JSON; else ``None``. What is read of it (each code cell's source, outputs, execution count
+    and metadata) is what nbformat would give, but for a source written as a list of lines, which
+    :func:`~grader.cell_names.source_text` joins as nbformat does. Importing nbformat costs 2 seconds of CPU
+    where ``jsonschema`` is installed with its format checkers (``rfc3987_syntax`` builds 38 Lark parsers as it is
+    imported): a grading of a notebook, a ``check()``, paid that twice over the grading itself."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("nbformat") != 4:
+        return None
+    cells, metadata = data.get("cells"), data.get("metadata", {})
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells) or not isinstance(metadata, dict):
+        return None
+    return _Notebook(cells, metadata)
 
 
 def _with_ids_allowed(text: str) -> str:

@@ -273,6 +273,37 @@ def test_a_history_notebook_is_read_as_runs(tmp_path):
     assert history and [(c.number, c.not_run is None) for c in cells] == [(2, True), (3, False)]
 
 
+def test_a_notebook_of_version_4_is_read_as_nbformat_reads_it_without_importing_nbformat(tmp_path, monkeypatch):
+    """grader.ipynb reads a notebook of nbformat 4 as JSON (importing nbformat costs 2 s of CPU where jsonschema's
+    format checkers are installed: nbformat.json_compat imports jsonschema, whose _format imports rfc3987_syntax,
+    which builds 38 Lark parsers as it is imported); the cells it grades are those read through nbformat, for
+    saved notebooks with outputs, errors and sources as lists of lines, one of 4.4 with ids, and a kernel's history."""
+    import subprocess
+    import sys
+
+    from grader import ipynb
+    from grader.notebook import write_session
+
+    fixtures = sorted((Path(__file__).parent / "fixtures" / "notebooks").glob("*.ipynb"))
+    older = json.loads(fixtures[0].read_text(encoding="utf-8"))
+    older["nbformat_minor"] = 4  # a front end's 4.4 that writes ids all the same
+    (tmp_path / "older.ipynb").write_text(json.dumps(older), encoding="utf-8")
+    history = tmp_path / "session.ipynb"
+    write_session(history, [Run(1, SETUP), Run(2, "def f(x):\n    return x", "cell-a"),
+                            Run(3, "def g(:", error="SyntaxError"), Run(4, "def f(x):\n    return 2 * x", "cell-a")])
+    nbformat.validate(nbformat.read(str(history), as_version=4))  # what check() writes is a valid notebook
+    paths = [*fixtures, Path(__file__).parent.parent / "exercises" / "ch4.ipynb", tmp_path / "older.ipynb", history]
+    read = [read_cells(path) for path in paths]
+    monkeypatch.setattr(ipynb, "_version_4", lambda text: None)  # every one through nbformat, as before
+    assert read == [read_cells(path) for path in paths]
+    assert any(c.not_run is not None for cells, _ in read for c in cells) and read[-1][1]
+    code = (f"import sys; from pathlib import Path; from grader.ipynb import read_cells\n"
+            f"for p in {[str(p) for p in paths]!r}: read_cells(Path(p))\n"
+            "print(sorted(m for m in ('nbformat', 'jsonschema') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
 # ------------------------------------------------------------------ check() without grading anything
 def test_check_outside_a_kernel_says_so_in_one_line():
     from grader.notebook import check
