@@ -308,6 +308,9 @@ def main(argv: list[str]) -> int:
     order = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # the kernel's interrupt, as grade's Ctrl-C
         signal.signal(signal.SIGINT, interrupts.on_sigint)
+    from grader.runner import service
+
+    service.defer_starts()  # a service for the next check() starts once the cell has its result
     try:
         _stop_with_the_kernel()
         checked = _grade_order(order)
@@ -318,7 +321,10 @@ def main(argv: list[str]) -> int:
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_text(json.dumps(checked.__dict__, ensure_ascii=False, default=str), encoding="utf-8")
     os.replace(tmp, target)
-    return interrupts.interrupted_exit(0) if checked.interrupted else 0  # a thread an interrupt left stuck
+    if checked.interrupted:
+        return interrupts.interrupted_exit(0)  # a thread an interrupt left stuck
+    service.start_deferred()  # in a session of its own, importing JAX once this process has ended
+    return 0
 
 
 def _grade_order(order: dict) -> Checked:
@@ -329,6 +335,7 @@ def _grade_order(order: dict) -> Checked:
     from grader.report.render import render_terminal, write_reports
     from grader.report.inline import render_inline
     from grader.results import report_to_dict
+    from grader.runner.service import idle_seconds
     from grader.submission import SubmissionError
 
     lang = order["lang"]
@@ -341,7 +348,9 @@ def _grade_order(order: dict) -> Checked:
     options = limits.grade_options(chapter=chapter, exercises=tuple(order["exercises"]), seed=order.get("seed"))
     interrupted = None
     try:
-        report = grade(session, options, Machinery(on_progress=_progress, ahead=ahead.count()))
+        # hosts forked warm from the user's service, as grade's (grader.runner.service)
+        machinery = Machinery(on_progress=_progress, ahead=ahead.count(), service=idle_seconds() > 0)
+        report = grade(session, options, machinery)
     except SubmissionError as exc:
         return Checked(error=grader_catalog().render(exc.text, lang))
     except Interrupted as stop:
