@@ -155,8 +155,8 @@ def test_a_local_clusters_own_upkeep_is_quieted():
                 "memory_monitor_s": dask_worker.memory_manager.memory_monitor_interval,
                 "saturation": dask.config.get("distributed.scheduler.worker-saturation")}
 
-    try:
-        with Client(cluster) as client:
+    try:  # the cluster's own process (grader.batch.cluster_host), which the test talks to as the batch does
+        with Client(cluster.scheduler_address) as client:
             seen = list(client.run(upkeep).values())
             saturation = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.WORKER_SATURATION)
     finally:

@@ -9,6 +9,12 @@ all (each worker stops what it started) and is raised again.
 """
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections import Counter
@@ -156,21 +162,15 @@ class DaskExecutor:
             self._starting.start()
 
     def _start_cluster(self, payload: dict | None = None) -> None:
-        from distributed import LocalCluster
-
-        import dask
-
         try:
-            with dask.config.set(LOCAL_CLUSTER):
-                self._cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=40)
+            self._cluster = ClusterHost.start(self.jobs)
         except Exception as exc:  # noqa: BLE001 - raised again where the batch waits for the cluster
             self._cluster = exc
             return
         if payload and self.warm is not None:
             self.warmed = self._warm(self._cluster, payload)
 
-    def _warm(self, cluster, payload: dict) -> dict[str, int]:
+    def _warm(self, cluster: "ClusterHost", payload: dict) -> dict[str, int]:
         """One :func:`~grader.batch.worker.dask_warm` task on each worker of the local cluster (one
         thread each, so the thread that runs it runs that worker's gradings): the process id of the
         grading subprocess each started, by worker address; nothing where it failed (the first task
@@ -178,7 +178,7 @@ class DaskExecutor:
         from distributed import Client, wait
 
         try:
-            with Client(cluster, timeout="60s") as client:
+            with Client(cluster.scheduler_address, timeout="60s") as client:
                 workers = client.scheduler_info().get("workers", {})
                 host_slots = _host_slots(workers)
                 futures = {address: client.submit(self.warm, payload, host_slots, workers=[address],
@@ -202,7 +202,7 @@ class DaskExecutor:
             cluster, self._cluster, self._starting = self._cluster, None, None
             if isinstance(cluster, Exception):
                 raise cluster
-        client = Client(cluster if cluster is not None else self.scheduler, timeout="60s")
+        client = Client(cluster.scheduler_address if cluster is not None else self.scheduler, timeout="60s")
         futures: dict = {}
         if self.on_dashboard is not None and client.dashboard_link:
             self.on_dashboard(client.dashboard_link)
@@ -224,6 +224,56 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+class ClusterHost:
+    """The batch's local Dask cluster, in a process of its own session (:mod:`grader.batch.cluster_host`): a
+    Ctrl-C at the terminal reaches the batch, which stops the cluster (:meth:`close`), and none of the
+    cluster's processes."""
+
+    def __init__(self, proc: subprocess.Popen, scheduler_address: str):
+        self.proc, self.scheduler_address = proc, scheduler_address
+
+    @classmethod
+    def start(cls, workers: int) -> "ClusterHost":
+        """A cluster of ``workers`` workers with one thread each, under this process's Dask settings and
+        :data:`LOCAL_CLUSTER`, once its scheduler listens; raises what kept it from starting."""
+        import dask
+
+        with dask.config.set(LOCAL_CLUSTER):
+            request = pickle.dumps({"workers": workers, "config": dask.config.config, "sys_path": sys.path})
+        # its standard error is the batch's: Dask's lines there with --verbose (grader.cli.batch.dask_logs)
+        proc = subprocess.Popen([sys.executable, "-m", "grader.batch.cluster_host"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            proc.stdin.write(request)
+            proc.stdin.flush()
+            said = json.loads(proc.stdout.readline() or "{}")
+        except (OSError, ValueError):
+            said = {}
+        if "address" not in said:
+            cls._end(proc)
+            raise RuntimeError(said.get("error") or f"the local Dask cluster ended as it started ({proc.returncode})")
+        return cls(proc, said["address"])
+
+    def close(self) -> None:
+        """Close the cluster (its process closes it as its standard input closes) and wait for it."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._end(self.proc)
+
+    @staticmethod
+    def _end(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # it leads its session: the cluster's processes with it
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
 
 
 def _host_slots(workers: dict) -> dict[str, int]:

@@ -184,6 +184,9 @@ PR_SET_PDEATHSIG = 1
 
 def main() -> int:
     """Grade the students given on standard input, one JSON line each, until it closes."""
+    # a Ctrl-C (and the parent's death, below) interrupts it, though a local Dask worker that started it ignores
+    # SIGINT (grader.batch.cluster_host), and Python keeps a signal ignored at its start ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _stop_with_parent()
     from grader.grading import Interrupted
 
