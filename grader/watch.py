@@ -37,8 +37,11 @@ class Watcher:
     """Grades a submission, then again on every save of one of its exercise files."""
 
     def __init__(self, path: Path, options: GradeOptions, catalog: Catalog, lang: str, *, out: TextIO,
-                 report_dir: Path, screen: bool, color: bool, machinery: Machinery | None = None):
+                 report_dir: Path, screen: bool, color: bool, machinery: Machinery | None = None,
+                 timings: dict | None = None):
         self.path = Path(path)
+        #: what the command adds to each report's timings (``command_from``: run by the warm command)
+        self.timings = dict(timings or {})
         self.options = options
         self.machinery = machinery
         self.catalog = catalog
@@ -81,6 +84,7 @@ class Watcher:
             raise KeyboardInterrupt from None
         for ex in report.exercises:
             self.results[ex.id] = ex
+        report.timings.update(self.timings)
         full = self._full_report(grading, report)
         write_reports(full, self.catalog, self.lang, self.report_dir)
         self._draw(grading, report, full, time.monotonic() - started, saved)

@@ -156,6 +156,28 @@ def test_ctrl_c_stops_a_served_command_and_a_killed_one_leaves_nothing(env, tmp_
         "warm command"
 
 
+def test_watch_mode_served_says_so_in_each_report(env, tmp_path):
+    """``grade PATH --watch`` through the warm command: each report it writes says ``command_from``, as a
+    one-shot command's does (grader.watch.Watcher's ``timings``)."""
+    pytest.importorskip("watchfiles", reason="watch mode needs the watch extra: pip install -e '.[watch]'")
+    command = _started(env, tmp_path)
+    folder = tmp_path / "watched" / "ch4"
+    shutil.copytree(SOLUTIONS, folder)
+    reports = tmp_path / "watch-reports"
+    process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "-k", "ex01", "--watch", "--lang", "en",
+                                "--report-dir", str(reports)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=ROOT, env=env, text=True, preexec_fn=os.setpgrp)
+    try:
+        written = lambda: sorted(reports.glob("report*.json"))  # noqa: E731
+        assert _wait(lambda: bool(written()) and bool(_children(command)), 120), process.stderr
+        report = json.loads(written()[0].read_text(encoding="utf-8"))
+    finally:
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C ends watch mode
+        process.communicate(timeout=30)
+    assert process.returncode == 0 or process.returncode == 130, process.returncode
+    assert report["timings"].get("command_from") == "warm command", report["timings"]
+
+
 def test_a_command_it_cannot_run_as_it_would_runs_by_itself(env, tmp_path):
     command = _started(env, tmp_path)
     other = _run({**env, "JAX_ENABLE_X64": "0"}, str(SOLUTIONS), "-k", "ex01", "--report-dir", str(tmp_path / "x"))

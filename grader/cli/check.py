@@ -271,7 +271,8 @@ def _watch(path: Path, options: GradeOptions, machinery: Machinery, report_dir: 
     from grader.watch import Watcher
 
     watcher = Watcher(path, options, catalog, lang, out=sys.stdout, report_dir=report_dir,
-                      screen=sys.stdout.isatty(), color=sys.stdout.isatty(), machinery=machinery)
+                      screen=sys.stdout.isatty(), color=sys.stdout.isatty(), machinery=machinery,
+                      timings={"command_from": "warm command"} if relay.SERVED[0] else None)
     try:
         watcher.run()
     except KeyboardInterrupt:
