@@ -92,7 +92,7 @@ def read_cells(path: Path) -> tuple[list[Cell], bool]:
         import nbformat
 
         try:
-            nb = nbformat.reads(_with_ids_allowed(text), as_version=4)
+            nb = nbformat.reads(text, as_version=4)
         except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
             raise NotebookError(f"{type(exc).__name__}: {exc}") from None
     if (nb.metadata.get("grader") or {}).get("history"):
@@ -108,12 +108,16 @@ class _Notebook:
 
 
 def _version_4(text: str) -> _Notebook | None:
-    """The notebook ``text`` holds, where it is plainly of nbformat 4 (a front end's, or :func:`grader.notebook.check`'s
-    history), read as JSON; else ``None``. What is read of it (each code cell's source, outputs, execution count
-    and metadata) is what nbformat would give, but for a source written as a list of lines, which
-    :func:`~grader.cell_names.source_text` joins as nbformat does. Importing nbformat costs 2 seconds of CPU
-    where ``jsonschema`` is installed with its format checkers (``rfc3987_syntax`` builds 38 Lark parsers as it is
-    imported): a grading of a notebook, a ``check()``, paid that twice over the grading itself."""
+    """The notebook ``text`` holds, where it is plainly of nbformat 4 (a front end's, or
+    :func:`grader.notebook.check`'s history), read as JSON; else ``None``. What is read of it (each code cell's
+    source, outputs, execution count and metadata) is what nbformat would give: ``nbformat.reads``
+    (``nbformat/__init__.py``) parses the JSON, converts nothing within version 4, and only logs what its schema
+    finds invalid; ``nbformat/v4/rwbase.py`` ``rejoin_lines`` joins a source written as a list of lines, which
+    :func:`~grader.cell_names.source_text` joins alike (of the outputs, only their type, error name and
+    traceback list are read here). A 4.0-4.4 notebook whose cells carry ids (front ends write them whatever the
+    minor version says) is read the same. Importing nbformat costs 2 seconds of CPU where ``jsonschema`` is
+    installed with its format checkers (``rfc3987_syntax`` builds 38 Lark parsers as it is imported): a grading
+    of a notebook, a ``check()``, paid that twice over the grading itself."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -124,24 +128,6 @@ def _version_4(text: str) -> _Notebook | None:
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells) or not isinstance(metadata, dict):
         return None
     return _Notebook(cells, metadata)
-
-
-def _with_ids_allowed(text: str) -> str:
-    """A notebook of nbformat 4.0-4.4 whose cells carry ids (front ends write them whatever the minor
-    version says) read as 4.5, where ids are valid: nbformat otherwise prints a validation dump."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # nbformat says what is wrong
-    if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("nbformat_minor"), int) \
-            and data["nbformat_minor"] < 5 and any(isinstance(c, dict) and "id" in c for c in data.get("cells") or []):
-        data["nbformat_minor"] = 5
-        for number, cell in enumerate(data["cells"]):  # 4.5 asks every cell for one
-            if isinstance(cell, dict) and not (isinstance(cell.get("id"), str)
-                                               and re.fullmatch(r"[\w-]{1,64}", cell["id"])):
-                cell["id"] = f"cell-{number}"
-        return json.dumps(data)
-    return text
 
 
 def saved_cells(nb: Any) -> list[Cell]:

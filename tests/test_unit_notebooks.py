@@ -276,8 +276,11 @@ def test_a_history_notebook_is_read_as_runs(tmp_path):
 def test_a_notebook_of_version_4_is_read_as_nbformat_reads_it_without_importing_nbformat(tmp_path, monkeypatch):
     """grader.ipynb reads a notebook of nbformat 4 as JSON (importing nbformat costs 2 s of CPU where jsonschema's
     format checkers are installed: nbformat.json_compat imports jsonschema, whose _format imports rfc3987_syntax,
-    which builds 38 Lark parsers as it is imported); the cells it grades are those read through nbformat, for
-    saved notebooks with outputs, errors and sources as lists of lines, one of 4.4 with ids, and a kernel's history."""
+    which builds 38 Lark parsers as it is imported); the cells it grades are those read through nbformat
+    (``nbformat/__init__.py`` ``reads``: the JSON parsed, nothing converted within version 4, the schema's findings
+    only logged; ``nbformat/v4/rwbase.py`` ``rejoin_lines``: a source's list of lines joined), for saved notebooks
+    with outputs, errors and sources as lists of lines, one of 4.4 with ids, and a kernel's history; what check()
+    writes is a notebook nbformat's own ``validate`` accepts."""
     import subprocess
     import sys
 
