@@ -6,10 +6,15 @@ import csv
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from conftest import ROOT
 
 from grader.batch import cpus, gradebook, layouts, roster
 from grader.batch.reference import outcomes_digest, seed_cache
@@ -110,6 +115,51 @@ def test_two_gradings_never_hold_the_same_cores(tmp_path, monkeypatch):
     assert third is not None and third.cores == first.cores
     second.release()
     third.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv: the locks are made by root and taken as an ordinary uid")
+def test_the_core_locks_are_shared_by_every_user_and_an_older_closed_folder_is_no_crash():
+    """Every grader on the machine takes its cores from the same locks, whoever runs it: a folder and locks made
+    by root are open to an ordinary user (its batch took the same locks), and one made closed by an older
+    grader (root's, 0o755 with locks of 0o600: another user's batch crashed on PermissionError for every
+    student) gives way to that user's own folder beside it."""
+    take = ("import sys; from pathlib import Path; from grader.batch import cpus; cpus.LOCK_DIR = Path(sys.argv[1]); "
+            "cpus.machine_cpus = lambda: [0, 1]; slot = cpus.acquire(2, wait_s=0); "
+            "print(slot.cores if slot else None, sorted(p.name for p in cpus.LOCK_DIR.parent.iterdir()))")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", take]
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="cpu-locks-"))  # in /tmp itself: pytest's folders are root's alone
+    os.chmod(root, 0o1777)
+    try:
+        _shared_and_closed(root, as_nobody)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _shared_and_closed(root: Path, as_nobody: list[str]) -> None:
+    shared = root / "grader-cpu-locks"
+    mine = cpus._lock_dir(shared, shared=True)
+    assert oct(mine.stat().st_mode & 0o7777) == "0o1777"
+    held = cpus._lock_all(shared, [0])  # root holds core 0: nobody's batch must take core 1
+    assert held is not None and oct((shared / "cpu-0.lock").stat().st_mode & 0o777) == "0o666"
+    done = subprocess.run([*as_nobody, str(shared)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "GRADER_NO_PIN"})
+    assert done.returncode == 0 and done.stdout.split(" [")[0] == "[1]", done.stderr[-2000:]
+    for fd in held:
+        os.close(fd)
+    closed = root / "closed" / "grader-cpu-locks"  # as an older grader left it
+    closed.mkdir(parents=True, mode=0o755)
+    os.chmod(closed.parent, 0o1777)
+    os.chmod(closed, 0o755)
+    for core in (0, 1):
+        os.close(os.open(closed / f"cpu-{core}.lock", os.O_CREAT | os.O_RDWR, 0o600))
+    done = subprocess.run([*as_nobody, str(closed)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "GRADER_NO_PIN"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    cores, names = done.stdout.split(" [", 1)
+    assert cores in ("[0]", "[1]") and "grader-cpu-locks-65534" in names, done.stdout
 
 
 def test_pinning_restricts_this_process_and_what_it_starts():

@@ -59,13 +59,17 @@ def acquire(count: int, *, wait_s: float = 600.0) -> CoreSlot | None:
     candidates = slots(count)
     if not candidates or os.environ.get("GRADER_NO_PIN") == "1":
         return None
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    folder = _lock_dir(LOCK_DIR, shared=True)
     deadline = time.monotonic() + wait_s
     start = os.getpid() % len(candidates)
     while True:
         for i in range(len(candidates)):
             cores = candidates[(start + i) % len(candidates)]
-            held = _lock_all(cores)
+            try:
+                held = _lock_all(folder, cores)
+            except PermissionError:  # another user's folder or lock, not open to all (an older grader made it)
+                folder = _lock_dir(LOCK_DIR.with_name(f"{LOCK_DIR.name}-{os.getuid()}"), shared=False)
+                held = _lock_all(folder, cores)
             if held is not None:
                 return CoreSlot(cores, held)
         if time.monotonic() > deadline:
@@ -73,10 +77,27 @@ def acquire(count: int, *, wait_s: float = 600.0) -> CoreSlot | None:
         time.sleep(0.2)
 
 
-def _lock_all(cores: list[int]) -> list[int] | None:
+def _lock_dir(folder: Path, *, shared: bool) -> Path:
+    """``folder``, made where missing: shared, open to every user as ``/tmp`` is (sticky: none removes another's
+    lock), since every grader on the machine takes its cores from the same locks; else this user's own (a
+    shared folder another user made closed: this user's batches still take cores apart from one another)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.stat().st_uid == os.getuid():
+        os.chmod(folder, 0o1777 if shared else 0o700)
+    return folder
+
+
+def _lock_all(folder: Path, cores: list[int]) -> list[int] | None:
     held: list[int] = []
     for core in cores:
-        fd = os.open(LOCK_DIR / f"cpu-{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:  # a lock any user may take (its mode set past the umask); never a link planted in its place
+            fd = os.open(folder / f"cpu-{core}.lock", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o666)
+        except PermissionError:
+            for other in held:
+                os.close(other)
+            raise
+        if os.fstat(fd).st_uid == os.getuid():
+            os.fchmod(fd, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
