@@ -122,6 +122,10 @@ class Instrument:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"the grader's instrument cannot be changed ({name!r})")
 
+    def since_start(self) -> float:
+        """Seconds since the run's start, by the clock of its records (the probe's own view of a run)."""
+        return TRUSTED.perf_counter() - self._origin
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         state = self._state
         index = state[0]
@@ -311,6 +315,18 @@ def median_range(values: list[float], spans: list[float] | None = None) -> tuple
     return (statistics.median([*values, min(values)]), statistics.median([*top, max(top)]))
 
 
+def statistic_ranges(values: list[float], spans: list[float] | None = None) -> dict[str, tuple[float, float]]:
+    """Where each statistic of :func:`statistics_of` of a harness's samples lies, from its value of
+    ``values`` (the works) to its value of ``spans`` (:func:`timed_spans`), the median's as
+    :func:`median_range` says: each sample lies between its call's work and its span, and every
+    statistic grows with each sample."""
+    found = statistics_of(values)
+    upper = statistics_of(spans) if spans and len(spans) == len(values) else found
+    ranges = {name: (found[name], max(found[name], upper[name])) for name in found}
+    ranges["median"] = median_range(values, spans)
+    return ranges
+
+
 def nearest_statistic(value: float, values: list[float], spans: list[float] | None = None) -> tuple[str, float]:
     """Which statistic of ``values`` ``value`` is nearest (as a ratio), and its value; the median on a tie.
 
@@ -323,9 +339,7 @@ def nearest_statistic(value: float, values: list[float], spans: list[float] | No
     which one a harness took.
     """
     found = statistics_of(values)
-    upper = statistics_of(spans) if spans and len(spans) == len(values) else found
-    ranges = {name: (found[name], max(found[name], upper[name])) for name in found}
-    ranges["median"] = median_range(values, spans)
+    ranges = statistic_ranges(values, spans)
 
     def distance(name: str) -> float:
         low, high = ranges[name]
@@ -335,6 +349,20 @@ def nearest_statistic(value: float, values: list[float], spans: list[float] | No
 
     name = min(found, key=distance)
     return name, found[name]
+
+
+def told_apart(value: float, values: list[float], spans: list[float] | None = None) -> bool:
+    """Whether the records say which statistic ``value`` is: no two statistics' ranges
+    (:func:`statistic_ranges`) both hold it.
+
+    A loaded machine stretches the spans (a process descheduled between calls), and with them
+    every range, until a trimmed mean of the samples lies within the median's range too: the
+    records cannot tell which the harness took, and :func:`nearest_statistic` gives it the
+    median. A run so stretched is worth making again (ex05's median run)."""
+    if value <= 0:
+        return True
+    holding = [name for name, (low, high) in statistic_ranges(values, spans).items() if low <= value <= high]
+    return len(holding) <= 1
 
 
 def upside_down(ratio: float, top: list[float], bottom: list[float]) -> bool:
