@@ -343,7 +343,7 @@ def time_call_median(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
                  statistic=T(STATISTIC_WORDS[kind], cut=int(name[len("trimmed"):]) if kind == "trimmed" else 0))
 
     unit = _unit_factor(s, ctx)
-    made = [run for run in MEDIAN_RUNS if s.has(KEYS.result(run=run))] or [MEDIAN_RUNS[0]]
+    made = [MEDIAN_RUNS[0], *(run for run in MEDIAN_RUNS[1:] if s.made(KEYS.result(run=run)))]
     judged = next((run for run in made if _median_told_apart(s, ctx, run, unit)), made[0])
     try:
         measured = _harness_ratio(s, ctx, judged, what, low=MEDIAN_AGREES[0], high=MEDIAN_AGREES[1], reason=reason,
