@@ -381,3 +381,25 @@ def test_the_real_jitted_function_is_sized_to_the_machine_with_one_program():
     assert truth["sized_s"] >= inputs["jax_min_s"] or truth["rounds"] == jitted.MOST_ROUNDS, truth
     assert ctx.records[ex05.KEYS.result(run="jax")]["status"] == "ok"
     assert ex05.jax_agrees(ctx.returned, truth["fastest"], truth["slowest"]), (ctx.returned, truth)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_spans_stretched_between_calls_blur_a_trimmed_mean_into_the_medians_range(seed):
+    """The records tell which statistic a harness took (:func:`instrument.told_apart`) until the machine
+    stretches the time between calls: with four median calls outside every call's work (a process
+    descheduled between calls, the harness's samples untouched), the trimmed mean of the samples lies within
+    the median's range too, and the median's run is made again (ex05's probe). Unstretched, the trimmed mean
+    and the median are each told apart, and nearest themselves."""
+    schedule = ex05.plan(EX05.inputs(seed))["median"]
+    median = statistics.median(schedule.timed())
+    calls, returned = _timeline(schedule, [0.0] * (schedule.warmup + schedule.iters))
+    works, spans = instrument.timed_works(calls, schedule), instrument.timed_spans(calls, schedule, returned)
+    trimmed = instrument.statistics_of(works)["trimmed1"]
+    for value, name in ((statistics.median(works), "median"), (trimmed, "trimmed1")):
+        assert instrument.told_apart(value, works, spans), (seed, name)
+        assert instrument.nearest_statistic(value, works, spans)[0] == name, (seed, name)
+    stretched, returned = _timeline(schedule, [0.0] * (schedule.warmup + schedule.iters), gap=4 * median)
+    works, spans = instrument.timed_works(stretched, schedule), instrument.timed_spans(stretched, schedule, returned)
+    trimmed = instrument.statistics_of(works)["trimmed1"]
+    assert not instrument.told_apart(trimmed, works, spans), seed
+    assert instrument.nearest_statistic(trimmed, works, spans)[0] == "median", seed  # the benefit of the doubt
