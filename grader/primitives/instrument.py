@@ -23,6 +23,7 @@ grader stamped and scheduled.
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -363,6 +364,20 @@ def told_apart(value: float, values: list[float], spans: list[float] | None = No
         return True
     holding = [name for name, (low, high) in statistic_ranges(values, spans).items() if low <= value <= high]
     return len(holding) <= 1
+
+
+def run_told_apart(schedule: Schedule, returned: Any, when: float, records: list[dict]) -> bool:
+    """Whether a run's records, as the probe's process saw them (each call's ``began_s`` and ``ended_s``),
+    and when the harness returned (``when``, :meth:`Instrument.since_start`) tell which statistic its figure
+    ``returned`` is (:func:`told_apart`); ``True`` where there is nothing to judge (no float returned, a call
+    missing). The probe's own view, to decide whether to make the run again only: the check judges each
+    run by the grader's clock."""
+    if not isinstance(returned, numbers.Real) or isinstance(returned, numbers.Integral):  # a float, NumPy's too
+        return True
+    calls = [Call(bool(r.get("args_ok")), r.get("began_s"), r.get("ended_s")) for r in records]
+    if len(calls) != schedule.warmup + schedule.iters or any(c.work is None for c in calls):
+        return True
+    return told_apart(float(returned), timed_works(calls, schedule), timed_spans(calls, schedule, when))
 
 
 def upside_down(ratio: float, top: list[float], bottom: list[float]) -> bool:

@@ -39,7 +39,7 @@ MEDIAN_AGREES = (0.5, 2.0)
 SPREAD = (("fast", 2, 0.02, 0.08), ("below", 2, 0.6, 0.9), ("median", 1, 1.0, 1.0), ("above", 1, 1.05, 1.25),
           ("slow", 3, 10.0, 13.0))
 #: the median's run and its runs again: one more while what the harness returned lies within the ranges of
-#: two statistics of the calls (:func:`grader.primitives.instrument.told_apart`: a loaded machine stretched
+#: two statistics of the calls (:func:`grader.primitives.instrument.run_told_apart`: a loaded machine stretched
 #: the spans), up to three; the check judges the first run that tells them apart (at load 6 to 7 on two
 #: cores, a batch once took a trimmed mean for the median, given the benefit of the doubt)
 MEDIAN_RUNS = ("median", "median1", "median2")
@@ -145,7 +145,7 @@ def probe(ctx: ProbeContext[Inputs]) -> None:
     if ctx.does(1):
         for name in MEDIAN_RUNS:
             seen: list[dict] = []
-            if told_apart(runs[name], *run(name, seen), seen):
+            if instrument.run_told_apart(runs[name], *run(name, seen), seen):
                 break
         ctx.call(KEYS.result(run="speedup"), "speedup", instrumented("eager"), instrumented("jit"), *args,
                  warmup=runs["jit"].warmup, iters=runs["jit"].iters)
@@ -155,20 +155,6 @@ def probe(ctx: ProbeContext[Inputs]) -> None:
             ctx.record(KEYS.truth(run="jax"), {})
         else:
             _time_a_jitted_function(ctx, inp, inp["iters"])
-
-
-def told_apart(schedule: Schedule, returned: Any, when: float, records: list[dict]) -> bool:
-    """Whether the median run's records, as this process saw them, say which statistic the harness
-    returned (:func:`grader.primitives.instrument.told_apart`); ``True`` where there is nothing to
-    judge (no float returned, calls missing). The probe's own view, to decide whether to run again
-    only: the check judges each run by the grader's clock."""
-    if type(returned) is not float and not isinstance(returned, np.floating):
-        return True
-    calls = [instrument.Call(bool(r.get("args_ok")), r.get("began_s"), r.get("ended_s")) for r in records]
-    if len(calls) != schedule.warmup + schedule.iters or any(c.work is None for c in calls):
-        return True
-    works = instrument.timed_works(calls, schedule)
-    return instrument.told_apart(float(returned), works, instrument.timed_spans(calls, schedule, when))
 
 
 def _time_a_jitted_function(ctx: ProbeContext[Inputs], inp: Inputs, iters: int) -> None:
@@ -345,16 +331,14 @@ def time_call_median(s: Records, r: Records, ctx: CheckContext[Inputs]) -> dict:
     unit = _unit_factor(s, ctx)
     made = [MEDIAN_RUNS[0], *(run for run in MEDIAN_RUNS[1:] if s.made(KEYS.result(run=run)))]
     judged = next((run for run in made if _median_told_apart(s, ctx, run, unit)), made[0])
+    which = {"runs": len(made), "judged_run": made.index(judged) + 1} if len(made) > 1 else {}
     try:
-        measured = _harness_ratio(s, ctx, judged, what, low=MEDIAN_AGREES[0], high=MEDIAN_AGREES[1], reason=reason,
-                                  unit=unit, statistic=True)
+        return {**_harness_ratio(s, ctx, judged, what, low=MEDIAN_AGREES[0], high=MEDIAN_AGREES[1], reason=reason,
+                                 unit=unit, statistic=True), **which}
     except Fail as failed:
-        if len(made) > 1 and isinstance(failed.measured, dict):
-            failed.measured.update(runs=len(made), judged_run=made.index(judged) + 1)
+        if isinstance(failed.measured, dict):
+            failed.measured.update(which)
         raise
-    if len(made) > 1:
-        measured.update(runs=len(made), judged_run=made.index(judged) + 1)
-    return measured
 
 
 def _median_told_apart(s: Records, ctx: CheckContext[Inputs], run: str, unit: float) -> bool:
