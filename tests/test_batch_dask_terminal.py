@@ -163,3 +163,50 @@ def test_each_dask_worker_grades_in_the_process_it_started_while_the_reference_r
     assert len(made[0].warmed) == 2 and len(warmed) == 2 and 0 not in warmed, made[0].warmed
     assert len(seen) == 4 and all(pids is not None and len(pids) == 1 and set(pids) <= warmed for pids in seen), \
         (seen, warmed)
+
+
+def _in_session(sid: int) -> set[int]:
+    """The living processes of session ``sid`` (the cluster's process leads its own), from /proc."""
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.add(int(entry))
+    return found
+
+
+def test_a_cluster_whose_batch_is_gone_as_it_starts_closes_without_a_traceback():
+    """Ctrl-C while the local cluster starts: the batch stops reading its address (tests/test_ctrl_c.py, under load,
+    caught the cluster's ``BrokenPipeError`` traceback on the batch's standard error, after the batch's own line).
+    Its process (grader.batch.cluster_host, as ClusterHost.start runs it) finds the pipe closed, says nothing, closes
+    the cluster and ends: status 0, no traceback, no process of its session left."""
+    import pickle
+    import subprocess
+    import sys
+    import time
+
+    import dask
+
+    from grader.batch.executors import LOCAL_CLUSTER
+
+    with dask.config.set(LOCAL_CLUSTER):
+        request = pickle.dumps({"workers": 1, "config": dask.config.config, "sys_path": sys.path})
+    proc = subprocess.Popen([sys.executable, "-m", "grader.batch.cluster_host"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        proc.stdin.write(request)
+        proc.stdin.flush()
+        proc.stdout.close()  # the batch, interrupted, reads no address
+        _, err = proc.communicate(timeout=120)  # its standard input stays open: it ends of itself
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()[-2000:]
+    deadline = time.monotonic() + 10
+    while _in_session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _in_session(proc.pid), "the cluster's processes outlived it"

@@ -15,7 +15,8 @@ On standard input, a pickled dict: ``workers`` (how many), ``config`` (the batch
 the scheduler and the workers then read: :data:`grader.batch.executors.LOCAL_CLUSTER` and the caller's
 own) and ``sys_path`` (the batch's, where the scheduler and the workers import what a task names, as in
 a cluster started in the batch's process). On standard output, one JSON line: ``{"address": ...}``, or
-``{"error": ...}`` where the cluster did not start. Then it waits for its standard input to close (the
+``{"error": ...}`` where the cluster did not start (where the batch is gone by then, nothing, and it closes the
+cluster: ``_say``). Then it waits for its standard input to close (the
 batch is done, or gone: a process's pipes close as it dies, however it dies), and closes the cluster.
 (Not ``PR_SET_PDEATHSIG``: it fires when the *thread* that started this process ends, and the batch
 starts it from a thread of its own that ends at once.)
@@ -46,14 +47,26 @@ def main() -> int:
         cluster = LocalCluster(n_workers=request["workers"], threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=False if configured else 40)
     except Exception as exc:  # noqa: BLE001 - said to the batch, which raises it where it waits for the cluster
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        _say({"error": f"{type(exc).__name__}: {exc}"})
         return 1
-    print(json.dumps({"address": cluster.scheduler_address}), flush=True)
     try:
-        sys.stdin.buffer.read()  # until the batch closes it, or ends
+        if _say({"address": cluster.scheduler_address}):
+            sys.stdin.buffer.read()  # until the batch closes it, or ends
     finally:
         cluster.close(timeout=20)
     return 0
+
+
+def _say(line: dict) -> bool:
+    """Write ``line`` to the batch; ``False`` where the batch is gone (Ctrl-C'd as the cluster started: it stopped
+    reading, and a ``BrokenPipeError`` traceback on the standard error it shares with the batch was the last thing
+    the user saw). Standard output then points at ``/dev/null``, so that Python's flush at exit says nothing either."""
+    try:
+        print(json.dumps(line), flush=True)
+        return True
+    except (BrokenPipeError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
 
 
 if __name__ == "__main__":
