@@ -288,15 +288,18 @@ def _batch(klass_folder, out, *extra: str, **popen) -> subprocess.Popen:
                             text=True, **popen)
 
 
-@pytest.mark.parametrize("after_s, executor", [(1.0, "local"), (4.0, "local"), (12.0, "local"), (4.0, "dask"),
-                                               (12.0, "dask")])
+@pytest.mark.parametrize("after_s, executor", [(0.0, "local"), (1.0, "local"), (4.0, "local"), (12.0, "local"),
+                                               (4.0, "dask"), (12.0, "dask")])
 def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processes(klass, after_s, executor):
     """At each moment (workers starting, the first students' hosts starting, students graded): the batch ends
     within 10 s with status 130, every process it started ends, and it says how to resume, with no traceback:
     the terminal's Ctrl-C reaches a local Dask cluster's worker processes too (they are in its process group),
     and the batch, not they, stops them. Each moment is ``after_s`` but never before the batch has started its
     first process: under load the command still imported its modules 1 s in, and Ctrl-C then ended it with the
-    startup's one line, as it should (test_ctrl_c_while_the_command_still_imports_ends_it_with_one_line)."""
+    startup's one line, as it should (test_ctrl_c_while_the_command_still_imports_ends_it_with_one_line). From its
+    first process on (0.0: the sandbox probed, the download read, before the class is planned) it says how to
+    resume: under load (a run of the suite beside another) Ctrl-C 1 s in came before the plan, and the batch said
+    only ``grade: interrupted``."""
     if executor == "dask":
         pytest.importorskip("distributed", reason="the batch extra is not installed: pip install -e '.[batch]'")
     klass_folder, out = klass

@@ -97,24 +97,25 @@ def batch_cmd(submissions: Path, layout: str, assignment: str, gradebook: Path |
                            force=force, lang=lang, layout=layout, assignment=assignment, gradebook=gradebook,
                            teams=teams, similarity=similarity,
                            sign_key=signing_key(sign_key, lang, limits.sandbox) if sign_key is not None else None)
-    if scheduler is None:  # graded on this machine: the chapter's programs built once, first
-        _build_once(chapter, limits.sandbox, words)
-    display = _Display(words, options)
-    executor = make_executor(options)
-    if executor_name(executor) == "dask":
-        executor.on_dashboard = lambda url: display.say(T("batch.ui.dashboard", url=url,
-                                                          log=str(Path(out) / DASK_LOG)))
     try:
+        if scheduler is None:  # graded on this machine: the chapter's programs built once, first
+            _build_once(chapter, limits.sandbox, words)
+        display = _Display(words, options)
+        executor = make_executor(options)
+        if executor_name(executor) == "dask":
+            executor.on_dashboard = lambda url: display.say(T("batch.ui.dashboard", url=url,
+                                                              log=str(Path(out) / DASK_LOG)))
         with display, dask_logs(Path(out) / DASK_LOG, verbose=verbose, dask=executor_name(executor) == "dask"):
             result = run_batch(submissions, options, executor=executor, on_plan=display.plan, on_result=display.row)
     except BatchError as exc:
         raise UserError(words(exc.text)) from None
     except KeyboardInterrupt as stop:
         partial = getattr(stop, "result", None)
-        if partial is None:
-            raise
-        click.echo(words(T("batch.ui.interrupted", done=len(partial.graded) + len(partial.skipped),
-                           total=len(partial.rows), out=str(out))), err=True)
+        if partial is None:  # before the class was planned (the sandbox probed, the download read, the build)
+            click.echo(words(T("batch.ui.interrupted_early", out=str(out))), err=True)
+        else:
+            click.echo(words(T("batch.ui.interrupted", done=len(partial.graded) + len(partial.skipped),
+                               total=len(partial.rows), out=str(out))), err=True)
         sys.exit(130)
     problems = sum(r.status != "completed" for r in result.rows)
     lost = getattr(executor, "workers_lost", 0)
