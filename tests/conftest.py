@@ -25,6 +25,11 @@ os.environ.setdefault("GRADER_SEEDS_AHEAD", "0")
 # No warm service between a test's gradings (each test sees the processes its own grading starts, and none
 # outlives it): tests/test_warm_service.py starts them on purpose.
 os.environ.setdefault("GRADER_WARM_S", "0")
+# The width the grader writes for is the terminal's, or COLUMNS where set (shutil.get_terminal_size): the tests that
+# read lines of its output set the width they read at; none takes it from the shell that ran pytest (a shell that
+# exports COLUMNS, or pytest-xdist's workers, which set COLUMNS=80, wrapped a line test_release.py reads whole).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"
