@@ -207,7 +207,11 @@ def test_a_classmate_loads_what_the_class_compiler_compiled_with_the_same_verdic
     assert class_dir is not None
     before = {p.name for p in class_dir.iterdir()}
     klass = tmp_path / "class"
-    for name, text in (("a-first", ALT), ("b-second", ALT), ("c-hostile", _hostile(class_dir))):
+    # the first student's job asks for its programs once the class's compiler is ready: its import rests 4 s (the
+    # compiler's host imports JAX as the batch starts, and under load, a run of the suite beside another, a job that
+    # asked at once waited its 2 s and compiled its programs itself)
+    resting = "import time\ntime.sleep(4)\n" + ALT
+    for name, text in (("a-first", resting), ("b-second", ALT), ("c-hostile", _hostile(class_dir))):
         made = make_submission(tmp_path / f"tmp-{name}", {"ex02_where": text})
         klass.mkdir(exist_ok=True)
         made.rename(klass / name)

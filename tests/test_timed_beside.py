@@ -30,7 +30,9 @@ def test_a_process_and_all_its_threads_move_but_the_jobs_kept_apart():
                                      "[threading.Thread(target=time.sleep, args=(3,)).start() for _ in range(2)]; "
                                      "time.sleep(3)"])
         moved, kept = child(), child()
-        time.sleep(0.5)
+        end = time.monotonic() + 20  # each has started its two threads (0.5 s was too short under load)
+        while time.monotonic() < end and any(len(os.listdir(f"/proc/{{p.pid}}/task")) < 3 for p in (moved, kept)):
+            time.sleep(0.02)
         def masks(pid):
             return {{tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir(f"/proc/{{pid}}/task")}}
         ok = set_cores({{moved.pid: "moved", kept.pid: "timed"}}, [{CPUS[0]}], ["timed"])

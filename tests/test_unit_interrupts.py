@@ -207,9 +207,8 @@ IMPORTING_WHEN_INTERRUPTED = """
     t0 = time.monotonic()
     try:
         import busy
-        print("imported:", busy.DONE)
-        time.sleep(3)
-        print("not interrupted")
+        time.sleep(3)  # the interrupt comes here, at any moment once the import is done (a loaded machine's
+        print("not interrupted")  # first moment: a print after the import was cut in two)
     except KeyboardInterrupt:
         print("interrupted:", "busy" in sys.modules, round(time.monotonic() - t0) <= 2)
     print("import lock held:", _imp.lock_held())
@@ -227,7 +226,7 @@ DONE = True
 
 
 @pytest.mark.parametrize("handler, printed", [
-    ("interrupts.on_sigint", ["imported: True", "interrupted: True True", "import lock held: False"]),
+    ("interrupts.on_sigint", ["interrupted: True True", "import lock held: False"]),
     ("signal.default_int_handler", ["interrupted: False True", "import lock held: False"]),
 ], ids=["the grader's", "Python's"])
 def test_ctrl_c_during_an_import_in_the_main_thread_comes_once_the_import_is_done(tmp_path, handler, printed):
