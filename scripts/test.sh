@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --fast: the everyday tier, the tests not marked slow (the grader's units, structure, messages,
-# reports, single exercises in child processes; no whole chapter, batch, kernel or browser): 1865
+# reports, single exercises in child processes; no whole chapter, batch, kernel or browser): 1866
 # tests in about four minutes on 2 cores. The whole suite is the default, and what CI runs.
 fast=()
 if [ "${1:-}" = "--fast" ]; then
@@ -37,4 +37,7 @@ constraints=$(mktemp)
 sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\) --hash=.*/\1/p' grader/authoring/gradescope-lock.txt | grep -v '^uv==' > "$constraints"
 .venv/bin/python -m pip install -q -e '.[test]' -c "$constraints"
 rm -f "$constraints"
-exec .venv/bin/python -m pytest -q "${fast[@]}" "$@"
+# Two workers (pytest-xdist), a test file each at a time (--dist loadfile: a module's fixtures, such as the
+# variants' gradings, are made once): a test waits on its processes (a Ctrl-C's moment, a kernel, pip) for much of
+# the suite, and the other worker's test uses the core meanwhile. `-n 0` after the command runs them in turn.
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "${fast[@]}" "$@"
