@@ -138,3 +138,24 @@ def test_ctrl_c_inside_a_class_being_made_is_an_interruption_not_a_grader_error(
     assert app.main(["check", "somewhere"]) == 130
     err = capsys.readouterr().err
     assert "grade: interrupted" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("lang, says", [("en", "interrupted before this run graded any student"),
+                                        ("zh", "已中断：本次运行尚未为任何学生评分")])
+def test_ctrl_c_before_a_batch_is_planned_says_how_to_resume(monkeypatch, capsys, tmp_path, lang, says):
+    """Ctrl-C while the batch probes the sandbox and reads the download (before run_batch has a partial result) is
+    the batch's own line, how to resume, and 130: under load tests/test_ctrl_c.py's Ctrl-C 1 s in landed there, and
+    the batch said only ``grade: interrupted``."""
+    import grader.batch.run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grader.batch.run, "run_batch", interrupted)
+    monkeypatch.setenv("GRADER_BUILD", "0")
+    klass = tmp_path / "class"
+    (klass / "ann").mkdir(parents=True)
+    code = main(["batch", str(klass), "--chapter", "ch4", "--out", str(tmp_path / "out"), "--lang", lang])
+    err = capsys.readouterr().err
+    assert code == 130 and says in err and str(tmp_path / "out") in err and "Traceback" not in err, err
+    assert "grade: interrupted" not in err
