@@ -14,12 +14,15 @@ files) apply in every case.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 from grader.i18n import T, Text
@@ -59,15 +62,37 @@ def bwrap_works() -> str | None:
     exe = shutil.which("bwrap")
     if not exe:
         return None
+    status = _to_its_end([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+                          "--unshare-net", "--die-with-parent", "true"], timeout=10)
+    return exe if status == 0 else None
+
+
+def _to_its_end(argv: list[str], timeout: float) -> int | None:
+    """The probe's status: run in a session of its own and waited for, a Ctrl-C included (raised after it);
+    ``None`` when it could not start or ran past ``timeout`` (its session killed). Interrupted as it starts,
+    bubblewrap leaves its inner process (PID 1 of its namespace, deaf to the terminal's SIGINT) orphaned:
+    bubblewrap.c ``handle_die_with_parent`` sets ``PR_SET_PDEATHSIG`` without looking whether the parent is
+    still there (seen as ``nobody``: a ``bwrap`` left in ``do_wait`` after ``grade batch`` had ended)."""
     try:
-        proc = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--unshare-net", "--die-with-parent", "true"],
-            capture_output=True, timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
         return None
-    return exe if proc.returncode == 0 else None
+    deadline, interrupted = time.monotonic() + timeout, False
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            break
+        except KeyboardInterrupt:  # it takes milliseconds: let it end, then go on with the interrupt
+            interrupted = True
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its session: bubblewrap's inner process with it
+        proc.wait()
+    if interrupted:
+        raise KeyboardInterrupt
+    return proc.returncode if proc.returncode >= 0 else None
 
 
 def reachable_by_others(path: Path) -> bool:
