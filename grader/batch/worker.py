@@ -43,6 +43,9 @@ INTERRUPTED = 130
 #: the most the worker's scratch folder in memory holds (every job's folder, its XLA dump, the
 #: students' modules): a job that fills it meets a full disk, never the machine's memory
 SCRATCH_BYTES = 2 << 30
+#: the folder the batch made for a worker's scratch to be mounted on: in the batch's own view an empty folder,
+#: which it removes once the worker has ended, however it ended (a killed worker cannot remove it)
+SCRATCH_ENV = "GRADER_WORKER_SCRATCH"
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
@@ -65,7 +68,8 @@ def private_scratch() -> Path | None:
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="grade-worker-"))
+    given = os.environ.get(SCRATCH_ENV)  # made by the batch, which removes it once the worker is gone
+    folder = Path(given) if given and os.path.isdir(given) else Path(tempfile.mkdtemp(prefix="grade-worker-"))
     options = f"size={SCRATCH_BYTES},mode=0755".encode()
     if libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         folder.rmdir()
@@ -244,10 +248,16 @@ class WorkerProcess:
         self._sent: tuple | None = None
         self._lock = threading.Lock()
         self.interrupted = False
+        self._scratch: Path | None = None
 
     def _start(self) -> subprocess.Popen:
+        self._reaped()  # the worker before it (ended, or there would be no new one)
+        env = dict(os.environ)
+        if os.geteuid() == 0:  # where its scratch is mounted (private_scratch): removed by _reaped
+            self._scratch = Path(tempfile.mkdtemp(prefix="grade-worker-"))
+            env[SCRATCH_ENV] = str(self._scratch)
         proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
         self._lines, self._errors = queue.Queue(), []
         threading.Thread(target=_read_lines, args=(proc.stdout, self._lines), daemon=True,
                          name="batch-worker-output").start()
@@ -328,6 +338,7 @@ class WorkerProcess:
         except (OSError, subprocess.TimeoutExpired):
             _kill_group(proc)
             proc.wait()
+        self._reaped()
 
     def _end(self, how: int | None) -> int | None:
         proc, self.proc = self.proc, None
@@ -341,7 +352,18 @@ class WorkerProcess:
             _kill_group(proc)
             code = proc.wait()
         _kill_group(proc)  # what it started, if anything is left
+        self._reaped()
         return code
+
+    def _reaped(self) -> None:
+        """The worker is gone: remove the folder its scratch was mounted on (its tmpfs went with its mount
+        namespace; a worker that was killed left the empty folder in the system's temporary folder)."""
+        scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            try:
+                scratch.rmdir()
+            except OSError:
+                pass
 
     def _last_error(self, code: int | None) -> str:
         time.sleep(0.05)  # its last words may still be on their way
