@@ -65,6 +65,20 @@ def _gone_soon(pids: set[int], within_s: float = 3.0) -> set[int]:
     return alive(pids)
 
 
+def _described(pids: set[int]) -> dict[int, str]:
+    """Each of ``pids`` as ``/proc`` shows it: its state, parent, session and command line (for a failure's message)."""
+    said = {}
+    for pid in sorted(pids):
+        try:
+            stat = open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace").read()
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        said[pid] = f"state {fields[0]} parent {fields[1]} session {fields[3]}: {argv[:200]}"
+    return said
+
+
 def _own_group() -> None:
     """The grader leads a process group of its own, as a shell's foreground job does."""
     sigint_as_at_a_terminal()
@@ -322,7 +336,8 @@ def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processe
         pytest.fail(f"the batch still ran 10 s after Ctrl-C (sent {after_s} s in): {err[-1500:]!r}")
     took = time.monotonic() - sent
     assert process.returncode == 130, (process.returncode, err[-2000:])
-    assert _gone_soon(started) == set(), "processes the batch started outlived it"
+    left = _gone_soon(started)
+    assert left == set(), f"processes the batch started outlived it: {_described(left)}"
     assert "Traceback" not in err and "run the same command again to resume" in err, err[-2000:]
     print(f"batch: Ctrl-C {after_s} s in: ended in {took:.2f} s ({len(started)} processes under it)")
 

@@ -1,17 +1,17 @@
 """The sandbox probe (``grader.runner.sandbox.bwrap_works``) and a Ctrl-C that lands while it runs.
 
-The grader asks bubblewrap once whether it can create namespaces here (``bwrap ... --unshare-pid
---die-with-parent true``). bubblewrap forks: the outer process waits, the inner one is PID 1 of a new PID
-namespace, deaf to the terminal's SIGINT (the kernel delivers to a namespace's init only the signals it
-handles), and asks for its parent-death signal only once it runs (bubblewrap.c ``handle_die_with_parent``:
-``prctl(PR_SET_PDEATHSIG, SIGKILL)``, no look at whether the parent is still there). A Ctrl-C at the
-terminal, sent to the whole foreground process group, killed the outer one (or ``subprocess.run`` killed
-it as the interrupt reached Python) before that: seen as ``nobody``, a ``bwrap`` left sleeping in
-``do_wait`` after ``grade batch`` had said it was interrupted.
+The grader asks bubblewrap once whether it can create namespaces here (``bwrap ... --unshare-pid true``).
+bubblewrap forks: the outer process waits, the inner one is PID 1 of a new PID namespace, deaf to the terminal's
+SIGINT (the kernel delivers to a namespace's init only the signals it handles). A Ctrl-C at the terminal, sent to
+the whole foreground process group, killed the outer one as the probe started (or ``subprocess.run`` killed it as
+the interrupt reached Python), and the inner one stayed for good (bubblewrap.c ``handle_die_with_parent`` sets
+``PR_SET_PDEATHSIG`` without looking whether the parent is still there): seen as ``nobody``, a ``bwrap`` left
+sleeping in ``do_wait`` after ``grade batch`` had said it was interrupted; measured below, 12 in 100 interrupts.
 
-So the probe runs in a session of its own, out of the terminal's reach, and is waited for (it takes
-milliseconds) before the interrupt goes on. A stand-in ``bwrap`` on ``PATH`` makes the moment exact: it
-takes a second, so the Ctrl-C surely lands while it runs.
+So the probe runs in a session of its own, out of the terminal's reach, is waited for (it takes milliseconds)
+before the interrupt goes on, and has no ``--die-with-parent`` (an interrupt inside ``subprocess.Popen`` leaves it
+unwaited-for: it ends on its own). A stand-in ``bwrap`` on ``PATH`` makes the moment exact: it takes a second,
+so the Ctrl-C surely lands while it runs.
 """
 from __future__ import annotations
 
@@ -120,13 +120,12 @@ def test_the_probe_says_what_bubblewrap_does_here():
     if exe is None:
         assert found is None
         return
-    by_hand = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-                              "--unshare-net", "--die-with-parent", "true"], capture_output=True, timeout=30)
+    by_hand = subprocess.run(sandbox.probe_argv(exe), capture_output=True, timeout=30)
     assert (found == exe) == (by_hand.returncode == 0)
 
 
 def _probes_alive() -> list[int]:
-    """Live processes running the probe's command line (zombies, left for init to reap, aside)."""
+    """Live processes running a probe's command line, ``bwrap ... true`` (zombies, left for init to reap, aside)."""
     alive = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -136,7 +135,7 @@ def _probes_alive() -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if argv[0].endswith(b"bwrap") and argv[-3:-1] == [b"--die-with-parent", b"true"] and state != "Z":
+        if argv[0].endswith(b"bwrap") and argv[-2:] == [b"true", b""] and state != "Z":
             alive.append(int(entry.name))
     return alive
 
@@ -144,9 +143,10 @@ def _probes_alive() -> list[int]:
 @pytest.mark.slow
 @pytest.mark.skipif(sandbox.bwrap_works() is None, reason="bubblewrap cannot create namespaces on this machine")
 def test_ctrl_c_at_random_moments_of_the_real_probe_leaves_no_bubblewrap(tmp_path):
-    """The real bubblewrap, interrupted 100 times at a moment drawn in its first 10 ms. Before the probe had a
-    session of its own, 2 of 60 such interrupts left an inner ``bwrap`` alive for good (it ignores SIGTERM;
-    only SIGKILL ends it)."""
+    """The real bubblewrap, interrupted 100 times at a moment drawn in its first 10 ms: the grader ends each time,
+    and no probe is left. Before the probe had a session of its own, 12 of 100 such interrupts (2 of 60 in another
+    run) left an inner ``bwrap`` alive for good (it ignores SIGTERM; only SIGKILL ends it); waited for with
+    ``Popen.wait``, an interrupt could leave its lock held and the grader hung (2 runs in 3)."""
     before = set(_probes_alive())
     script = "from grader.runner import sandbox; print('go', flush=True); sandbox.bwrap_works()"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -159,8 +159,14 @@ def test_ctrl_c_at_random_moments_of_the_real_probe_leaves_no_bubblewrap(tmp_pat
             child.stdout.readline()
             time.sleep(rng.uniform(0, 0.01))
             os.killpg(child.pid, signal.SIGINT)
-            child.wait(timeout=30)
-            child.stdout.close()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                pytest.fail("the grader still waited 30 s after a Ctrl-C during the probe")
+            finally:
+                child.stdout.close()
         time.sleep(0.5)
         left = sorted(set(_probes_alive()) - before)
         assert not left, f"{len(left)} probe(s) outlived the interrupted grader"
@@ -168,3 +174,27 @@ def test_ctrl_c_at_random_moments_of_the_real_probe_leaves_no_bubblewrap(tmp_pat
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sandbox.bwrap_works() is None, reason="bubblewrap cannot create namespaces on this machine")
+def test_a_probe_whose_grader_is_gone_as_it_starts_ends_on_its_own():
+    """The interrupt may also come while ``subprocess.Popen`` is still starting the probe (after its fork, before
+    the probe leads its own session): it leaves ``Popen`` with the probe unwaited-for, and the grader exits. The
+    probe has no ``--die-with-parent``: nothing kills it halfway, and it ends on its own. A grader that exits within
+    5 ms of starting the probe, 60 times: no probe is left."""
+    import shutil
+
+    argv = sandbox.probe_argv(shutil.which("bwrap"))
+    script = ("import os, subprocess, sys, time; subprocess.Popen({argv!r}, start_new_session=True); "
+              "time.sleep(float(sys.argv[1])); os._exit(0)").format(argv=argv)
+    rng = random.Random(5)
+    before = set(_probes_alive())
+    for _ in range(60):
+        subprocess.run([sys.executable, "-c", script, str(rng.uniform(0, 0.005))], timeout=30)
+    time.sleep(0.5)
+    left = sorted(set(_probes_alive()) - before)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"{len(left)} probe(s) outlived the grader that started them"
