@@ -304,7 +304,7 @@ def _batch(klass_folder, out, *extra: str, **popen) -> subprocess.Popen:
 
 @pytest.mark.parametrize("after_s, executor", [(0.0, "local"), (1.0, "local"), (4.0, "local"), (12.0, "local"),
                                                (4.0, "dask"), (12.0, "dask")])
-def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processes(klass, after_s, executor):
+def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processes(klass, after_s, executor, tmp_path):
     """At each moment (workers starting, the first students' hosts starting, students graded): the batch ends
     within 10 s with status 130, every process it started ends, and it says how to resume, with no traceback:
     the terminal's Ctrl-C reaches a local Dask cluster's worker processes too (they are in its process group),
@@ -313,13 +313,13 @@ def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processe
     startup's one line, as it should (test_ctrl_c_while_the_command_still_imports_ends_it_with_one_line). From its
     first process on (0.0: the sandbox probed, the download read, before the class is planned) it says how to
     resume: under load (a run of the suite beside another) Ctrl-C 1 s in came before the plan, and the batch said
-    only ``grade: interrupted``."""
+    only ``grade: interrupted``. No folder a worker's scratch was mounted on is left in the temporary folder."""
     if executor == "dask":
         pytest.importorskip("distributed", reason="the batch extra is not installed: pip install -e '.[batch]'")
     klass_folder, out = klass
     began = time.monotonic()
     process = _batch(klass_folder, out, *(("--executor", "dask") if executor == "dask" else ()),
-                     preexec_fn=_own_group)
+                     preexec_fn=_own_group, env={**os.environ, "TMPDIR": str(tmp_path)})
     while not descendants(process.pid) and process.poll() is None and time.monotonic() < began + 120:
         time.sleep(0.02)
     time.sleep(max(0.0, began + after_s - time.monotonic()))
@@ -338,6 +338,9 @@ def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processe
     assert process.returncode == 130, (process.returncode, err[-2000:])
     left = _gone_soon(started)
     assert left == set(), f"processes the batch started outlived it: {_described(left)}"
+    # a worker's scratch is mounted on a folder of the temporary folder: none is left (before, workers started
+    # while the reference ran were left to die with the batch, and their folders stayed)
+    assert sorted(p.name for p in tmp_path.glob("grade-worker-*")) == []
     assert "Traceback" not in err and "run the same command again to resume" in err, err[-2000:]
     print(f"batch: Ctrl-C {after_s} s in: ended in {took:.2f} s ({len(started)} processes under it)")
 

@@ -93,6 +93,17 @@ class LocalExecutor:
             for worker in self._workers:
                 worker.close()
 
+    def stop(self) -> None:
+        """The batch was interrupted (whether or not :meth:`run` had begun): every worker told to stop, then
+        waited for (each stops its hosts; :meth:`WorkerProcess.close` removes the folder its scratch was
+        mounted on). Interrupted while the reference ran, the workers :meth:`prepare` started were left to end
+        with the batch, their folders in the system's temporary folder."""
+        self._stopping.set()
+        for worker in list(self._workers):
+            worker.interrupt()
+        for worker in list(self._workers):
+            worker.close()
+
     def _one(self, payload: dict, reference: dict | None, timeout_s: float) -> dict:
         if self._stopping.is_set():
             return failure("interrupted", "interrupted")
@@ -190,6 +201,11 @@ class DaskExecutor:
                         and future.status == "finished"}
         except Exception:  # noqa: BLE001 - warming only saves time: the first task starts what it needs
             return {}
+
+    def stop(self) -> None:
+        """The batch was interrupted: nothing to do here. :meth:`run` cancels its tasks and closes the cluster; a
+        cluster still starting closes itself as the batch ends (its host reads the batch's end on its standard
+        input: :class:`ClusterHost`)."""
 
     def run(self, tasks: list[tuple[str, dict]], reference: dict | None, timeout_s: float,
             on_result: OnResult) -> None:

@@ -239,6 +239,7 @@ def _run(klass: layouts.Klass, chapter: Chapter, selected: list, options: BatchO
             executor.run(tasks, shipped, options.timeout_s + WORKER_SLACK_S, collect)
         except KeyboardInterrupt as stop:
             result.interrupted = True
+            executor.stop()  # its workers, also when the interrupt came before they had a student
             for name, _ in tasks:
                 rows.setdefault(name, gradebook.row_from_failure(by_key[name].name, "interrupted",
                                                                  words(T("batch.row.interrupted"))))

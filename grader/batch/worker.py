@@ -23,6 +23,7 @@ worker that died or hung is replaced for the next student.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import queue
@@ -191,12 +192,16 @@ def main() -> int:
     # a Ctrl-C (and the parent's death, below) interrupts it, though a local Dask worker that started it ignores
     # SIGINT (grader.batch.cluster_host), and Python keeps a signal ignored at its start ignored
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # held until the try below can leave what it sets up: interrupted in the middle of its imports (the parent's
+    # death, a Dask worker stopped as its cluster closes), it left the folder its scratch was to be mounted on
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     _stop_with_parent()
     from grader.grading import Interrupted
 
     scratch = private_scratch()
     state = _State(scratch)
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one that came meanwhile is raised here
         for line in sys.stdin:
             order = json.loads(line)
             word = word_of(order, ToWorker)  # a word it does not know ends the worker at once (ProtocolError)
@@ -216,6 +221,9 @@ def main() -> int:
         state.close()
         if scratch is not None:  # its tmpfs goes with this mount namespace; the empty folder under it stays
             _leave(scratch)
+        elif os.environ.get(SCRATCH_ENV):  # the batch made it, and no tmpfs could be mounted on it
+            with contextlib.suppress(OSError):
+                os.rmdir(os.environ[SCRATCH_ENV])
     return 0
 
 
