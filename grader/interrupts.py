@@ -65,11 +65,25 @@ def _in_the_import_machinery(frame: FrameType | None) -> bool:
     return False
 
 
+def _starting_a_process(frame: FrameType | None) -> bool:
+    """Inside ``subprocess.Popen``'s constructor: raised there after its fork, the interrupt leaves a process
+    running that whoever started it never learns of (no ``Popen`` object: nobody waits for it, kills it or removes
+    what was made for it; seen as a batch worker's scratch folder left in ``/tmp``)."""
+    import subprocess
+
+    while frame is not None:
+        if frame.f_code.co_filename == subprocess.__file__ and frame.f_code.co_name in ("__init__", "_execute_child"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def on_sigint(signum: int, frame: FrameType | None) -> None:
     """SIGINT's handler for the grader's processes: ``KeyboardInterrupt``, as Python's own, but never inside
-    ``importlib._bootstrap``'s code, where it would leave an import lock held or be lost (see the module):
-    there it comes again 20 ms later, until the main thread has left it (or :data:`DEFER_AT_MOST_S`)."""
-    if _in_the_import_machinery(frame):
+    ``importlib._bootstrap``'s code, where it would leave an import lock held or be lost (see the module), nor
+    inside ``subprocess.Popen``'s constructor (:func:`_starting_a_process`): there it comes again 20 ms later,
+    until the main thread has left it (or :data:`DEFER_AT_MOST_S`)."""
+    if _in_the_import_machinery(frame) or _starting_a_process(frame):
         now = time.monotonic()
         if not _deferred_since:
             _deferred_since.append(now)

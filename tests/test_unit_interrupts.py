@@ -262,3 +262,34 @@ def test_a_program_that_calls_main_is_never_ended_by_it(tmp_path):
         stuck.set()
     """, timeout=30)
     assert (done.returncode, done.stdout) == (0, "returned 130\n"), done.stderr
+
+
+STARTING_WHEN_INTERRUPTED = """
+    import os, signal, subprocess, sys, threading, time
+    from grader import interrupts
+
+    signal.signal(signal.SIGINT, {handler})
+    main = threading.main_thread().ident
+    threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+    started = None
+    try:  # the child execs only 0.6 s in: Popen waits for it, and the Ctrl-C comes meanwhile
+        started = subprocess.Popen(["true"], preexec_fn=lambda: time.sleep(0.6))
+        time.sleep(3)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted, the process known:", started is not None)
+    if started is not None:
+        started.wait()
+"""
+
+
+@pytest.mark.parametrize("handler, printed", [
+    ("interrupts.on_sigint", "interrupted, the process known: True"),
+    ("signal.default_int_handler", "interrupted, the process known: False"),
+], ids=["the grader's", "Python's"])
+def test_ctrl_c_while_a_process_starts_comes_once_its_popen_is_known(tmp_path, handler, printed):
+    """Raised inside ``subprocess.Popen`` after its fork, an interrupt leaves a running process that nobody knows
+    of (a batch worker's scratch folder was left so); the grader's handler lets the constructor return first
+    (Python's own raises inside it: the second case, for contrast)."""
+    done = _run(tmp_path, STARTING_WHEN_INTERRUPTED.format(handler=handler))
+    assert done.stdout.splitlines() == [printed], done.stderr

@@ -68,3 +68,22 @@ def test_a_worker_started_again_after_a_crash_gets_a_folder_of_its_own(tmp_path,
     assert not first.exists(), "the dead worker's folder was left when the next one started"
     process.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_whose_start_was_interrupted_leaves_no_folder(tmp_path, monkeypatch):
+    """A Ctrl-C inside ``subprocess.Popen`` as the batch starts a worker: ``proc`` is never set, and the folder made
+    for the worker's scratch was left (seen in the full suite: a batch Ctrl-C'd at its first process, 2 runs in 2)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers.subprocess, "Popen", interrupted)
+    process = workers.WorkerProcess()
+    with pytest.raises(KeyboardInterrupt):
+        process.warm({})
+    assert process.proc is None and len(list(tmp_path.glob("grade-worker-*"))) == 1
+    process.interrupt()
+    process.close()  # as the batch's executor stops it
+    assert list(tmp_path.iterdir()) == []

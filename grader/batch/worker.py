@@ -338,7 +338,8 @@ class WorkerProcess:
     def close(self) -> None:
         """Let the worker finish and exit (it stops its hosts); kill it if it does not."""
         proc, self.proc = self.proc, None
-        if proc is None:
+        if proc is None:  # none, or its start interrupted (a Ctrl-C inside Popen): the folder made for it goes
+            self._reaped()
             return
         try:
             proc.stdin.close()
@@ -351,6 +352,7 @@ class WorkerProcess:
     def _end(self, how: int | None) -> int | None:
         proc, self.proc = self.proc, None
         if proc is None:
+            self._reaped()
             return None
         if how is not None:
             _kill_group(proc)
