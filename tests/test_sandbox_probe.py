@@ -29,7 +29,7 @@ import pytest
 
 from conftest import ROOT
 
-from grader.runner import sandbox
+from grader.runner import bwrap_probe, sandbox
 
 #: a stand-in for bubblewrap: says it started (its pid and session), takes a second, says it ended
 FAKE_BWRAP = """#!/bin/sh
@@ -99,7 +99,7 @@ sleep 60
     bin_dir = _fake_bwrap(tmp_path, body)
     os.environ["PROBE_DIR"] = str(tmp_path)
     try:
-        status = sandbox._to_its_end([str(bin_dir / "bwrap")], timeout=1.0)
+        status = bwrap_probe._to_its_end([str(bin_dir / "bwrap")], timeout=1.0)
     finally:
         del os.environ["PROBE_DIR"]
     assert status is None
@@ -120,7 +120,7 @@ def test_the_probe_says_what_bubblewrap_does_here():
     if exe is None:
         assert found is None
         return
-    by_hand = subprocess.run(sandbox.probe_argv(exe), capture_output=True, timeout=30)
+    by_hand = subprocess.run(bwrap_probe.probe_argv(exe), capture_output=True, timeout=30)
     assert (found == exe) == (by_hand.returncode == 0)
 
 
@@ -185,7 +185,7 @@ def test_a_probe_whose_grader_is_gone_as_it_starts_ends_on_its_own():
     5 ms of starting the probe, 60 times: no probe is left."""
     import shutil
 
-    argv = sandbox.probe_argv(shutil.which("bwrap"))
+    argv = bwrap_probe.probe_argv(shutil.which("bwrap"))
     script = ("import os, subprocess, sys, time; subprocess.Popen({argv!r}, start_new_session=True); "
               "time.sleep(float(sys.argv[1])); os._exit(0)").format(argv=argv)
     rng = random.Random(5)

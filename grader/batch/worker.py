@@ -44,8 +44,7 @@ INTERRUPTED = 130
 #: the most the worker's scratch folder in memory holds (every job's folder, its XLA dump, the
 #: students' modules): a job that fills it meets a full disk, never the machine's memory
 SCRATCH_BYTES = 2 << 30
-#: the folder the batch made for a worker's scratch to be mounted on: in the batch's own view an empty folder,
-#: which it removes once the worker has ended, however it ended (a killed worker cannot remove it)
+#: the folder the batch made for a worker's scratch, removed by the batch once the worker ends however it ended
 SCRATCH_ENV = "GRADER_WORKER_SCRATCH"
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
@@ -370,10 +369,8 @@ class WorkerProcess:
         namespace; a worker that was killed left the empty folder in the system's temporary folder)."""
         scratch, self._scratch = self._scratch, None
         if scratch is not None:
-            try:
+            with contextlib.suppress(OSError):
                 scratch.rmdir()
-            except OSError:
-                pass
 
     def _last_error(self, code: int | None) -> str:
         time.sleep(0.05)  # its last words may still be on their way
