@@ -128,9 +128,9 @@ class ExerciseSpec:
     preload: tuple[str, ...] = ()
     #: run JAX's CPU client with synchronous dispatch in this exercise's jobs (timing)
     sync_cpu_dispatch: bool = False
-    #: compile this exercise's programs with XLA's classic CPU emitters (less CPU, the same values
-    #: but for the last bits of some sums: :mod:`grader.child.quick_compile`); by default, unless
-    #: the exercise times what it compiles
+    #: compile this exercise's programs with XLA's classic CPU emitters, unoptimized (a fifth of the
+    #: CPU, the same values but for their last bits: :mod:`grader.child.quick_compile`); by default,
+    #: unless the exercise times what it compiles
     quick_compile: bool = False
     #: the bar of a speed-up check: this fraction of the reference's gain (``speedup - 1``)
     speedup_fraction: float = 0.5

@@ -1,14 +1,16 @@
-"""An exercise that times nothing compiles its programs with XLA's classic CPU emitters
-(:mod:`grader.child.quick_compile`): the same values bit for bit, the same lowered program, the
-same cost analysis, keyed apart from programs compiled the default way; what is timed is
-compiled as JAX compiles it by default; a jaxlib that does not know the option compiles without it.
+"""An exercise that times nothing compiles its programs with XLA's classic CPU emitters, at LLVM's
+optimization level 0 (:mod:`grader.child.quick_compile`): the same values to their last bits, the
+same lowered program, the same cost analysis, keyed apart from programs compiled the default way;
+what is timed is compiled as JAX compiles it by default; a jaxlib that does not know an option
+compiles without it.
 
-XLA's CPU compiler reads the option from the module's ``DebugOptions``
+XLA's CPU compiler reads the options from the module's ``DebugOptions``
 (openxla/xla ``xla/service/cpu/cpu_compiler.cc``: ``CpuCompiler::RunHloPassesThroughLayoutAssn``
 and ``RunHloPassesAfterLayoutAssn`` read ``debug_options().xla_cpu_use_fusion_emitters()``;
-without the emitters a scatter is expanded into a loop, and a fusion is emitted as LLVM IR); a
-compile is given it among its options (``CompileOptions.env_option_overrides``, which XLA
-refuses by name when it does not know it: "No such compile option"), and JAX hashes those
+without the emitters a scatter is expanded into a loop, and a fusion is emitted as LLVM IR;
+``CodeGenOptLevel`` reads ``xla_backend_optimization_level()`` for the JIT, ``SimpleOrcJIT::Create``); a
+compile is given them among its options (``CompileOptions.env_option_overrides``, which XLA
+refuses by name when it does not know one: "No such compile option"), and JAX hashes those
 options into a program's cache key (``jax/_src/cache_key.py``,
 ``_hash_serialized_compile_options``). JAX makes the options for every compile in
 ``jax/_src/compiler.py`` ``get_compile_options`` and hands them to ``compile_or_get_cached``,
@@ -23,6 +25,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -90,12 +93,14 @@ _SCRIPT = """
         return jnp.sum(jnp.exp(x) * x + x * x)
     cases = [(softmax, (x,)), (piecewise, (x,)), (clip_by_norm, (x,)), (mean_sq, (x,)), (power_iteration, (a,)),
              (ema, (x,)), (layer_norm, (x,)), (mlp, (x, w)), (sum_exp, (x,))]
-    out = {"values": [], "lowered": [], "flops": []}
+    out = {"values": [], "arrays": [], "lowered": [], "flops": []}
     for fn, args in cases:
         lowered = jax.jit(fn).lower(*args)
         out["lowered"].append(hashlib.sha256(lowered.as_text().encode()).hexdigest())
         out["flops"].append(float(lowered.compile().cost_analysis().get("flops", -1.0)))
-        out["values"].append(hashlib.sha256(np.asarray(jax.jit(fn)(*args)).tobytes()).hexdigest())
+        value = np.asarray(jax.jit(fn)(*args))
+        out["values"].append(hashlib.sha256(value.tobytes()).hexdigest())
+        out["arrays"].append(value.ravel().tolist())
     out["seen"], out["hits"] = seen, len(hits)
     print(json.dumps(out))
 """
@@ -109,12 +114,21 @@ def _compile(mode: str, cache: Path | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_quick_programs_compute_the_same_as_the_default_ones():
+#: how far a quick program's values may be from the default way's, against the largest of them: three
+#: units of float32's eps measured (a fori_loop's power iteration), four allowed
+LAST_BITS = 4 * float(np.finfo(np.float32).eps)
+
+
+def test_quick_programs_compute_what_the_default_ones_do_to_the_last_bits():
     default, quick = _compile("default"), _compile("quick")
-    option = QUICK[0][0]
-    assert default["seen"] and not any(option in seen for seen in default["seen"])
-    assert quick["seen"] and all(option in seen for seen in quick["seen"])  # every compile, the eager ones too
-    assert quick["values"] == default["values"]  # bit for bit
+    options = [name for name, _ in QUICK]
+    assert default["seen"] and not any(name in seen for seen in default["seen"] for name in options)
+    # every compile, the eager ones too, with every option
+    assert quick["seen"] and all(name in seen for seen in quick["seen"] for name in options)
+    for fast, usual in zip(quick["arrays"], default["arrays"], strict=True):
+        fast, usual = np.float32(fast), np.float32(usual)
+        assert fast.shape == usual.shape
+        assert np.max(np.abs(fast - usual)) <= LAST_BITS * np.max(np.abs(usual)), (fast, usual)
     assert quick["lowered"] == default["lowered"]  # what a program-size check reads
     assert quick["flops"] == default["flops"]  # what ex08's flops_of reads
 
@@ -141,7 +155,7 @@ def test_what_is_timed_is_compiled_the_default_way():
     quick = {ex.id: ex.quick_compile for ex in chapter.exercises}
     timing = {ex.id for ex in chapter.exercises if ex.timed or {c.category for c in ex.checks} & TIMED_CATEGORIES}
     assert timing == {"ex05_timing", "ex06_speedup"}
-    assert {ex for ex, q in quick.items() if not q} == timing | {"ex08_aot_debug"}  # its exercise.toml says false
+    assert {ex for ex, q in quick.items() if not q} == timing
     assert setting({}, False, {"numeric", "compile"}) is True
     assert setting({}, True, {"numeric"}) is False
     assert setting({}, False, {"harness"}) is False
