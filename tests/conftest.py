@@ -1,6 +1,7 @@
 """Shared helpers: building submissions from the reference plus variants, and grading them."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -14,8 +15,11 @@ from grader.authoring.variants import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 # the grader's caches for this test session alone (what it compiles and the reference's outcomes);
-# subprocesses the tests start inherit it
-os.environ.setdefault("GRADER_CACHE_DIR", tempfile.mkdtemp(prefix="grader-test-cache-"))
+# subprocesses the tests start inherit it. Removed as the process that made it ends (pytest, or a script that
+# imports these helpers: scripts/report_snapshot.py): 342 of them, 264 MB, had piled up in /tmp.
+if "GRADER_CACHE_DIR" not in os.environ:
+    os.environ["GRADER_CACHE_DIR"] = tempfile.mkdtemp(prefix="grader-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GRADER_CACHE_DIR"], ignore_errors=True)
 # a first `grade` on a machine builds the chapter's programs first (grader.batch.warmup.build_once):
 # not in the tests, whose caches are new (tests/test_first_build.py turns it on)
 os.environ.setdefault("GRADER_BUILD", "0")
