@@ -132,6 +132,10 @@ class ExerciseSpec:
     #: CPU, the same values but for their last bits: :mod:`grader.child.quick_compile`); by default,
     #: unless the exercise times what it compiles
     quick_compile: bool = False
+    #: compile quickly as above until the probe's timing begins (``ProbeContext.timing_begins``, which
+    #: ``timing.serve_timing`` calls in any case), the default way from there on: a timed exercise whose
+    #: untimed checks come first (ex06)
+    quick_until_timed: bool = False
     #: the bar of a speed-up check: this fraction of the reference's gain (``speedup - 1``)
     speedup_fraction: float = 0.5
     #: a course release's preview has no reference to measure: the speed-up over the
@@ -194,7 +198,7 @@ MOST_PARTS = 4
 #: an exercise's settings in its exercise.toml, and their types
 _SETTINGS = {"timeout_s": float, "import_timeout_s": float, "timed": bool, "waits": bool, "parts": int,
              "reference": bool, "seed_salt": int, "preload": list, "sync_cpu_dispatch": bool,
-             "speedup_fraction": float, "quick_compile": bool, "device": bool}
+             "speedup_fraction": float, "quick_compile": bool, "quick_until_timed": bool, "device": bool}
 _EXERCISE_KEYS = {"title", "section", "functions", "checks", "messages", *_SETTINGS}
 _CHECK_KEYS = {"id", "category", "points", "title", "hint", "named_hints", "hint_layers"}
 #: a check's keys of an earlier layout, and what they are now
@@ -259,6 +263,7 @@ def read_exercise(folder: Path, data: dict, chapter_id: str, sections: dict, err
         preload=tuple(data.get("preload", ())),
         sync_cpu_dispatch=bool(data.get("sync_cpu_dispatch", False)),
         quick_compile=quick_compile.setting(data, bool(data.get("timed", False)), {c.category for c in checks}),
+        quick_until_timed=bool(data.get("quick_until_timed", False)),
         speedup_fraction=float(data.get("speedup_fraction", 0.5)),
         release_speedup_bar=_speedup_bars(release_bar, data, folder),
         error_sections={"": sections[section], **error_sections},

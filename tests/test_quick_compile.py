@@ -156,6 +156,8 @@ def test_what_is_timed_is_compiled_the_default_way():
     timing = {ex.id for ex in chapter.exercises if ex.timed or {c.category for c in ex.checks} & TIMED_CATEGORIES}
     assert timing == {"ex05_timing", "ex06_speedup"}
     assert {ex for ex, q in quick.items() if not q} == timing
+    # ex06 compiles quickly what it does not time (its values, its compile window), until its timing begins
+    assert {ex.id for ex in chapter.exercises if ex.quick_until_timed} == {"ex06_speedup"}
     assert setting({}, False, {"numeric", "compile"}) is True
     assert setting({}, True, {"numeric"}) is False
     assert setting({}, False, {"harness"}) is False
@@ -205,3 +207,98 @@ def test_a_grading_compiles_quickly_only_what_it_does_not_time(tmp_path):
     assert timings["ex02_where"]["student_work"]["quick"] == 1
     assert timings["ex02_where"]["reference_work"]["quick"] == 1
     assert timings["ex05_timing"]["student_work"]["quick"] == 0
+
+
+# A job that compiles quickly until its timing begins (ex06: quick_until_timed): a function called at the same
+# shapes before and after ``timing_begins`` compiles again, the second time without the quick options, and the
+# program it then runs is the default way's; a job that never compiled quickly keeps its caches.
+_UNTIL_TIMED = """
+    import json, sys
+    import numpy as np, jax, jax.numpy as jnp
+    from jax._src import compiler
+    from grader.child import quick_compile
+    from grader.primitives.compiles import COUNTER
+    seen = []
+    inner = compiler.compile_or_get_cached
+    def spy(backend, computation, devices, options, *args, **kwargs):
+        seen.append(sorted(str(name) for name, _ in options.env_option_overrides))
+        return inner(backend, computation, devices, options, *args, **kwargs)
+    compiler.compile_or_get_cached = spy
+    quick = sys.argv[1] == "quick"
+    if quick:
+        assert quick_compile.quick_compiles()
+    f = jax.jit(lambda x: jnp.sum(jnp.exp(x) * x))
+    x = jnp.asarray(np.linspace(-1, 1, 300, dtype=np.float32))
+    before = float(f(x))
+    during = quick_compile.compiling_quickly()
+    first = len(seen)
+    began = quick_compile.timing_begins()
+    after = float(f(x))
+    print(json.dumps({"seen": seen, "first": first, "during": during, "began": began,
+                      "again": quick_compile.timing_begins(), "now": quick_compile.compiling_quickly(),
+                      "before": before, "after": after}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["quick", "default"])
+def test_timing_begins_compiles_what_follows_the_default_way_and_drops_the_quick_programs(mode):
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_UNTIL_TIMED), mode], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    options = {name for name, _ in QUICK}
+    quick = [s for s in out["seen"][:out["first"]] if options <= set(s)]
+    later = out["seen"][out["first"]:]
+    if mode == "quick":
+        assert out["during"] and out["began"] and not out["again"] and not out["now"]
+        assert quick, out["seen"]  # the function's program, compiled quickly before the timing
+        # after it, the same call at the same shapes compiles again (the quick program is not called), the default way
+        assert later and not any(options & set(s) for s in later), later
+        assert abs(out["after"] - out["before"]) <= LAST_BITS * abs(out["before"])
+    else:  # never quick: timing_begins changes nothing, and the program compiled before is called again
+        assert not out["during"] and not out["began"] and not quick
+        assert later == [] and out["after"] == out["before"]
+
+
+_SERVE = """
+    import json
+    from grader.primitives import timing
+    from grader.protocol import ToJob, message
+    said = []
+    class Probe:
+        def timing_begins(self):
+            said.append("timing_begins")
+        def request(self):
+            return message(ToJob.STOP)
+        def reply(self, answer):
+            said.append("reply")
+        def record(self, key, value):
+            said.append(key)
+    timing.serve_timing(Probe(), {"case": (lambda: said.append("baseline"), lambda: said.append("candidate"), ())})
+    print(json.dumps(said))
+"""
+
+
+def test_serve_timing_begins_the_timing_before_its_own_warm_up():
+    """Where a probe did not call ``timing_begins`` before preparing what it times, ``serve_timing`` does
+    before warming it up again: what it times is compiled the default way, never a quick program. (In a
+    process of its own: serving pins the process to one CPU.)"""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_SERVE)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert said[0] == "timing_begins" and "baseline" in said and "candidate" in said, said
+
+
+def test_ex06_compiles_quickly_until_it_times_and_its_verdicts_hold(tmp_path):
+    chapter = load_chapter("ch4")
+    assert [ex.id for ex in chapter.exercises if ex.quick_until_timed] == ["ex06_speedup"]
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), "GRADER_BUILD": "0"}
+    done = subprocess.run([sys.executable, "-m", "grader", "solutions/ch4", "-k", "ex06", "--json",
+                           "--report-dir", str(tmp_path / "report")], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["score"] == report["max_score"]
+    assert report["timings"]["ex06_speedup"]["student_work"]["quick"] == 1
+    assert report["timings"]["ex06_speedup"]["reference_work"]["quick"] == 1

@@ -118,7 +118,8 @@ def built_marker(chapter: Chapter, reference_dir: Path | None = None) -> Path:
     from grader.outcomes import folder_digest
 
     digest = folder_digest(Path(reference_dir or chapter.solutions))[:16]
-    compiled = repr((QUICK, sorted(ex.id for ex in chapter.exercises if ex.quick_compile)))
+    compiled = repr((QUICK, sorted(ex.id for ex in chapter.exercises if ex.quick_compile),
+                     sorted(ex.id for ex in chapter.exercises if ex.quick_until_timed)))
     options = hashlib.sha256(compiled.encode()).hexdigest()[:8]
     return store.root() / "built" / f"{chapter.id}-{digest}-{KEYS}-{options}.json"
 

@@ -281,7 +281,7 @@ def _run(order: dict, sock: socket.socket) -> None:
         return
     if options.get("class_compiler"):
         compiler.route_compiles(channel)
-    if options.get("quick_compile") and env["backend"] == "cpu":
+    if (options.get("quick_compile") or options.get("quick_until_timed")) and env["backend"] == "cpu":
         from grader.child.quick_compile import quick_compiles
 
         work.quick = int(quick_compiles())

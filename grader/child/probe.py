@@ -325,6 +325,14 @@ class ProbeContext(Generic[InputsT]):
         return self.invoke(fn, name, *args, **kwargs).record["status"] != "not_attempted"
 
     # ---- instruments
+    def timing_begins(self) -> None:
+        """What this job compiles from here on is what it times, or after it: compiled the default way,
+        where the exercise compiles quickly until it times (:func:`grader.child.quick_compile.timing_begins`);
+        a probe calls it before it prepares its timed functions (else they are compiled twice)."""
+        from grader.child import quick_compile
+
+        quick_compile.timing_begins()
+
     @contextlib.contextmanager
     def compiles(self, key: str, *, fresh: bool = True) -> Iterator[dict]:
         """Count backend compiles inside the block (JAX's caches emptied first, unless not ``fresh``);

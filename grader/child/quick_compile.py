@@ -30,8 +30,16 @@ adds the options to the compiler's options of every program it compiles or looks
 (``env_option_overrides``, which JAX's cache key includes: a program compiled one way is
 never loaded for the other, and the class's compiler, sent the options, compiles it the
 same way). What is timed (a speed-up, a timing harness) is compiled as JAX compiles
-it by default. A jaxlib that does not know an option says so on the first compile
-(``No such compile option``); that program and every later one are compiled without them.
+it by default. An exercise that times some of its programs may compile the others quickly
+(:attr:`~grader.exercise_folder.ExerciseSpec.quick_until_timed`: ex06, whose values, compile
+window and repeated calls come first): its job compiles quickly until :func:`timing_begins`
+(:meth:`grader.child.probe.ProbeContext.timing_begins`, which its probe calls before it
+prepares what it times, and :func:`grader.primitives.timing.serve_timing` calls before its
+own warm-up in any case), which empties JAX's in-memory caches: no program compiled quickly
+is called again, and everything from there on, the eager baseline's operations too, is
+compiled the default way (its key the default one). A jaxlib that does not know an option
+says so on the first compile (``No such compile option``); that program and every later one
+are compiled without them.
 """
 from __future__ import annotations
 
@@ -40,6 +48,8 @@ from __future__ import annotations
 QUICK = (("xla_cpu_use_fusion_emitters", False), ("xla_backend_optimization_level", 0))
 #: what XLA says of an option it does not know
 UNKNOWN = "No such compile option"
+#: whether this job compiles quickly now: ``quick_compiles`` installed it, ``timing_begins`` ended it
+_NOW = {"installed": False, "on": False}
 
 
 def quick_compiles(options: tuple = QUICK) -> bool:
@@ -52,7 +62,7 @@ def quick_compiles(options: tuple = QUICK) -> bool:
 
     def make(compile_or_get_cached):
         def quickly(backend, computation, devices, compile_options, *args, **kwargs):
-            if not known[0] or not hasattr(compile_options, "env_option_overrides"):
+            if not known[0] or not _NOW["on"] or not hasattr(compile_options, "env_option_overrides"):
                 return compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs)
             before = list(compile_options.env_option_overrides or [])
             named = {str(name) for name, _ in before}
@@ -71,7 +81,29 @@ def quick_compiles(options: tuple = QUICK) -> bool:
 
         return quickly
 
-    return around_compiles("quick", make)
+    installed = around_compiles("quick", make)
+    _NOW.update(installed=installed, on=installed)
+    return installed
+
+
+def compiling_quickly() -> bool:
+    """Whether this job's next program is compiled quickly."""
+    return _NOW["on"]
+
+
+def timing_begins() -> bool:
+    """From here on this job compiles the default way, what it times and all else; where it compiled
+    quickly until now, JAX's in-memory caches are emptied (``jax.clear_caches``: the jitted functions'
+    programs and the eager operations'), so that nothing compiled quickly is called again: a function
+    called next at the same shapes compiles (or loads) its program again, under the default key.
+    ``True`` where it compiled quickly until now; else nothing is done."""
+    if not _NOW["on"]:
+        return False
+    import jax
+
+    _NOW["on"] = False
+    jax.clear_caches()
+    return True
 
 
 #: the categories of checks whose verdicts rest on timing what was compiled

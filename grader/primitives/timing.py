@@ -117,9 +117,13 @@ def serve_timing(ctx: Probe, cases: dict[str, TimedCase]) -> None:
 
     ``cases`` maps a case name to (baseline, candidate, args) or (baseline, candidate, args,
     fresh), all placed and warmed up; ``fresh`` makes the candidate's inputs anew for each call
-    (a candidate that donates its inputs), or is ``None``.
+    (a candidate that donates its inputs), or is ``None``. What is timed is compiled the default way
+    (``ctx.timing_begins()`` before the warm-up below, where the probe did not call it already:
+    :mod:`grader.child.quick_compile`).
     """
     import jax
+
+    ctx.timing_begins()
 
     full: dict[str, tuple[Callable, Callable, tuple, Callable | None]] = {
         name: (case[0], case[1], case[2], case[3] if len(case) > 3 else None)  # type: ignore[misc]

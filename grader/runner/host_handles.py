@@ -372,6 +372,7 @@ class HostProcess:
         return self.session(exercise=ex.id, student_module=ex.student_module, package=ex.package_name,
                             functions=ex.functions, timeout_s=timeout_s,
                             options={"sync_cpu_dispatch": ex.sync_cpu_dispatch, "quick_compile": ex.quick_compile,
+                                     "quick_until_timed": ex.quick_until_timed,
                                      "compile_cache": str(self.compile_cache) if self.compile_cache else None,
                                      "compile_cache_read": [str(p) for p in self.read_caches],
                                      "class_compiler": self.compiler is not None,
