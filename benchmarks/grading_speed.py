@@ -194,14 +194,17 @@ def own_work(folder: Path) -> Path:
 
 def built_copy(built: Path, target: Path) -> Path:
     """A cache as ``grade dev build`` leaves it (the programs, the parsed TOML, the timed exercises'
-    chosen cases, the seeds drawn ahead and the reference's outcomes it computed for them), and nothing
-    graded."""
+    chosen cases, the seeds drawn ahead and the reference's outcomes it computed for them, and each
+    exercise's wall seconds in the build's grading of the reference, which order the next grading's
+    exercises: ``grader.store.durations``), and nothing graded. Until 2026-12-07 the durations were
+    left out: a first grading here started its exercises in the order of their time limits, where a
+    student's first grading, after the README's set-up built the programs, has the build's."""
     shutil.rmtree(target, ignore_errors=True)
     for sub in built.iterdir():  # jaxlib-X
         for part in ("xla/reference", "toml", "built", "seeds-ahead", "reference-outcomes"):
             if (sub / part).exists():
                 shutil.copytree(sub / part, target / sub.name / part)
-        for part in ("timing-cases.json",):
+        for part in ("timing-cases.json", "durations.json"):
             if (sub / part).exists():
                 (target / sub.name).mkdir(parents=True, exist_ok=True)
                 shutil.copy(sub / part, target / sub.name / part)
