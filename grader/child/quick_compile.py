@@ -49,7 +49,7 @@ QUICK = (("xla_cpu_use_fusion_emitters", False), ("xla_backend_optimization_leve
 #: what XLA says of an option it does not know
 UNKNOWN = "No such compile option"
 #: whether this job compiles quickly now: ``quick_compiles`` installed it, ``timing_begins`` ended it
-_NOW = {"installed": False, "on": False}
+_NOW = {"on": False}
 
 
 def quick_compiles(options: tuple = QUICK) -> bool:
@@ -82,7 +82,7 @@ def quick_compiles(options: tuple = QUICK) -> bool:
         return quickly
 
     installed = around_compiles("quick", make)
-    _NOW.update(installed=installed, on=installed)
+    _NOW["on"] = installed
     return installed
 
 
