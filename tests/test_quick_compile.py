@@ -32,6 +32,16 @@ from conftest import ROOT
 from grader.chapter import load_chapter
 from grader.child.quick_compile import QUICK, TIMED_CATEGORIES, setting
 
+# A spy under the job's wrapper: the options each compile was given (``seen``), as XLA gets them.
+_SPY = """
+    seen = []
+    inner = compiler.compile_or_get_cached
+    def spy(backend, computation, devices, options, *args, **kwargs):
+        seen.append(sorted(str(name) for name, _ in options.env_option_overrides))
+        return inner(backend, computation, devices, options, *args, **kwargs)
+    compiler.compile_or_get_cached = spy
+"""
+
 # Functions like the chapter's (its solutions' and a student's usual shapes), compiled the
 # default way, quickly, or with an option XLA does not know; each compile's added options seen
 # by a spy under the wrapper.
@@ -48,13 +58,7 @@ _SCRIPT = """
     hits = []
     jax.monitoring.register_event_listener(
         lambda name, **kw: hits.append(name) if name.endswith("cache_hits") else None)
-    seen = []
-    inner = compiler.compile_or_get_cached
-    def spy(backend, computation, devices, options, *args, **kwargs):
-        seen.append(sorted(str(name) for name, _ in options.env_option_overrides))
-        return inner(backend, computation, devices, options, *args, **kwargs)
-    compiler.compile_or_get_cached = spy
-    if mode == "quick":
+""" + _SPY + """    if mode == "quick":
         assert quick_compile.quick_compiles()
     elif mode == "unknown":
         assert quick_compile.quick_compiles((("xla_cpu_no_such_option_anywhere", False),))
@@ -217,14 +221,7 @@ _UNTIL_TIMED = """
     import numpy as np, jax, jax.numpy as jnp
     from jax._src import compiler
     from grader.child import quick_compile
-    from grader.primitives.compiles import COUNTER
-    seen = []
-    inner = compiler.compile_or_get_cached
-    def spy(backend, computation, devices, options, *args, **kwargs):
-        seen.append(sorted(str(name) for name, _ in options.env_option_overrides))
-        return inner(backend, computation, devices, options, *args, **kwargs)
-    compiler.compile_or_get_cached = spy
-    quick = sys.argv[1] == "quick"
+""" + _SPY + """    quick = sys.argv[1] == "quick"
     if quick:
         assert quick_compile.quick_compiles()
     f = jax.jit(lambda x: jnp.sum(jnp.exp(x) * x))
