@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +64,33 @@ def _gone_soon(pids: set[int], within_s: float = 3.0) -> set[int]:
     while alive(pids) and time.monotonic() < end:
         time.sleep(0.1)
     return alive(pids)
+
+
+def _workers_in(folder: Path) -> set[int]:
+    """The batch workers whose scratch folder (``GRADER_WORKER_SCRATCH``, which the batch gives each) is in ``folder``:
+    each started when it was, before or after a moment the test looked at the batch's processes."""
+    from grader.batch.worker import SCRATCH_ENV
+
+    named = f"{SCRATCH_ENV}={folder}{os.sep}".encode()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if named in handle.read():
+                        found.add(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _folders_gone_soon(folder: Path, within_s: float = 3.0) -> list[str]:
+    """The batch workers' scratch folders still in ``folder`` ``within_s`` after asking (a worker ending removes its
+    own as it goes, as :func:`_gone_soon` gives a process a moment to go)."""
+    end = time.monotonic() + within_s
+    while list(folder.glob("grade-worker-*")) and time.monotonic() < end:
+        time.sleep(0.1)
+    return sorted(p.name for p in folder.glob("grade-worker-*"))
 
 
 def _described(pids: set[int]) -> dict[int, str]:
@@ -205,6 +233,7 @@ def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_pa
 #: so that every moment below falls inside the grading; in the kernel it does not
 PAUSED_EX08 = '''import sys
 import time
+from pathlib import Path
 _PAUSE = time.sleep(8) if "ipykernel" not in sys.modules else None
 '''
 
@@ -336,11 +365,13 @@ def test_ctrl_c_to_the_process_group_stops_a_batch_at_once_and_ends_its_processe
         pytest.fail(f"the batch still ran 10 s after Ctrl-C (sent {after_s} s in): {err[-1500:]!r}")
     took = time.monotonic() - sent
     assert process.returncode == 130, (process.returncode, err[-2000:])
-    left = _gone_soon(started)
+    # what ran under it then, and its workers whenever they started (a Dask worker may start one as it is stopped)
+    left = _gone_soon(started | _workers_in(tmp_path))
     assert left == set(), f"processes the batch started outlived it: {_described(left)}"
     # a worker's scratch is mounted on a folder of the temporary folder: none is left (before, workers started
     # while the reference ran were left to die with the batch, and their folders stayed)
-    assert sorted(p.name for p in tmp_path.glob("grade-worker-*")) == []
+    folders = _folders_gone_soon(tmp_path)
+    assert folders == [], f"left {folders}; workers naming one: {_described(_workers_in(tmp_path))}"
     assert "Traceback" not in err and "run the same command again to resume" in err, err[-2000:]
     print(f"batch: Ctrl-C {after_s} s in: ended in {took:.2f} s ({len(started)} processes under it)")
 
