@@ -10,7 +10,8 @@ file). An exercise that times nothing asks for level 0: nothing it judges depend
 its programs run (its inputs are small), only on what they compute.
 Measured on the programs of ``tests/test_quick_compile.py`` (softmax, piecewise ``where``,
 norms, a ``fori_loop``, a ``scan``, a dot and ``tanh``, a whole-array sum of ``exp``): 0.28 to
-0.33 core-seconds for the nine against 1.61 to 1.75 the default way, 5 to 6 times less
+0.33 core-seconds for the nine against 1.61 to 1.68 the default way (1.72 to 1.75 with the classic
+emitters at level 3), 5 to 6 times less
 (2026-12-07; a whole-array sum of ``exp``, twice as slow to compile with the classic
 emitters at level 3, 4 to 5 times quicker than the default way at level 0). Each call of a
 small program then takes some tens of microseconds longer.
