@@ -74,7 +74,7 @@ def test_verbose_shows_dask_logs_on_the_terminal(tmp_path):
 
 def _dies_once(marker: str):
     """A Dask task that kills its worker the first time it is given ``ada``, then grades as usual."""
-    from grader.batch.worker import dask_task
+    from grader.batch.worker_process import dask_task
 
     def task(payload, reference, host_slots, timeout_s):
         if payload["name"] == "ada" and not os.path.exists(marker):
@@ -132,7 +132,7 @@ def test_what_a_workers_own_process_logs_goes_to_the_file_too(tmp_path, capfd):
 
 def _says_its_grading_process(payload, reference, host_slots, timeout_s):
     """The real task, and the grading subprocesses its Dask worker's thread has (their process ids)."""
-    from grader.batch import worker
+    from grader.batch import worker_process as worker
 
     result = worker.dask_task(payload, reference, host_slots, timeout_s)
     return {**result, "grading_pids": sorted(p.proc.pid for p in worker._DASK_WORKERS.values() if p.proc is not None)}

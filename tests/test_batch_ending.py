@@ -12,7 +12,7 @@ import time
 import pytest
 from conftest import STUBS
 
-from grader.batch import worker as workers
+from grader.batch import worker_process as workers
 from grader.batch.run import BatchOptions, run_batch
 from grader.runner import sandbox as sandboxes
 

@@ -2,8 +2,9 @@
 own mount namespace, on a folder of the system's temporary folder. The tmpfs goes with the worker however it
 ends; the folder it was mounted on does not, and a worker that was killed (a hung student past its time, a
 crash, the batch's Ctrl-C escalated) cannot remove it: three to six empty ``grade-worker-*`` folders were left in
-``/tmp`` by each run of this suite. The batch now makes the folder, hands it to the worker, and removes it once
-the worker has ended.
+``/tmp`` by each run of this suite. The batch now names the folder, the worker makes it and removes it as it ends,
+and the batch removes it once the worker has ended (where the worker was killed first). The batch does not make it
+itself: a Dask worker stopped in the moment it started a worker left a folder nobody removed.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import worker as workers
+from grader.batch import worker_process as workers
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the worker mounts its scratch in memory only as root")
 
@@ -71,8 +72,9 @@ def test_a_worker_started_again_after_a_crash_gets_a_folder_of_its_own(tmp_path,
 
 
 def test_a_worker_whose_start_was_interrupted_leaves_no_folder(tmp_path, monkeypatch):
-    """A Ctrl-C inside ``subprocess.Popen`` as the batch starts a worker: ``proc`` is never set, and the folder made
-    for the worker's scratch was left (seen in the full suite: a batch Ctrl-C'd at its first process, 2 runs in 2)."""
+    """A Ctrl-C inside ``subprocess.Popen`` as the batch starts a worker: ``proc`` is never set, and a folder the batch
+    made for the worker's scratch was left (seen in the full suite: a batch Ctrl-C'd at its first process, 2 runs in
+    2). The batch only names it now: nothing is made before the worker runs."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
 
@@ -83,7 +85,7 @@ def test_a_worker_whose_start_was_interrupted_leaves_no_folder(tmp_path, monkeyp
     process = workers.WorkerProcess()
     with pytest.raises(KeyboardInterrupt):
         process.warm({})
-    assert process.proc is None and len(list(tmp_path.glob("grade-worker-*"))) == 1
+    assert process.proc is None and list(tmp_path.glob("grade-worker-*")) == []
     process.interrupt()
     process.close()  # as the batch's executor stops it
     assert list(tmp_path.iterdir()) == []

@@ -5,8 +5,8 @@
 
 * :mod:`~grader.batch.roster`: the students of ``SUBMISSIONS/`` and their files as bytes;
 * :mod:`~grader.batch.reference`: the reference run once for the class, shipped as data;
-* :mod:`~grader.batch.executors` and :mod:`~grader.batch.worker`: a worker subprocess
-  per student, N at once here or as Dask tasks, each on cores of its own
+* :mod:`~grader.batch.executors`, :mod:`~grader.batch.worker_process` and :mod:`~grader.batch.worker`: a worker
+  subprocess per student, N at once here or as Dask tasks, each on cores of its own
   (:mod:`~grader.batch.cpus`);
 * :mod:`~grader.batch.run`: the batch itself, its manifest (resume) and its outputs;
 * :mod:`~grader.batch.gradebook` (``grades.csv``, Gradescope ``results.json``, JUnit XML)

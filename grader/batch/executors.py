@@ -4,7 +4,7 @@ cluster (:class:`DaskExecutor`), a local one it starts or a running one it joins
 Both take the same work, a list of ``(name, payload)`` and the class's shipped
 reference, and hand each result to ``on_result(name, result)`` in the calling thread
 as it arrives. Each slot grades in a worker subprocess of its own, kept from one
-student to the next (:class:`grader.batch.worker.WorkerProcess`). A Ctrl-C stops them
+student to the next (:class:`grader.batch.worker_process.WorkerProcess`). A Ctrl-C stops them
 all (each worker stops what it started) and is raised again.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable
 
-from grader.batch.worker import WorkerProcess, dask_task, dask_warm, failure
+from grader.batch.worker import failure
+from grader.batch.worker_process import WorkerProcess, dask_task, dask_warm
 
 OnResult = Callable[[str, dict], None]
 
@@ -48,7 +49,7 @@ LOCAL_CLUSTER = {
 
 class LocalExecutor:
     """``jobs`` worker subprocesses at once on this machine, each pinned to its own cores and kept
-    for one student after another (:class:`~grader.batch.worker.WorkerProcess`)."""
+    for one student after another (:class:`~grader.batch.worker_process.WorkerProcess`)."""
 
     def __init__(self, jobs: int):
         self.jobs = max(1, jobs)
@@ -182,7 +183,7 @@ class DaskExecutor:
             self.warmed = self._warm(self._cluster, payload)
 
     def _warm(self, cluster: "ClusterHost", payload: dict) -> dict[str, int]:
-        """One :func:`~grader.batch.worker.dask_warm` task on each worker of the local cluster (one
+        """One :func:`~grader.batch.worker_process.dask_warm` task on each worker of the local cluster (one
         thread each, so the thread that runs it runs that worker's gradings): the process id of the
         grading subprocess each started, by worker address; nothing where it failed (the first task
         starts it then)."""

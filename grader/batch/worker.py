@@ -16,26 +16,20 @@ It keeps what one student's grading leaves ready for the next: its slot of cores
 (:class:`~grader.runner.warm.WarmHosts`: the reference's, and a template that forks
 each student's host with JAX already imported, fresh for each student).
 
-:class:`WorkerProcess` is the other side: it starts the subprocess, feeds it, and turns a
-crash, a hang or an interrupt into a student's result instead of an exception; a
-worker that died or hung is replaced for the next student.
+:class:`grader.batch.worker_process.WorkerProcess` is the other side: it starts the subprocess, feeds it, and
+turns a crash, a hang or an interrupt into a student's result instead of an exception.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import queue
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-from grader.protocol import ToWorker, message, word_of
+from grader.protocol import ToWorker, word_of
 
 #: exit status of a worker stopped by Ctrl-C (its student is graded again on resume)
 INTERRUPTED = 130
@@ -44,8 +38,12 @@ INTERRUPTED = 130
 #: the most the worker's scratch folder in memory holds (every job's folder, its XLA dump, the
 #: students' modules): a job that fills it meets a full disk, never the machine's memory
 SCRATCH_BYTES = 2 << 30
-#: the folder the batch made for a worker's scratch, removed by the batch once the worker ends however it ended
+#: the folder the batch names for a worker's scratch: the worker makes it (a batch that dies as it starts the worker
+#: leaves nothing) and removes it as it ends; the batch removes it where the worker was killed first
 SCRATCH_ENV = "GRADER_WORKER_SCRATCH"
+#: the process id of the process that started the worker: gone by the time the worker asks to be stopped with it
+#: (``PR_SET_PDEATHSIG``), it is stopped at once (:func:`_stop_with_parent`)
+PARENT_ENV = "GRADER_WORKER_PARENT"
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
@@ -68,13 +66,24 @@ def private_scratch() -> Path | None:
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         return None
-    given = os.environ.get(SCRATCH_ENV)  # made by the batch, which removes it once the worker is gone
-    folder = Path(given) if given and os.path.isdir(given) else Path(tempfile.mkdtemp(prefix="grade-worker-"))
+    folder = _scratch_folder(os.environ.get(SCRATCH_ENV))
     options = f"size={SCRATCH_BYTES},mode=0755".encode()
     if libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         folder.rmdir()
         return None
     return folder
+
+
+def _scratch_folder(named: str | None) -> Path:
+    """The folder the batch named, made here (never one that was there: another user's link or folder planted under
+    that name is not mounted on), else one of the worker's own in the system's temporary folder."""
+    if named:
+        try:
+            os.mkdir(named, 0o700)
+            return Path(named)
+        except OSError:
+            pass
+    return Path(tempfile.mkdtemp(prefix="grade-worker-"))
 
 
 class _State:
@@ -172,15 +181,20 @@ def _sandbox_word(described: dict) -> str:
     return described.get("kind", "?") + ("+uid" if described.get("uid_isolation") else "")
 
 
-def _stop_with_parent() -> None:
-    """Be interrupted (as by Ctrl-C) if the process that started this one dies (Linux):
-    a Dask worker killed mid-task leaves no grading running on."""
+def _stop_with_parent() -> bool:
+    """Be interrupted (as by Ctrl-C) if the process that started this one dies (Linux): a Dask worker killed
+    mid-task leaves no grading running on. ``False`` where it has died already: the signal is asked for only once
+    this process runs its own code, and a parent that died before then (a Dask worker stopped as its cluster
+    closes, in the moment it started this one) sends none, while this worker waited for its slot of cores and
+    started its hosts for nobody (seen: one still there minutes after its batch, holding a core's lock)."""
     import ctypes
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGINT), 0, 0, 0)
     except (OSError, AttributeError):
         pass
+    named = os.environ.get(PARENT_ENV, "")
+    return not named.isdigit() or os.getppid() == int(named)
 
 
 PR_SET_PDEATHSIG = 1
@@ -194,13 +208,15 @@ def main() -> int:
     # held until the try below can leave what it sets up: interrupted in the middle of its imports (the parent's
     # death, a Dask worker stopped as its cluster closes), it left the folder its scratch was to be mounted on
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    _stop_with_parent()
+    parent_alive = _stop_with_parent()
     from grader.grading import Interrupted
 
-    scratch = private_scratch()
+    scratch = private_scratch() if parent_alive else None
     state = _State(scratch)
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one that came meanwhile is raised here
+        if not parent_alive:
+            return INTERRUPTED
         for line in sys.stdin:
             order = json.loads(line)
             word = word_of(order, ToWorker)  # a word it does not know ends the worker at once (ProtocolError)
@@ -217,13 +233,25 @@ def main() -> int:
     except (Interrupted, KeyboardInterrupt):  # every process it started is already gone
         return INTERRUPTED
     finally:
+        _wind_up(state, scratch)
+    return 0
+
+
+def _wind_up(state: "_State", scratch: Path | None) -> None:
+    """Stop the worker's hosts and leave its scratch, deaf to Ctrl-C meanwhile: a second one (the parent's death
+    after the batch's Ctrl-C, the batch's own interrupt) raised in the middle cut this short, and the folder the
+    scratch was mounted on stayed in the system's temporary folder, nobody left to remove it. Ignored, not
+    blocked: a signal blocked in this thread alone is taken by another (a host's reader), and Python raises it
+    here all the same. The batch kills a worker that takes too long (:meth:`WorkerProcess.close`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
         state.close()
+    finally:
         if scratch is not None:  # its tmpfs goes with this mount namespace; the empty folder under it stays
             _leave(scratch)
-        elif os.environ.get(SCRATCH_ENV):  # the batch made it, and no tmpfs could be mounted on it
+        elif os.environ.get(SCRATCH_ENV):  # named by the batch, and no tmpfs mounted on it
             with contextlib.suppress(OSError):
                 os.rmdir(os.environ[SCRATCH_ENV])
-    return 0
 
 
 def _leave(scratch: Path) -> None:
@@ -236,214 +264,6 @@ def _leave(scratch: Path) -> None:
         scratch.rmdir()
     except OSError:
         pass
-
-
-# ------------------------------------------------------------------ the batch's side
-class WorkerProcess:
-    """A worker subprocess that grades one student after another (see the module).
-
-    ``slots``: how many gradings share this machine's cores (the worker takes one slot).
-    Each :meth:`grade` returns a result, never raises; a worker that crashed, hung or was
-    interrupted is gone afterwards, and the next :meth:`grade` starts a new one.
-    """
-
-    def __init__(self, slots: int | None = None):
-        self.slots = slots
-        self.proc: subprocess.Popen | None = None
-        self._lines: queue.Queue = queue.Queue()
-        self._errors: list[str] = []
-        self._sent: tuple | None = None
-        self._lock = threading.Lock()
-        self.interrupted = False
-        self._scratch: Path | None = None
-
-    def _start(self) -> subprocess.Popen:
-        self._reaped()  # the worker before it (ended, or there would be no new one)
-        env = dict(os.environ)
-        if os.geteuid() == 0:  # where its scratch is mounted (private_scratch): removed by _reaped
-            self._scratch = Path(tempfile.mkdtemp(prefix="grade-worker-"))
-            env[SCRATCH_ENV] = str(self._scratch)
-        proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=env)
-        self._lines, self._errors = queue.Queue(), []
-        threading.Thread(target=_read_lines, args=(proc.stdout, self._lines), daemon=True,
-                         name="batch-worker-output").start()
-        threading.Thread(target=_keep_tail, args=(proc.stderr, self._errors), daemon=True,
-                         name="batch-worker-errors").start()
-        self._sent = None
-        return proc
-
-    def warm(self, payload: dict) -> None:
-        """Start the worker now, and its hosts for ``payload``'s chapter and sandbox (a task without a
-        submission), while the batch does something else; :meth:`grade` finds them ready."""
-        with self._lock:
-            if self.proc is None or self.proc.poll() is not None:
-                self.proc = self._start()
-            try:
-                _send(self.proc, message(ToWorker.WARM, **{**payload, "slots": payload.get("slots", self.slots)}))
-            except OSError:
-                pass
-
-    def grade(self, payload: dict, reference: dict | None, timeout_s: float = 3600.0) -> dict:
-        """Grade one student; past ``timeout_s`` the worker and all it started are killed."""
-        t0 = time.monotonic()
-        with self._lock:
-            if self.interrupted:
-                return failure("interrupted", "interrupted")
-            if self.proc is None or self.proc.poll() is not None:
-                self.proc = self._start()
-            proc = self.proc
-        try:
-            shipped = ((reference or {}).get("digest"), (reference or {}).get("seed"))
-            if self._sent != shipped:  # once per worker and class
-                _send(proc, message(ToWorker.REFERENCE, reference=reference))
-                self._sent = shipped
-            _send(proc, message(ToWorker.GRADE, **{**payload, "slots": payload.get("slots", self.slots)}))
-            line = self._lines.get(timeout=timeout_s)
-        except queue.Empty:
-            self._end(signal.SIGKILL)
-            return {**failure("timeout", f"grading took more than {timeout_s:.0f} s and was stopped"),
-                    "duration_s": time.monotonic() - t0}
-        except OSError:  # the worker died before it read the student
-            line = None
-        if line is None:  # the worker ended
-            code = self._end(None)
-            if code == INTERRUPTED or self.interrupted:
-                return {"ok": False, "status": "interrupted", "message": "interrupted"}
-            return {**failure("crash", f"the grading process ended without a result ({self._last_error(code)})"),
-                    "duration_s": time.monotonic() - t0}
-        result = json.loads(line)
-        result["duration_s"] = time.monotonic() - t0
-        return result
-
-    def interrupt(self) -> None:
-        """Ask the worker to stop (Ctrl-C): it stops every process it started and exits."""
-        self.interrupted = True
-        proc = self.proc
-        if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGINT)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def let_go(self) -> None:
-        """Tell the worker to finish (it stops its hosts and exits), without waiting: :meth:`close` waits."""
-        if self.proc is not None and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """Let the worker finish and exit (it stops its hosts); kill it if it does not."""
-        proc, self.proc = self.proc, None
-        if proc is None:  # none, or its start interrupted (a Ctrl-C inside Popen): the folder made for it goes
-            self._reaped()
-            return
-        try:
-            proc.stdin.close()
-            proc.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            _kill_group(proc)
-            proc.wait()
-        self._reaped()
-
-    def _end(self, how: int | None) -> int | None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            self._reaped()
-            return None
-        if how is not None:
-            _kill_group(proc)
-        try:
-            code = proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            code = proc.wait()
-        _kill_group(proc)  # what it started, if anything is left
-        self._reaped()
-        return code
-
-    def _reaped(self) -> None:
-        """The worker is gone: remove the folder its scratch was mounted on (its tmpfs went with its mount
-        namespace; a worker that was killed left the empty folder in the system's temporary folder)."""
-        scratch, self._scratch = self._scratch, None
-        if scratch is not None:
-            with contextlib.suppress(OSError):
-                scratch.rmdir()
-
-    def _last_error(self, code: int | None) -> str:
-        time.sleep(0.05)  # its last words may still be on their way
-        tail = [line for line in self._errors if line.strip()][-1:]
-        return (tail[0].strip() if tail else f"exit status {code}")[:300]
-
-
-def _send(proc: subprocess.Popen, order: dict) -> None:
-    proc.stdin.write(json.dumps(order, ensure_ascii=False).encode() + b"\n")
-    proc.stdin.flush()
-
-
-def _read_lines(stream, lines: queue.Queue) -> None:
-    for line in stream:
-        lines.put(line.decode("utf-8"))
-    lines.put(None)
-
-
-def _keep_tail(stream, lines: list[str], keep: int = 50) -> None:
-    """What the worker writes on standard error, its last ``keep`` lines kept (to say why it died)."""
-    for line in stream:
-        lines.append(line.decode("utf-8", errors="replace"))
-        del lines[:-keep]
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-#: a Dask worker's grading processes, one per thread that runs tasks (kept between its tasks)
-_DASK_WORKERS: dict[int, WorkerProcess] = {}
-
-
-def dask_task(payload: dict, reference: dict | None, host_slots: dict[str, int], timeout_s: float) -> dict:
-    """One submission as a Dask task, graded by this thread's worker subprocess (started on its
-    first task, or by :func:`dask_warm`, kept for the next), with as many core slots as this machine
-    runs tasks at once (``host_slots``, by host, from the scheduler's view)."""
-    process, slots = _dask_worker_process(host_slots)
-    return process.grade({**payload, "slots": slots}, reference, timeout_s=timeout_s)
-
-
-def dask_warm(payload: dict, host_slots: dict[str, int]) -> int:
-    """Start this thread's worker subprocess and its hosts for ``payload``'s chapter and sandbox (a
-    task without a submission), while the batch computes the reference; returns at once, the hosts
-    still starting. Its process id, for the batch's tests."""
-    process, slots = _dask_worker_process(host_slots)
-    process.warm({**payload, "slots": slots})
-    return process.proc.pid if process.proc is not None else 0
-
-
-def _dask_worker_process(host_slots: dict[str, int]) -> tuple[WorkerProcess, int]:
-    from urllib.parse import urlparse
-
-    from distributed import get_worker
-
-    worker = get_worker()
-    host = urlparse(worker.address).hostname or ""
-    slots = host_slots.get(host) or worker.state.nthreads
-    ident = threading.get_ident()
-    if ident not in _DASK_WORKERS:
-        if not _DASK_WORKERS:
-            atexit.register(_close_dask_workers)
-        _DASK_WORKERS[ident] = WorkerProcess(slots)
-    return _DASK_WORKERS[ident], slots
-
-
-def _close_dask_workers() -> None:
-    for process in list(_DASK_WORKERS.values()):
-        process.close()
-    _DASK_WORKERS.clear()
 
 
 if __name__ == "__main__":
