@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import Machine  # noqa: E402
+from machine import TARGETS_FLOOR_S, Machine, in_floors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -246,7 +246,7 @@ def main() -> None:
                         help="do not grade each student alone with grade (the verdicts every mode must give)")
     args = parser.parse_args()
     extra = [item for k in args.exercise for item in ("-k", k)]
-    machine = Machine()
+    machine = Machine(floor=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="batch-bench-") as tmp:
         klass = make_class(Path(tmp), args.n)
@@ -259,11 +259,18 @@ def main() -> None:
         single = None if args.no_single else single_gradings(klass, Path(tmp) / "out-single", args.seed, extra)
         shutil.rmtree(klass, ignore_errors=True)
     print(f"\nN = {args.n} distinct submissions\n{machine.describe()}\n")
-    print("| mode | CPUs | wall (s) | submissions / min | core-seconds a student | scores | not completed |")
-    print("|---|---:|---:|---:|---:|---|---:|")
+    floor = machine.floor
+    print("| mode | CPUs | wall (s) | submissions / min | wall a student, in floors | core-seconds a student | scores "
+          "| not completed |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|")
     for r in results:
-        print(f"| {r['mode']} | {r['cpus']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | {r['cpu_s'] / r['n']:.2f} | "
+        print(f"| {r['mode']} | {r['cpus']} | {r['wall_s']:.0f} | {r['per_min']:.2f} | "
+              f"{in_floors(r['wall_s'] / r['n'], floor)} | {r['cpu_s'] / r['n']:.2f} | "
               f"{min(r['scores']):g}–{max(r['scores']):g} | {sum(s != 'completed' for s in r['statuses'])} |")
+    if floor:
+        print(f"\n(a student's wall time in floors is this machine's speed taken out: at the {TARGETS_FLOOR_S} s floor "
+              f"where the targets were set, a mode costing F floors a student would grade 60 / ({TARGETS_FLOOR_S} F) "
+              "a minute, if every part of a grading scaled with the floor; projected, not measured)")
     differences = _differences(results)
     print(f"\nevery student's verdicts the same in every mode: {'yes' if not differences else 'no'}")
     for line in differences:

@@ -59,14 +59,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import Machine  # noqa: E402
+from machine import FLOOR, Machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from batch_throughput import _children_cpu, counted, perf_seconds  # noqa: E402
 
-FLOOR = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()"
 VARIANTS = ROOT / "tests" / "variants" / "ch4"
 
 

@@ -11,13 +11,26 @@ the runs, and how busy the cores were over a second before them and after them (
 process's work, the benchmark's own excluded by measuring when it runs nothing). A benchmark whose
 cores were busy before it began measured a shared machine: compare its figures as ratios within one
 run, never against another run's.
+
+``Machine(floor=True)`` also times the floor before and after the runs (:func:`floor_s`): a process that imports JAX
+and compiles one function, what every host of a grading pays once. It is the machine's speed for this work: the
+same kind of machine (2 cores, the same CPU model) measured 0.62 s on 2026-12-05 and 1.6 to 2.0 s on 2026-12-07, so
+a figure set against one day's machine is read against another's through it (:func:`in_floors`).
 """
 from __future__ import annotations
 
 import os
 import platform
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+#: the floor: a process that imports JAX and compiles and runs one function
+FLOOR = "import jax, jax.numpy as jnp; jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()"
+#: the floor where the batch's and the chapter's targets were set (2026-12-05, 2 cores)
+TARGETS_FLOOR_S = 0.62
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
@@ -66,6 +79,22 @@ def busy_cores(seconds: float = 1.0) -> float | None:
     return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
 
 
+def floor_s(runs: int = 3, python: str = sys.executable) -> float | None:
+    """The floor's wall time on this machine, the median of ``runs`` (``None`` where JAX does not import)."""
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        if subprocess.run([python, "-c", FLOOR], capture_output=True).returncode != 0:
+            return None
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls)
+
+
+def in_floors(seconds: float, floor: float | None) -> str:
+    """``seconds`` as a number of floors (``?`` without one)."""
+    return "?" if not floor else f"{seconds / floor:.2f}"
+
+
 def _versions() -> str:
     try:
         from importlib.metadata import version
@@ -78,15 +107,26 @@ def _versions() -> str:
 class Machine:
     """The machine, measured before a benchmark's runs (at construction) and after them (:meth:`describe`)."""
 
-    def __init__(self, settle_s: float = 1.0):
+    def __init__(self, settle_s: float = 1.0, floor: bool = False):
         self.settle_s = settle_s
         self.load_before = os.getloadavg()
         self.busy_before = busy_cores(settle_s)
+        #: the floor before the runs, and after them (:meth:`describe`), where asked for
+        self.floor_before = floor_s() if floor else None
+        self.floor_after: float | None = None
+
+    @property
+    def floor(self) -> float | None:
+        """The floor, the median of before and after where both were timed."""
+        known = [f for f in (self.floor_before, self.floor_after) if f]
+        return statistics.mean(known) if known else None
 
     def describe(self) -> str:
         """One paragraph for the benchmark's output: the machine, and its load before and after."""
         load_after = os.getloadavg()
         busy_after = busy_cores(self.settle_s)
+        if self.floor_before is not None and self.floor_after is None:
+            self.floor_after = floor_s()
         usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         memory = memory_gib()
 
@@ -98,4 +138,7 @@ class Machine:
                 + f", {platform.system()} {platform.release()}, Python {platform.python_version()}, {_versions()}\n"
                 f"load: average {' '.join(f'{x:.2f}' for x in self.load_before)} before (1, 5, 15 min), "
                 f"{' '.join(f'{x:.2f}' for x in load_after)} after; cores busy with other work over "
-                f"{self.settle_s:.0f} s: {busy(self.busy_before)} before, {busy(busy_after)} after")
+                f"{self.settle_s:.0f} s: {busy(self.busy_before)} before, {busy(busy_after)} after"
+                + (f"\nfloor (python, import jax, compile one function; median of 3): {self.floor_before:.2f} s "
+                   f"before, {self.floor_after or 0:.2f} s after ({TARGETS_FLOOR_S} s where the targets were set)"
+                   if self.floor_before else ""))

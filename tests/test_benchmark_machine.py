@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -36,3 +37,14 @@ def test_the_description_names_the_machine_and_its_load_before_and_after():
     described = machine.Machine(settle_s=0.1).describe()
     assert machine.cpu_model() in described and f"cores usable of {os.cpu_count()}" in described
     assert "before (1, 5, 15 min)" in described and "after" in described and "GiB memory" in described
+
+
+@pytest.mark.slow  # six processes import JAX
+def test_the_floor_is_timed_where_asked_and_said_before_and_after():
+    asked = machine.Machine(settle_s=0.1, floor=True)
+    assert asked.floor_before is not None and asked.floor_before > 0.05  # a process that imports JAX
+    described = asked.describe()
+    assert asked.floor_after is not None and f"{asked.floor_before:.2f} s before" in described
+    assert f"{asked.floor_after:.2f} s after" in described
+    assert machine.in_floors(2 * asked.floor, asked.floor) == "2.00"
+    assert "floor" not in machine.Machine(settle_s=0.1).describe()  # not asked: not timed (it costs seconds)
