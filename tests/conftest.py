@@ -34,6 +34,18 @@ os.environ.setdefault("GRADER_WARM_S", "0")
 # exports COLUMNS, or pytest-xdist's workers, which set COLUMNS=80, wrapped a line test_release.py reads whole).
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+_MYPY_CACHE: list[str] = []
+
+
+def mypy_cache() -> str:
+    """mypy's cache folder for this test session, removed as it ends: the first run reads JAX's and NumPy's types
+    (about 20 s here), the later ones (tests/test_types.py, tests/test_new_chapter.py) find them cached."""
+    if not _MYPY_CACHE:
+        _MYPY_CACHE.append(tempfile.mkdtemp(prefix="mypy-cache-"))
+        atexit.register(shutil.rmtree, _MYPY_CACHE[0], ignore_errors=True)
+    return _MYPY_CACHE[0]
+
+
 SOLUTIONS = ROOT / "solutions" / "ch4"
 STUBS = ROOT / "exercises" / "ch4"
 VARIANTS = Path(__file__).resolve().parent / "variants" / "ch4"

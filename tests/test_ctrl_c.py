@@ -115,18 +115,23 @@ def _own_group() -> None:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """A copy of the solutions whose ex08 takes 12 s to import (so that every moment below is inside the
-    grading), with its last full report, as a student's folder has one."""
+    """A copy of the solutions with its last full report, as a student's folder has one, whose ex08 then takes
+    12 s to import (so that every moment below is inside the grading; made slow after the full grading, which
+    otherwise waited for it too)."""
     folder = tmp_path_factory.mktemp("ctrlc") / "ch4"
     shutil.copytree(SOLUTIONS, folder)
-    slow = folder / "ex08_aot_debug.py"
-    slow.write_text("import time\ntime.sleep(12)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "grader", str(folder), "--lang", "en", "--seed", "3"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     report = folder / ".grade" / "report.json"
     assert json.loads(report.read_text())["score"] == FULL, done.stdout[-2000:]
+    _slow_ex08(folder)
     return folder, report.read_bytes()
+
+
+def _slow_ex08(folder: Path) -> None:
+    slow = folder / "ex08_aot_debug.py"
+    slow.write_text("import time\ntime.sleep(12)\n" + slow.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 @pytest.mark.parametrize("after_s", [0.3, 1.0, 2.0, 3.5, 5.0, 8.0])
@@ -191,13 +196,14 @@ def test_ctrl_c_while_the_command_still_imports_ends_it_with_one_line(tmp_path, 
     assert (process.returncode, err.strip()) == (130, "grade: interrupted")
 
 
-def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_path):
-    """grade --watch: a save starts a grading again (ex08 imports for 12 s); Ctrl-C 2 s into it ends watch mode
-    within seconds, with every process it started."""
+def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(tmp_path):
+    """grade --watch: a save starts a grading again (the save makes ex08 import for 12 s); Ctrl-C 2 s into it ends
+    watch mode within seconds, with every process it started."""
     pytest.importorskip("watchfiles", reason="the watch extra is not installed: pip install -e '.[watch]'")
     import threading
 
-    folder, _ = graded
+    folder = tmp_path / "ch4"
+    shutil.copytree(SOLUTIONS, folder)
     process = subprocess.Popen([sys.executable, "-m", "grader", str(folder), "--watch", "-k", "1", "-k", "8",
                                 "--lang", "en", "--seed", "4", "--report-dir", str(tmp_path / "out")],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
@@ -213,9 +219,8 @@ def test_ctrl_c_stops_watch_mode_in_the_middle_of_a_grading_again(graded, tmp_pa
 
     try:
         wait_for("Watching")
-        slow = folder / "ex08_aot_debug.py"
-        slow.write_text(slow.read_text(encoding="utf-8") + "\n# saved again\n", encoding="utf-8")
-        time.sleep(2.0)  # graded again meanwhile: ex08's import sleeps 12 s
+        _slow_ex08(folder)  # saved: graded again, and ex08's import now sleeps 12 s
+        time.sleep(2.0)
         os.killpg(process.pid, signal.SIGINT)
         sent = time.monotonic()
         process.wait(timeout=10)

@@ -281,9 +281,14 @@ def _set_up(bundle: Path, root: Path, python: str | None, listing: Path | None =
 
 
 @pytest.fixture(scope="module")
-def autograder(bundle, tmp_path_factory) -> dict:
-    listing = _python_archive(tmp_path_factory.mktemp("python-build"))
-    return _set_up(bundle, tmp_path_factory.mktemp("gradescope") / "autograder", None, listing)
+def python_listing(tmp_path_factory) -> Path:
+    """This machine's Python packed for uv, once for the module (about 5 s: the standard library gzipped)."""
+    return _python_archive(tmp_path_factory.mktemp("python-build"))
+
+
+@pytest.fixture(scope="module")
+def autograder(bundle, python_listing, tmp_path_factory) -> dict:
+    return _set_up(bundle, tmp_path_factory.mktemp("gradescope") / "autograder", None, python_listing)
 
 
 def _python_any_uid_runs() -> str | None:
@@ -357,7 +362,7 @@ def _tests_by_exercise(results: dict) -> dict[str, list[dict]]:
 
 
 @pytest.mark.slow
-def test_setup_names_the_step_that_failed(bundle, tmp_path):
+def test_setup_names_the_step_that_failed(bundle, python_listing, tmp_path):
     """A file that is not the one locked (here uv's sha256 changed): setup.sh stops at that step, with
     one line naming it; and uv refuses a Python archive whose sha256 is not the one listed."""
     root = tmp_path / "autograder"
@@ -371,10 +376,10 @@ def test_setup_names_the_step_that_failed(bundle, tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("setup.sh: error: pip could not install uv ") and "requirements-uv.txt" in last
     (root / "source" / "requirements-uv.txt").write_text(line)  # uv itself, then a Python not the one listed
-    listing = _python_archive(tmp_path)
-    entries = json.loads(listing.read_text())
+    entries = json.loads(python_listing.read_text())
     for entry in entries.values():
         entry["sha256"] = "1" * 64
+    listing = tmp_path / "python-downloads.json"  # the same archive, listed with another sha256
     listing.write_text(json.dumps(entries))
     done = subprocess.run([str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=300,
                           env=_env(AUTOGRADER_ROOT=str(root), JIT_GRADER_SKIP_APT="1",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import mypy_cache
 
 from grader.cli import main
 
@@ -58,7 +59,7 @@ def test_the_scaffolds_exercise_package_is_typed_and_keeps_the_contract(course):
     assert exercise_package.problems(load_chapter("toy").exercises[0].package) == []
     pytest.importorskip("mypy")
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
+    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", mypy_cache(), "--config-file",
                            str(root / "pyproject.toml"), str(code)], cwd=root, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout

@@ -289,7 +289,7 @@ def test_exercises_whose_cells_never_ran_are_not_attempted_said_once(tmp_path, c
     """A student who has done only ex02 (the generated notebook, ex02's cells filled and run, the
     others never run): every other exercise is "not attempted", once, with nothing else: no
     check runs for it, so no "is not defined", no hint, no numbers, nothing printed."""
-    from conftest import grade_to_dict
+    from conftest import grade_report, rendered
     from grader.report.render import render_terminal
 
     nb = nbformat.read(str(ROOT / "exercises" / "ch4.ipynb"), as_version=4)
@@ -300,7 +300,8 @@ def test_exercises_whose_cells_never_ran_are_not_attempted_said_once(tmp_path, c
         cell.source, cell.execution_count = solved[cell_id], count
     path = tmp_path / "ch4.ipynb"
     nbformat.write(nb, str(path))
-    report = grade_to_dict(path, seed=SEED)
+    graded = grade_report(path, seed=SEED)  # one grading: its JSON and its terminal text
+    report = rendered(graded)
     assert report["score"] == 10
     for ex in report["exercises"]:
         if ex["id"] == "ex02_where":
@@ -309,9 +310,7 @@ def test_exercises_whose_cells_never_ran_are_not_attempted_said_once(tmp_path, c
         assert ex["status"] == "not_attempted" and not ex["output"] and not ex["notes"], ex
         assert {(c["status"], c["hint"], json.dumps(c["measured"])) for c in ex["checks"]} == {
             ("not_attempted", "", "{}")}  # no hint (rendered as "")
-    from grader.grading import GradeOptions, grade
-
-    text = render_terminal(grade(path, GradeOptions(seed=SEED)), ch4.catalog, "en", width=100)
+    text = render_terminal(graded, ch4.catalog, "en", width=100)
     for ex in ch4.exercises:
         if ex.id != "ex02_where":
             assert len(re.findall(rf"{ex.id} +0/10 +not attempted", text)) == 1, text

@@ -7,25 +7,18 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import tempfile
 import tomllib
 
 import pytest
 
-from conftest import ROOT
-
-
-#: mypy's cache, one for this module's runs: the first reads JAX's and NumPy's types (about 20 s here), the others
-#: find them cached and check only their own files (each run otherwise read them all again)
-_CACHE: list[str] = []
+from conftest import ROOT, mypy_cache
 
 
 def _mypy(*args: str) -> subprocess.CompletedProcess:
+    """mypy, with the session's cache (:func:`conftest.mypy_cache`: each run otherwise read JAX's types again)."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed: the test extra is not installed: pip install -e '.[test]'")
-    if not _CACHE:
-        _CACHE.append(tempfile.mkdtemp(prefix="mypy-cache-"))
-    return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", _CACHE[0], *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", mypy_cache(), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 
