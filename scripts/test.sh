@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --fast: the everyday tier, the tests not marked slow (the grader's units, structure, messages,
-# reports, single exercises in child processes; no whole chapter, batch, kernel or browser): 1881
+# reports, single exercises in child processes; no whole chapter, batch, kernel or browser): 1886
 # tests in about four minutes on 2 cores. The whole suite is the default, and what CI runs.
 fast=()
 if [ "${1:-}" = "--fast" ]; then

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,20 +78,32 @@ def test_a_worker_whose_parent_died_before_it_asked_to_follow_it_ends_at_once(tm
 
 
 def test_a_worker_whose_parent_is_alive_goes_on(tmp_path):
-    """The same worker, its parent named rightly (this test's process): it waits for its slot, as it should."""
+    """The same worker, its parent named rightly (this test's process): it waits for its slot, as it should; a
+    Ctrl-C then ends it, and it leaves no scratch folder (run as root, it made one: a worker killed here instead
+    left one in the system's temporary folder at each run)."""
     locks = tmp_path / "locks"
     locks.mkdir()
     fds = _held_cores(locks)
-    env = {**os.environ, worker.PARENT_ENV: str(os.getpid()), "GRADER_CPU_LOCK_DIR": str(locks)}
+    env = {**os.environ, worker.PARENT_ENV: str(os.getpid()), "GRADER_CPU_LOCK_DIR": str(locks),
+           "TMPDIR": str(tmp_path), worker.SCRATCH_ENV: str(tmp_path / "grade-worker-named")}
     proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
     proc.stdin.write(_warm_order())
     proc.stdin.flush()
     try:
-        assert _ends_within(proc, 3) is None, "a worker whose parent lives ended by itself"
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pass
+        assert proc.poll() is None, "a worker whose parent lives ended by itself"
+        proc.send_signal(signal.SIGINT)
+        code = _ends_within(proc, 20)
     finally:
         for fd in fds:
             os.close(fd)
+        proc.stdin.close()
+    assert code == worker.INTERRUPTED, f"the worker did not end on Ctrl-C ({code}): {proc.stderr.read()[-1500:]!r}"
+    assert not list(tmp_path.glob("grade-worker-*"))
 
 
 def test_a_worker_whose_parent_dies_as_it_starts_ends_with_it(tmp_path):
