@@ -42,6 +42,34 @@ def _warm_order() -> bytes:
     return (json.dumps(order) + "\n").encode()
 
 
+def _waiting_worker(tmp_path: Path, parent: int) -> tuple[subprocess.Popen, list[int]]:
+    """A worker started by hand, told that ``parent`` started it, in ``tmp_path`` (its scratch named there), warmed
+    with every core's lock held elsewhere; its pipe stays open. The worker and the locks' descriptors."""
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    fds = _held_cores(locks)
+    env = {**os.environ, worker.PARENT_ENV: str(parent), "GRADER_CPU_LOCK_DIR": str(locks), "TMPDIR": str(tmp_path),
+           worker.SCRATCH_ENV: str(tmp_path / "grade-worker-named")}
+    proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    proc.stdin.write(_warm_order())
+    proc.stdin.flush()
+    return proc, fds
+
+
+def _ends_interrupted(proc: subprocess.Popen, fds: list[int], tmp_path: Path, what: str) -> None:
+    """The worker ends within 20 s with the status of an interrupted one and leaves no scratch folder; the cores'
+    locks and its pipe are let go whatever happened."""
+    try:
+        code = _ends_within(proc, 20)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        proc.stdin.close()
+    assert code == worker.INTERRUPTED, f"{what} ({code}): {proc.stderr.read()[-1500:]!r}"
+    assert not list(tmp_path.glob("grade-worker-*"))
+
+
 def _ends_within(proc: subprocess.Popen, seconds: float) -> int | None:
     try:
         return proc.wait(timeout=seconds)
@@ -56,54 +84,25 @@ def test_a_worker_whose_parent_died_before_it_asked_to_follow_it_ends_at_once(tm
     (here a process id that is not its parent: its parent ``init`` or a subreaper, as after the death) ends it at
     once, its scratch folder unmade. Without the check it read the warm order on its pipe and waited for a slot of
     cores held elsewhere (ten minutes), then started hosts for nobody."""
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    fds = _held_cores(locks)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    env = {**os.environ, worker.PARENT_ENV: str(dead.pid), "GRADER_CPU_LOCK_DIR": str(locks), "TMPDIR": str(tmp_path),
-           worker.SCRATCH_ENV: str(tmp_path / "grade-worker-named")}
-    proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
-    proc.stdin.write(_warm_order())
-    proc.stdin.flush()  # its pipe stays open: only the parent's death can end it
-    try:
-        code = _ends_within(proc, 20)
-    finally:
-        for fd in fds:
-            os.close(fd)
-        proc.stdin.close()
-    assert code == worker.INTERRUPTED, f"the orphaned worker went on ({code}): {proc.stderr.read()[-1500:]!r}"
-    assert not list(tmp_path.glob("grade-worker-*"))
+    proc, fds = _waiting_worker(tmp_path, dead.pid)  # its pipe stays open: only the parent's death can end it
+    _ends_interrupted(proc, fds, tmp_path, "the orphaned worker went on")
 
 
 def test_a_worker_whose_parent_is_alive_goes_on(tmp_path):
     """The same worker, its parent named rightly (this test's process): it waits for its slot, as it should; a
     Ctrl-C then ends it, and it leaves no scratch folder (run as root, it made one: a worker killed here instead
     left one in the system's temporary folder at each run)."""
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    fds = _held_cores(locks)
-    env = {**os.environ, worker.PARENT_ENV: str(os.getpid()), "GRADER_CPU_LOCK_DIR": str(locks),
-           "TMPDIR": str(tmp_path), worker.SCRATCH_ENV: str(tmp_path / "grade-worker-named")}
-    proc = subprocess.Popen([sys.executable, "-m", "grader.batch.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env)
-    proc.stdin.write(_warm_order())
-    proc.stdin.flush()
+    proc, fds = _waiting_worker(tmp_path, os.getpid())
     try:
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-        assert proc.poll() is None, "a worker whose parent lives ended by itself"
-        proc.send_signal(signal.SIGINT)
-        code = _ends_within(proc, 20)
-    finally:
-        for fd in fds:
-            os.close(fd)
-        proc.stdin.close()
-    assert code == worker.INTERRUPTED, f"the worker did not end on Ctrl-C ({code}): {proc.stderr.read()[-1500:]!r}"
-    assert not list(tmp_path.glob("grade-worker-*"))
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        pass
+    alive = proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _ends_interrupted(proc, fds, tmp_path, "the worker ended before the Ctrl-C, or not on it")
+    assert alive, "a worker whose parent lives ended by itself"
 
 
 def test_a_worker_whose_parent_dies_as_it_starts_ends_with_it(tmp_path):
