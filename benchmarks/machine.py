@@ -117,7 +117,7 @@ class Machine:
 
     @property
     def floor(self) -> float | None:
-        """The floor, the median of before and after where both were timed."""
+        """The floor: the mean of before and after where both were timed, else the one that was."""
         known = [f for f in (self.floor_before, self.floor_after) if f]
         return statistics.mean(known) if known else None
 
